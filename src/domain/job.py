@@ -1,0 +1,102 @@
+"""What a batch job asks of the scheduler, and what the scheduler says about it.
+
+``JobSpec`` carries every value of the script's ``#SBATCH`` lines so that a submitter which
+ignores them (slurmrestd) can send the same values in its own job description.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class JobSpec(BaseModel):
+    """The scheduler-facing description of one lifecycle attempt's batch job."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str
+    partition: str
+    account: str | None = None
+    qos: str | None = None
+    nodes: int = 1
+    ntasks: int = 1
+    cpus_per_task: int
+    memory: str
+    """Memory per node in Slurm's ``--mem`` form, e.g. ``16G``."""
+    time_limit: str
+    """``H:MM:SS``."""
+    working_directory: str
+    standard_output: str
+    standard_error: str
+    comment: str
+    """The submission marker ``slurm-image:<lifecycle id>``; unique per attempt."""
+    requeue: bool = False
+
+    @property
+    def memory_mib(self) -> int:
+        """``memory`` in MiB, as slurmrestd's ``memory_per_node`` wants it."""
+        number, unit = int(self.memory[:-1]), self.memory[-1]
+        factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+        return max(1, int(number * factor))
+
+    @property
+    def time_limit_minutes(self) -> int:
+        """``time_limit`` rounded up to whole minutes, as slurmrestd's ``time_limit`` wants it."""
+        hours, minutes, seconds = (int(part) for part in self.time_limit.split(":"))
+        total = hours * 3600 + minutes * 60 + seconds
+        return max(1, -(-total // 60))
+
+
+class JobState(enum.StrEnum):
+    """Scheduler states the product distinguishes."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    SUSPENDED = "SUSPENDED"
+    REQUEUED = "REQUEUED"
+    UNKNOWN = "UNKNOWN"
+    LOST = "LOST"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.OUT_OF_MEMORY,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.LOST,
+    }
+)
+
+
+class JobStatus(BaseModel):
+    """One job's state as the scheduler reports it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    job_id: str
+    state: JobState
+    reason: str | None = None
+    exit_code: int | None = None
+    """The job's own exit status (not the raw wait status), when known."""

@@ -1,0 +1,71 @@
+"""The BatchSubmitter port: hand verified script bytes to a scheduler, observe and cancel jobs.
+
+Error contract (every adapter):
+- ``SchedulerUnavailable``: transient trouble (controller unreachable, timeout, HTTP 502/503/504,
+  connection error) that persisted through the adapter's bounded retries.
+- ``SchedulerRejected``: the scheduler refused the request for good (bad partition, limits,
+  invalid request); never retried. ``field`` names the offending value where known.
+- ``SchedulerAuthError``: credentials refused (bad or expired token, no auth).
+- ``UnknownJob``: ``cancel`` of a job id the scheduler does not know.
+Adapters never raise anything else for scheduler trouble.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from domain.job import JobSpec, JobStatus
+
+
+class SubmitterError(Exception):
+    """Base of the submitter errors; ``field`` and ``reason`` say what went wrong."""
+
+    def __init__(self, reason: str, field: str = "submitter") -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class SchedulerUnavailable(SubmitterError):
+    """Transient failure that outlived the retries."""
+
+
+class SchedulerRejected(SubmitterError):
+    """Permanent refusal by the scheduler."""
+
+
+class SchedulerAuthError(SubmitterError):
+    """Authentication to the scheduler failed."""
+
+
+class UnknownJob(SubmitterError):
+    """The scheduler does not know the job id."""
+
+
+@runtime_checkable
+class BatchSubmitter(Protocol):
+    """A scheduler front end.
+
+    ``submit`` is exactly-once per ``spec.comment`` marker: after an ambiguous failure the
+    adapter looks for a job carrying the marker before submitting again, and returns that job's
+    id if it finds one.
+    """
+
+    name: str
+
+    def submit(self, script: bytes, spec: JobSpec) -> str:
+        """Submit the verified ``script`` bytes with ``spec``; return the job id (decimal)."""
+        ...
+
+    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        """States of many jobs in one scheduler call. Ids the scheduler does not know are absent."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a job. Raises ``UnknownJob`` when the scheduler does not know it."""
+        ...
+
+    def find_by_marker(self, marker: str) -> str | None:
+        """The id of a job whose comment equals ``marker``, or None."""
+        ...
