@@ -311,3 +311,16 @@ def test_debian_layout_with_a_script_of_another_pip_version_is_refused(tmp_path:
     result = run_inspector(python, "client", out_dir / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
     assert output_dir_is_empty(out_dir)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    ["Metadata-Version: 2.1\nName: broken\n", "Metadata-Version: 2.1\nVersion: 1.0\n", ""],
+    ids=["no-version", "no-name", "empty"],
+)
+def test_distribution_without_name_or_version_is_refused(tmp_path: Path, metadata: str) -> None:
+    info = tmp_path / "broken-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(metadata)
+    with pytest.raises(inspect_image.Refused, match="no name or version"):
+        inspect_image.find_distributions([str(tmp_path)])
