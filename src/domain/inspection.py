@@ -1,0 +1,192 @@
+"""The inspection record the in-image inspector writes, and its host-side validation.
+
+The record comes from inside an image whose code can write anything into the output directory,
+so it is untrusted input: bounded in size, parsed strictly, every value constrained, and bound to
+the role and ``.sqsh`` digest the host expects. The schema lives here, not in the inspector (the
+domain never imports it); the two meet only through the JSON bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from domain.errors import InvalidInspection
+
+SCHEMA_VERSION = 1
+MAX_INSPECTION_BYTES = 1024 * 1024
+MAX_DISTRIBUTIONS = 10_000
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+DistributionName = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9](?:-?[a-z0-9])*$", max_length=200)
+]
+"""A PEP 503 normalized distribution name."""
+Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!_-]{0,127}$")]
+ExecutablePath = Annotated[
+    str, StringConstraints(pattern=r"^(?:/[^/\x00-\x1f\x7f]+)+$", max_length=4096)
+]
+"""Absolute, without empty components or control characters."""
+Role = Literal["client", "serving"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class PythonFacts(_Frozen):
+    implementation: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+    version: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$")]
+    abi: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
+
+
+class DistributionFact(_Frozen):
+    name: DistributionName
+    version: Version
+
+
+class ExecutableFact(_Frozen):
+    version: Version
+    path: ExecutablePath
+
+    @model_validator(mode="after")
+    def _path_is_normalized(self) -> ExecutableFact:
+        parts = self.path.split("/")[1:]
+        if "." in parts or ".." in parts:
+            raise ValueError("path must be normalized (no . or .. components)")
+        return self
+
+
+class InstallerFact(ExecutableFact):
+    name: Literal["pip"]
+
+
+class ServerFact(ExecutableFact):
+    name: Literal["vllm"]
+
+
+class ClientFacts(_Frozen):
+    python: PythonFacts
+    distributions: tuple[DistributionFact, ...] = Field(min_length=1, max_length=MAX_DISTRIBUTIONS)
+    installer: InstallerFact
+
+    @model_validator(mode="after")
+    def _distributions_consistent(self) -> ClientFacts:
+        names = [d.name for d in self.distributions]
+        if names != sorted(set(names)):
+            raise ValueError("distributions must be sorted by name, each name once")
+        installed = {d.name: d.version for d in self.distributions}
+        if installed.get(self.installer.name) != self.installer.version:
+            raise ValueError("the installer must be one of the distributions, same version")
+        return self
+
+    def version_of(self, name: str) -> str | None:
+        return next((d.version for d in self.distributions if d.name == name), None)
+
+
+class ServingFacts(_Frozen):
+    server: ServerFact
+
+
+def _facts_kind(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return "serving" if isinstance(value, ServingFacts) else "client"
+    return "serving" if isinstance(value, dict) and "server" in value else "client"
+
+
+Facts = Annotated[
+    Annotated[ClientFacts, Tag("client")] | Annotated[ServingFacts, Tag("serving")],
+    Discriminator(_facts_kind),
+]
+
+
+class InspectionRecord(_Frozen):
+    schema_version: Annotated[int, Field(ge=SCHEMA_VERSION, le=SCHEMA_VERSION)]
+    """An int field rather than ``Literal[1]``, which pydantic also satisfies with ``true``."""
+    inspector_version: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z.+-]{1,32}$")]
+    role: Role
+    sqsh_sha256: Sha256
+    facts: Facts
+
+    @model_validator(mode="after")
+    def _facts_match_role(self) -> InspectionRecord:
+        expected = ClientFacts if self.role == "client" else ServingFacts
+        if not isinstance(self.facts, expected):
+            raise PydanticCustomError(
+                "facts_role", "facts must be those of a {role} image", {"role": self.role}
+            )
+        return self
+
+
+_FACT_TAGS = ("client", "serving")
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidInspection(field=key, rule="each key at most once", value=key)
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidInspection(field="inspection", rule="no NaN or Infinity", value=name)
+
+
+def validate_inspection(
+    data: bytes,
+    *,
+    role: Role,
+    sqsh_sha256: str,
+    max_bytes: int = MAX_INSPECTION_BYTES,
+) -> InspectionRecord:
+    """Validate the bytes of ``inspection.json`` for an image of ``role`` whose ``.sqsh``
+    hashes to ``sqsh_sha256``; raise InvalidInspection naming the field and the rule."""
+    if len(data) > max_bytes:
+        raise InvalidInspection(
+            field="inspection", rule=f"at most {max_bytes} bytes", value=len(data)
+        )
+    try:
+        parsed = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_refuse_duplicate_keys,
+            parse_constant=_refuse_constant,
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidInspection(
+            field="inspection", rule="one UTF-8 JSON object", value=str(error)
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidInspection(
+            field="inspection", rule="one UTF-8 JSON object", value=type(parsed).__name__
+        )
+    try:
+        record = InspectionRecord.model_validate_json(data)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        # the union's tag ("client"/"serving") after "facts" is not a field of the record
+        loc = [str(p) for i, p in enumerate(first["loc"]) if not (i == 1 and p in _FACT_TAGS)]
+        field = ".".join(loc) or ("facts" if first["type"] == "facts_role" else "inspection")
+        raise InvalidInspection(field=field, rule=first["msg"], value=first.get("input")) from None
+    if record.role != role:
+        raise InvalidInspection(field="role", rule=f"must be {role}", value=record.role)
+    if record.sqsh_sha256 != sqsh_sha256:
+        raise InvalidInspection(
+            field="sqsh_sha256",
+            rule=f"must equal the digest of the .sqsh ({sqsh_sha256})",
+            value=record.sqsh_sha256,
+        )
+    return record

@@ -1,0 +1,240 @@
+"""Host-side validation of the inspection record: every rule refuses, naming field and rule."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from domain.errors import InvalidInspection
+from domain.inspection import (
+    MAX_INSPECTION_BYTES,
+    ClientFacts,
+    InspectionRecord,
+    ServingFacts,
+    validate_inspection,
+)
+
+SHA = "ab" * 32
+OTHER_SHA = "cd" * 32
+
+CLIENT: dict[str, Any] = {
+    "schema_version": 1,
+    "inspector_version": "1.0.0",
+    "role": "client",
+    "sqsh_sha256": SHA,
+    "facts": {
+        "python": {"implementation": "cpython", "version": "3.11.2", "abi": "cp311"},
+        "distributions": [
+            {"name": "numpy", "version": "1.26.4"},
+            {"name": "pip", "version": "23.0.1"},
+            {"name": "typing-extensions", "version": "4.9.0"},
+        ],
+        "installer": {"name": "pip", "version": "23.0.1", "path": "/usr/bin/pip"},
+    },
+}
+SERVING: dict[str, Any] = {
+    "schema_version": 1,
+    "inspector_version": "1.0.0",
+    "role": "serving",
+    "sqsh_sha256": SHA,
+    "facts": {"server": {"name": "vllm", "version": "0.6.3", "path": "/usr/local/bin/vllm"}},
+}
+
+
+def encode(record: Any) -> bytes:
+    return json.dumps(record).encode()
+
+
+def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    record = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    target: Any = record
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+    return record
+
+
+def refusal(data: bytes, role: str = "client", sqsh: str = SHA, **kw: Any) -> InvalidInspection:
+    with pytest.raises(InvalidInspection) as caught:
+        validate_inspection(data, role=role, sqsh_sha256=sqsh, **kw)  # type: ignore[arg-type]
+    return caught.value
+
+
+def test_accepts_a_client_record() -> None:
+    record = validate_inspection(encode(CLIENT), role="client", sqsh_sha256=SHA)
+    assert isinstance(record.facts, ClientFacts)
+    assert record.facts.installer.path == "/usr/bin/pip"
+    assert record.facts.version_of("numpy") == "1.26.4"
+    assert record.facts.version_of("absent") is None
+
+
+def test_accepts_a_serving_record() -> None:
+    record = validate_inspection(encode(SERVING), role="serving", sqsh_sha256=SHA)
+    assert isinstance(record.facts, ServingFacts)
+    assert record.facts.server.version == "0.6.3"
+
+
+def test_record_is_frozen() -> None:
+    record = validate_inspection(encode(SERVING), role="serving", sqsh_sha256=SHA)
+    with pytest.raises(ValidationError):
+        record.role = "client"  # type: ignore[misc]
+
+
+def test_refuses_oversize_before_parsing() -> None:
+    data = encode(CLIENT)
+    error = refusal(data, max_bytes=len(data) - 1)
+    assert (error.field, error.value) == ("inspection", len(data))
+    assert refusal(b" " * (MAX_INSPECTION_BYTES + 1)).field == "inspection"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"{", b"not json", b"\xff\xfe{}", b'{"a": NaN}', b"[1, 2]", b'"client"', b"null"],
+)
+def test_refuses_what_is_not_one_json_object(data: bytes) -> None:
+    assert refusal(data).field == "inspection"
+
+
+def test_refuses_duplicate_keys() -> None:
+    data = encode(CLIENT)[:-1] + b', "role": "client"}'
+    error = refusal(data)
+    assert (error.field, error.rule) == ("role", "each key at most once")
+
+
+def test_refuses_other_schema_version() -> None:
+    assert refusal(encode(changed(CLIENT, "schema_version", 2))).field == "schema_version"
+    assert refusal(encode(changed(CLIENT, "schema_version", "1"))).field == "schema_version"
+    assert refusal(encode(changed(CLIENT, "schema_version", True))).field == "schema_version"
+
+
+def test_refuses_role_mismatch() -> None:
+    error = refusal(encode(CLIENT), role="serving")
+    assert (error.field, error.value) == ("role", "client")
+
+
+def test_refuses_digest_mismatch() -> None:
+    error = refusal(encode(CLIENT), sqsh=OTHER_SHA)
+    assert (error.field, error.value) == ("sqsh_sha256", SHA)
+
+
+@pytest.mark.parametrize("value", ["AB" * 32, "ab" * 31, "ab" * 32 + "\n", 7])
+def test_refuses_malformed_digest(value: Any) -> None:
+    assert refusal(encode(changed(CLIENT, "sqsh_sha256", value))).field == "sqsh_sha256"
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("extra", "extra"),
+        ("facts.extra", "facts.extra"),
+        ("facts.python.extra", "facts.python.extra"),
+        ("facts.installer.extra", "facts.installer.extra"),
+    ],
+)
+def test_refuses_extra_keys(path: str, field: str) -> None:
+    assert refusal(encode(changed(CLIENT, path, 1))).field == field
+
+
+def test_refuses_missing_keys() -> None:
+    record = copy.deepcopy(CLIENT)
+    del record["facts"]["installer"]
+    assert refusal(encode(record)).field == "facts.installer"
+    record = copy.deepcopy(CLIENT)
+    del record["inspector_version"]
+    assert refusal(encode(record)).field == "inspector_version"
+
+
+def test_refuses_installer_not_among_distributions() -> None:
+    record = changed(CLIENT, "facts.distributions", [{"name": "numpy", "version": "1.26.4"}])
+    error = refusal(encode(record))
+    assert error.field == "facts"
+    assert "installer" in error.rule
+
+
+def test_refuses_installer_version_unlike_its_distribution() -> None:
+    error = refusal(encode(changed(CLIENT, "facts.installer.version", "24.0")))
+    assert "installer" in error.rule
+
+
+@pytest.mark.parametrize(
+    "distributions",
+    [
+        [],
+        [{"name": "pip", "version": "23.0.1"}, {"name": "numpy", "version": "1.26.4"}],
+        [{"name": "pip", "version": "23.0.1"}, {"name": "pip", "version": "23.0.1"}],
+    ],
+    ids=["empty", "unsorted", "duplicate"],
+)
+def test_refuses_distributions_not_sorted_and_unique(distributions: list[Any]) -> None:
+    assert refusal(encode(changed(CLIENT, "facts.distributions", distributions))).field.startswith(
+        "facts"
+    )
+
+
+@pytest.mark.parametrize("name", ["Typing_Extensions", "typing_extensions", "a--b", "-a", ""])
+def test_refuses_names_not_normalized(name: str) -> None:
+    error = refusal(encode(changed(CLIENT, "facts.distributions.2.name", name)))
+    assert error.field == "facts.distributions.2.name"
+
+
+@pytest.mark.parametrize("version", ["", "1.0 beta", "1.0\n", "x" * 129])
+def test_refuses_malformed_versions(version: str) -> None:
+    error = refusal(encode(changed(CLIENT, "facts.distributions.0.version", version)))
+    assert error.field == "facts.distributions.0.version"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pip",
+        "bin/pip",
+        "/usr/bin/../bin/pip",
+        "/usr/./bin/pip",
+        "//usr/bin/pip",
+        "/usr/bin/pi\np",
+        "/",
+    ],
+)
+def test_refuses_executable_paths_not_absolute_and_normalized(path: str) -> None:
+    assert refusal(encode(changed(CLIENT, "facts.installer.path", path))).field.startswith(
+        "facts.installer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("facts.python.version", "3.11"),
+        ("facts.python.version", "3.13.0rc1"),
+        ("facts.python.implementation", "CPython"),
+        ("facts.python.abi", "cp311-x86_64"),
+        ("facts.installer.name", "uv"),
+    ],
+)
+def test_refuses_malformed_python_and_installer_facts(path: str, value: str) -> None:
+    assert refusal(encode(changed(CLIENT, path, value))).field == path
+
+
+def test_refuses_facts_of_the_other_role() -> None:
+    record = changed(CLIENT, "facts", SERVING["facts"])
+    assert refusal(encode(record)).field == "facts"
+    record = changed(SERVING, "facts", CLIENT["facts"])
+    assert refusal(encode(record), role="serving").field == "facts"
+
+
+def test_refuses_a_server_that_is_not_vllm() -> None:
+    record = changed(SERVING, "facts.server.name", "tgi")
+    assert refusal(encode(record), role="serving").field == "facts.server.name"
+
+
+def test_model_rejects_mixed_facts_directly() -> None:
+    with pytest.raises(ValidationError):
+        InspectionRecord.model_validate_json(encode(changed(SERVING, "role", "client")))
