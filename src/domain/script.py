@@ -57,6 +57,13 @@ def _squash_options(plan: Plan) -> str:
     return f"-mem {mem}M"
 
 
+def _required_distributions(plan: Plan) -> str:
+    """The inspector's SLURM_IMAGE_REQUIRE: client images only (it is a usage error otherwise)."""
+    if plan.request.role != "client":
+        return ""
+    return ",".join(plan.profile.inspection.client_distributions)
+
+
 def _assignments(plan: Plan) -> list[str]:
     p = plan.paths
     build = plan.profile.image_build
@@ -83,6 +90,7 @@ def _assignments(plan: Plan) -> list[str]:
         ("MIN_ENROOT", MIN_ENROOT[plan.operation]),
         ("SQUASH_MEMORY", _squash_options(plan)),
         ("CONTAINER_PREFIX", CONTAINER_PREFIX),
+        ("REQUIRE", _required_distributions(plan)),
     ]
     lines = [f"readonly {key}={quote(value, key)}" for key, value in values]
     lines.append(f"readonly IMPORTING={'1' if importing else '0'}")
@@ -291,8 +299,10 @@ check_identity
 
 # 9. Run the inspector inside, with exactly two mounts and never the job directory.
 mkdir -p -m 0700 -- "$OUTPUT_DIR"
+start_environment=(-e SHELL=/bin/sh)
+[ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
 set +e
-enroot start --root --rc "$RC_FILE" -e SHELL=/bin/sh \
+enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
     -m "$INSPECTOR:$CONTAINER_PREFIX/inspect_image.py:x-create=file,bind,ro,nosuid,nodev,noexec" \
     -m "$OUTPUT_DIR:$CONTAINER_PREFIX/output:x-create=dir,bind,rw,nosuid,nodev,noexec" \
     "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 
 from application.prepare import PlannedLifecycle
@@ -41,7 +40,6 @@ class CommandFailed(Exception):
 app = typer.Typer(
     name=PROG,
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     help="Turn digest-pinned container images into verified Enroot squashfs files on Slurm.",
@@ -61,7 +59,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def global_options(
     ctx: typer.Context,
     profile: Annotated[str | None, typer.Option("--profile", help="Site profile (TOML).")] = None,
@@ -74,6 +72,9 @@ def global_options(
     ] = False,
 ) -> None:
     ctx.obj = Options(profile, cluster, json_output, quiet, verbose)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 def _options(ctx: typer.Context, json_output: bool) -> Options:
@@ -172,11 +173,11 @@ def main(argv: list[str] | None = None) -> None:
         command.main(args=argv, prog_name=PROG, standalone_mode=False)
     except CommandFailed as failure:
         _fail(exit_code_for(failure.error), describe(failure.error))
-    except click.exceptions.UsageError as error:
-        _fail(EXIT_INVALID, " ".join(error.format_message().split()))
-    except click.exceptions.Abort:
-        _fail(130, "interrupted")
-    except click.exceptions.Exit as done:
+    except typer.Exit as done:
         raise SystemExit(done.exit_code) from None
+    except typer.Abort:
+        _fail(130, "interrupted")
+    except typer.TyperException as error:
+        _fail(EXIT_INVALID, " ".join(error.format_message().split()))
     except Exception as error:
         _fail(EXIT_INTERNAL, f"internal error: {describe(error)} (please report this)")
