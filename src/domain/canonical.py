@@ -1,0 +1,17 @@
+"""Canonical JSON bytes (sorted keys, UTF-8, trailing newline) and their SHA-256."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> bytes:
+    """One byte string per value: sorted keys, two-space indent, UTF-8, a trailing newline."""
+    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,121 @@
+"""Path and identifier rules: workspace roots, ``.sqsh`` paths, names, ids, directive values.
+
+Every rule lives here once; models and the renderer call these functions.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from domain.errors import InvalidIdentifier, InvalidPath
+
+PATH_MAX = 1024
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+LIFECYCLE_ID_PREFIX = "img-"
+SLURM_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}")
+DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Enroot's --mount grammar splits on ':' and ',' and refuses whitespace; no release decodes '\'.
+_MOUNT_UNSAFE = re.compile(r"[\s:,\\]")
+
+
+def _has_control(value: str) -> bool:
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in value)
+
+
+def _absolute_normalized(field: str, value: str) -> str:
+    if not value:
+        raise InvalidPath(field, "must not be empty", value)
+    if len(value) > PATH_MAX:
+        raise InvalidPath(field, f"must be at most {PATH_MAX} characters", value)
+    if _has_control(value):
+        raise InvalidPath(field, "must not contain control characters", value)
+    if not value.startswith("/"):
+        raise InvalidPath(field, "must be an absolute path", value)
+    if ".." in value.split("/"):
+        raise InvalidPath(field, "must not contain '..'", value)
+    if posixpath.normpath(value) != value or value.startswith("//"):
+        raise InvalidPath(field, "must be normalized (no '.', '//' or trailing '/')", value)
+    return value
+
+
+def mountable_path(field: str, value: str) -> str:
+    """An absolute, normalized path that Enroot can mount: no whitespace, ':', ',' or '\\'."""
+    _absolute_normalized(field, value)
+    if _MOUNT_UNSAFE.search(value):
+        raise InvalidPath(
+            field, "must not contain whitespace, ':', ',' or '\\' (Enroot mount grammar)", value
+        )
+    return value
+
+
+def workspace_root(value: str, field: str = "workspace_root") -> str:
+    """The site workspace root: mountable, and not the filesystem root itself."""
+    mountable_path(field, value)
+    if value == "/":
+        raise InvalidPath(field, "must not be the filesystem root", value)
+    return value
+
+
+def sqsh_path(value: str, field: str = "source") -> str:
+    """An existing image to inspect: absolute, normalized, ending in ``.sqsh``."""
+    _absolute_normalized(field, value)
+    if not value.endswith(".sqsh") or value.endswith("/.sqsh"):
+        raise InvalidPath(field, "must name a file ending in .sqsh", value)
+    return value
+
+
+def job_path(value: str, field: str = "image_build.job_path") -> str:
+    """The job's fixed PATH: ':'-separated absolute, normalized directories, none empty."""
+    if not value:
+        raise InvalidPath(field, "must not be empty", value)
+    for entry in value.split(":"):
+        if not entry:
+            raise InvalidPath(field, "must not have empty entries", value)
+        if not entry.startswith("/"):
+            raise InvalidPath(field, "entries must be absolute directories", value)
+        _absolute_normalized(field, entry)
+        if re.search(r"\s", entry):
+            raise InvalidPath(field, "entries must not contain whitespace", value)
+    return value
+
+
+def name(value: str, field: str = "name") -> str:
+    """An alias or lifecycle id: ``^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$``."""
+    if not NAME_PATTERN.fullmatch(value):
+        raise InvalidIdentifier(field, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", value)
+    return value
+
+
+def slurm_name(value: str, field: str) -> str:
+    """A partition, account or QOS name that can stand bare on an ``#SBATCH`` line."""
+    if not SLURM_NAME_PATTERN.fullmatch(value):
+        raise InvalidIdentifier(field, "must match ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}$", value)
+    return value
+
+
+class AttemptLayout:
+    """Where one lifecycle attempt lives under the workspace (design §4). Pure path arithmetic."""
+
+    def __init__(self, root: str, lifecycle_id: str) -> None:
+        self.root = workspace_root(root)
+        self.lifecycle_id = name(lifecycle_id, "lifecycle_id")
+
+    @property
+    def images(self) -> str:
+        return f"{self.root}/images"
+
+    @property
+    def tmp(self) -> str:
+        return f"{self.images}/.tmp"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.tmp}/jobs"
+
+    @property
+    def job_dir(self) -> str:
+        return f"{self.jobs}/{self.lifecycle_id}"
+
+    def in_job(self, relative: str) -> str:
+        return f"{self.job_dir}/{relative}"

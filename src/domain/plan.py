@@ -1,0 +1,227 @@
+"""The versioned, checksum-bound plan of one lifecycle attempt, and its invariants."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from domain import paths
+from domain.canonical import canonical_json, sha256_hex
+from domain.errors import DomainError, PlanInvariantViolation
+from domain.job import JobSpec
+from domain.profile import ProfileSelection, SiteProfile
+from domain.reference import parse_reference
+from domain.request import Operation, Request
+
+SCHEMA_VERSION = 1
+PLAN_MAX_BYTES = 1 << 20
+HEX64 = re.compile(r"[0-9a-f]{64}")
+CONTAINER_PREFIX = "/.slurm-image"
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class RuntimeDigests(BaseModel):
+    """SHA-256 of the package-owned files staged beside the script."""
+
+    model_config = _FROZEN
+
+    inspector_sha256: str
+    rc_sha256: str
+
+    @model_validator(mode="after")
+    def _hex(self) -> RuntimeDigests:
+        for field in ("inspector_sha256", "rc_sha256"):
+            if not HEX64.fullmatch(getattr(self, field)):
+                raise PlanInvariantViolation(f"runtime.{field}", "must be 64 lowercase hex")
+        return self
+
+
+class AttemptPaths(BaseModel):
+    """Absolute paths of one attempt; every one derives from the workspace and the id."""
+
+    model_config = _FROZEN
+
+    job_dir: str
+    plan: str
+    script: str
+    inspector: str
+    rc: str
+    output_dir: str
+    result: str
+    home: str
+    enroot_config: str
+    stdout: str
+    stderr: str
+    candidate: str | None
+    partial: str | None
+    sqsh: str
+    """The image the job inspects: the candidate (import) or the source file (inspect)."""
+
+    @classmethod
+    def derive(
+        cls, workspace_root: str, lifecycle_id: str, operation: Operation, source: str
+    ) -> AttemptPaths:
+        layout = paths.AttemptLayout(workspace_root, lifecycle_id)
+        importing = operation == "import_oci"
+        candidate = layout.in_job("candidate.sqsh") if importing else None
+        return cls(
+            job_dir=layout.job_dir,
+            plan=layout.in_job("plan.json"),
+            script=layout.in_job("job.sbatch"),
+            inspector=layout.in_job("inspect_image.py"),
+            rc=layout.in_job("enroot.rc"),
+            output_dir=layout.in_job("output"),
+            result=layout.in_job("output/inspection.json"),
+            home=layout.in_job("home"),
+            enroot_config=layout.in_job("enroot/config"),
+            stdout=layout.in_job("slurm-%j.out"),
+            stderr=layout.in_job("slurm-%j.err"),
+            candidate=candidate,
+            partial=f"{candidate}.partial" if candidate else None,
+            sqsh=candidate if candidate else source,
+        )
+
+
+class Plan(BaseModel):
+    """Everything the job will do, fixed before anything is staged."""
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1]
+    lifecycle_id: str
+    operation: Operation
+    request: Request
+    profile: SiteProfile
+    profile_selection: ProfileSelection
+    paths: AttemptPaths
+    source_digest: str | None
+    enroot_uri: str | None
+    runtime: RuntimeDigests
+    created_at: str
+
+    @model_validator(mode="after")
+    def _invariants(self) -> Plan:
+        def broken(field: str, rule: str) -> PlanInvariantViolation:
+            return PlanInvariantViolation(field, rule)
+
+        try:
+            paths.name(self.lifecycle_id, "lifecycle_id")
+        except DomainError as error:
+            raise broken("lifecycle_id", error.rule) from None
+        if self.operation != self.request.operation:
+            raise broken("operation", "must match the request's operation")
+        expected = AttemptPaths.derive(
+            self.profile.workspace_root, self.lifecycle_id, self.operation, self.request.source
+        )
+        for field in AttemptPaths.model_fields:
+            if getattr(self.paths, field) != getattr(expected, field):
+                raise broken(f"paths.{field}", "must derive from the workspace root and the id")
+        if self.operation == "import_oci":
+            reference = parse_reference(self.request.source)
+            if self.source_digest != reference.digest:
+                raise broken("source_digest", "must equal the digest of the source reference")
+            if self.enroot_uri != reference.enroot_uri:
+                raise broken("enroot_uri", "must be the Enroot form of the source reference")
+            if not (self.paths.candidate or "").startswith(self.paths.job_dir + "/"):
+                raise broken("paths.candidate", "must stay inside the attempt directory")
+        else:
+            if self.source_digest is not None or self.enroot_uri is not None:
+                raise broken("source_digest", "an inspect plan has no source digest or URI")
+            if self.paths.candidate is not None:
+                raise broken("paths.candidate", "an inspect plan has no candidate")
+        if self.profile_selection.profile_sha256 != self.profile.sha256():
+            raise broken("profile_selection.profile_sha256", "must be the profile's digest")
+        try:
+            created = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise broken("created_at", "must be an ISO 8601 UTC time") from None
+        if created.utcoffset() is None or created.utcoffset() != UTC.utcoffset(None):
+            raise broken("created_at", "must be in UTC")
+        return self
+
+    @property
+    def marker(self) -> str:
+        """The submission marker carried in the job comment: unique per attempt."""
+        return f"slurm-image:{self.lifecycle_id}"
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+    def sha256(self) -> str:
+        return sha256_hex(self.canonical_bytes())
+
+    def job_spec(self) -> JobSpec:
+        build = self.profile.image_build
+        return JobSpec(
+            name=f"slurm-image-{self.request.role}",
+            partition=build.partition,
+            account=build.account,
+            qos=build.qos,
+            cpus_per_task=build.cpus_per_task,
+            memory=build.memory,
+            time_limit=build.time_limit,
+            working_directory=self.paths.job_dir,
+            standard_output=self.paths.stdout,
+            standard_error=self.paths.stderr,
+            comment=self.marker,
+        )
+
+
+def format_time(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise PlanInvariantViolation("created_at", "the clock must give an aware UTC time")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def derive_plan(
+    request: Request,
+    profile: SiteProfile,
+    selection: ProfileSelection,
+    *,
+    lifecycle_id: str,
+    created_at: datetime,
+    runtime: RuntimeDigests,
+) -> Plan:
+    """Derive the plan of one attempt. Pure: the id, the time and the digests are given."""
+    paths.name(lifecycle_id, "lifecycle_id")
+    reference = parse_reference(request.source) if request.operation == "import_oci" else None
+    return Plan(
+        schema_version=SCHEMA_VERSION,
+        lifecycle_id=lifecycle_id,
+        operation=request.operation,
+        request=request,
+        profile=profile,
+        profile_selection=selection,
+        paths=AttemptPaths.derive(
+            profile.workspace_root, lifecycle_id, request.operation, request.source
+        ),
+        source_digest=reference.digest if reference else None,
+        enroot_uri=reference.enroot_uri if reference else None,
+        runtime=runtime,
+        created_at=format_time(created_at),
+    )
+
+
+def load_plan(data: bytes) -> Plan:
+    """Parse plan bytes, refusing anything that is not a valid plan with intact invariants.
+
+    Raises ``PlanInvariantViolation`` (the field that disagrees, or ``plan`` for bad JSON).
+    """
+    if len(data) > PLAN_MAX_BYTES:
+        raise PlanInvariantViolation("plan", f"must be at most {PLAN_MAX_BYTES} bytes")
+    try:
+        plan = Plan.model_validate_json(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        cause = first.get("ctx", {}).get("error")
+        if isinstance(cause, DomainError):
+            raise PlanInvariantViolation(cause.field, cause.rule) from None
+        location = ".".join(str(part) for part in first["loc"]) or "plan"
+        raise PlanInvariantViolation(location, first["msg"]) from None
+    if plan.canonical_bytes() != data:
+        raise PlanInvariantViolation("plan", "must be in canonical form")
+    return plan

@@ -1,0 +1,343 @@
+"""The site profile (cli.md): its model, its rules, and how a cluster is picked from a catalog."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+
+from domain import paths
+from domain.canonical import canonical_json, sha256_hex
+from domain.errors import DomainError, InvalidProfile
+
+MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
+TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
+ENROOT_ENVIRONMENT_ALLOWED = frozenset(
+    {
+        "ENROOT_SQUASH_OPTIONS",
+        "ENROOT_ZSTD_OPTIONS",
+        "ENROOT_GZIP_PROGRAM",
+        "ENROOT_TRANSFER_RETRIES",
+        "ENROOT_TRANSFER_TIMEOUT",
+        "ENROOT_CONNECT_TIMEOUT",
+        "ENROOT_MAX_CONNECTIONS",
+        "ENROOT_ALLOW_HTTP",
+    }
+)
+ENROOT_ENVIRONMENT_RESERVED = frozenset(
+    {
+        "ENROOT_CONFIG_PATH",
+        "ENROOT_CACHE_PATH",
+        "ENROOT_DATA_PATH",
+        "ENROOT_TEMP_PATH",
+        "ENROOT_RUNTIME_PATH",
+        "ENROOT_MAX_PROCESSORS",
+        "ENROOT_LOGIN_SHELL",
+        "ENROOT_MOUNT_HOME",
+    }
+)
+SUBMITTER_KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+API_VERSION = re.compile(r"auto|v0\.0\.(3[89]|4[0-4])")
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def _memory(value: str) -> str:
+    if not MEMORY_PATTERN.fullmatch(value):
+        raise ValueError("must match ^[1-9][0-9]*[KMGT]$ (e.g. 16G)")
+    return value
+
+
+def _time_limit(value: str) -> str:
+    match = TIME_PATTERN.fullmatch(value)
+    if not match:
+        raise ValueError("must be H:MM:SS (e.g. 1:00:00)")
+    if not any(int(part) for part in match.groups()):
+        raise ValueError("must not be zero")
+    if len(match.group(1)) > 1 and match.group(1).startswith("0"):
+        raise ValueError("hours must not have a leading zero")
+    return value
+
+
+def _slurm_name(field: str) -> AfterValidator:
+    def check(value: str) -> str:
+        try:
+            return paths.slurm_name(value, field)
+        except DomainError as error:
+            raise ValueError(error.rule) from None
+
+    return AfterValidator(check)
+
+
+def _path_rule(rule: Any, field: str) -> AfterValidator:
+    def check(value: str) -> str:
+        try:
+            return str(rule(value, field))
+        except DomainError as error:
+            raise ValueError(error.rule) from None
+
+    return AfterValidator(check)
+
+
+class ImageBuild(BaseModel):
+    model_config = _FROZEN
+
+    partition: Annotated[str, _slurm_name("image_build.partition")]
+    account: Annotated[str, _slurm_name("image_build.account")] | None = None
+    qos: Annotated[str, _slurm_name("image_build.qos")] | None = None
+    cpus_per_task: Annotated[int, Field(ge=1, le=99999)]
+    memory: Annotated[str, AfterValidator(_memory)]
+    time_limit: Annotated[str, AfterValidator(_time_limit)]
+    local_scratch: Annotated[str, _path_rule(paths.mountable_path, "local_scratch")] | None = None
+    job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
+
+
+class Inspection(BaseModel):
+    model_config = _FROZEN
+
+    client_distributions: tuple[str, ...] = ("pip",)
+
+    @field_validator("client_distributions", mode="before")
+    @classmethod
+    def _listify(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("client_distributions")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?", item):
+                raise ValueError(f"{item!r} is not a distribution name (PEP 508)")
+        if len(set(value)) != len(value):
+            raise ValueError("must not repeat a name")
+        return value
+
+
+class Enroot(BaseModel):
+    model_config = _FROZEN
+
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("environment")
+    @classmethod
+    def _allowlisted(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if key in ENROOT_ENVIRONMENT_RESERVED:
+                raise ValueError(f"{key} is set by the job itself and cannot be overridden")
+            if key not in ENROOT_ENVIRONMENT_ALLOWED:
+                allowed = ", ".join(sorted(ENROOT_ENVIRONMENT_ALLOWED))
+                raise ValueError(f"{key} is not one of the allowed settings ({allowed})")
+            if len(item) > 1024 or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in item):
+                raise ValueError(
+                    f"{key} must be at most 1024 characters without control characters"
+                )
+        return value
+
+
+class SbatchSettings(BaseModel):
+    model_config = _FROZEN
+
+    sbatch: str = "sbatch"
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _int_ok(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("sbatch")
+    @classmethod
+    def _program(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_./+-]{1,1024}", value) or ".." in value.split("/"):
+            raise ValueError("must be a program name or an absolute path without '..'")
+        if "/" in value and not value.startswith("/"):
+            raise ValueError("a path must be absolute")
+        return value
+
+
+class RestSettings(BaseModel):
+    model_config = _FROZEN
+
+    url: str = "http://127.0.0.1:6820"
+    user: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+    api_version: str = "auto"
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _int_ok(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.fullmatch(
+            r"(https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~/-]*)?|unix:///[^\s]+)", value
+        ):
+            raise ValueError("must be http(s)://host[:port] or unix:///absolute/socket/path")
+        return value
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not API_VERSION.fullmatch(value):
+            raise ValueError('must be "auto" or one of v0.0.38, v0.0.39, v0.0.40 ... v0.0.44')
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}\$?", value):
+            raise ValueError("must be a POSIX user name")
+        return value
+
+    @field_validator("token_env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value):
+            raise ValueError("must be an environment variable name")
+        return value
+
+
+class Submitter(BaseModel):
+    model_config = _FROZEN
+
+    kind: str = "sbatch"
+    sbatch: SbatchSettings = Field(default_factory=SbatchSettings)
+    rest: RestSettings = Field(default_factory=RestSettings)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if not SUBMITTER_KIND.fullmatch(value):
+            raise ValueError("must be sbatch, rest, fake or a registered submitter name")
+        return value
+
+
+class SiteProfile(BaseModel):
+    """One cluster's site profile."""
+
+    model_config = _FROZEN
+
+    workspace_root: Annotated[str, _path_rule(paths.workspace_root, "workspace_root")]
+    image_build: ImageBuild
+    inspection: Inspection = Field(default_factory=Inspection)
+    enroot: Enroot = Field(default_factory=Enroot)
+    submitter: Submitter = Field(default_factory=Submitter)
+
+    def sha256(self) -> str:
+        return sha256_hex(canonical_json(self.model_dump(mode="json")))
+
+
+class ProfileSelection(BaseModel):
+    """How the profile was chosen, so a job traces back to its exact configuration."""
+
+    model_config = _FROZEN
+
+    how: Literal["explicit", "hostname", "default"]
+    cluster: str | None = None
+    pattern: str | None = None
+    catalog_sha256: str | None = None
+    profile_sha256: str
+
+
+def _field_of(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "profile"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "is not a known profile key"
+    elif first["type"] == "missing":
+        message = "is required"
+    message = message.removeprefix("Value error, ")
+    return location, message
+
+
+def parse_profile(data: Mapping[str, Any], prefix: str = "") -> SiteProfile:
+    """Validate a profile mapping (from TOML and overrides). Raises ``InvalidProfile``."""
+    try:
+        return SiteProfile.model_validate(dict(data))
+    except ValidationError as error:
+        location, message = _field_of(error)
+        raise InvalidProfile(prefix + location, message) from None
+
+
+def select_cluster(
+    document: Mapping[str, Any],
+    *,
+    explicit: str | None,
+    hostnames: Sequence[str],
+    catalog_sha256: str,
+) -> tuple[SiteProfile, ProfileSelection]:
+    """Pick and validate one profile from a file that is a catalog or a single profile.
+
+    Precedence: ``explicit`` > the one cluster whose pattern matches a host name > ``default``.
+    """
+    if "clusters" not in document:
+        if explicit is not None:
+            raise InvalidProfile("cluster", "the profile file has no [clusters] catalog")
+        profile = parse_profile(document)
+        selection = ProfileSelection(
+            how="explicit", catalog_sha256=catalog_sha256, profile_sha256=profile.sha256()
+        )
+        return profile, selection
+    extra = set(document) - {"clusters", "default"}
+    if extra:
+        raise InvalidProfile(sorted(extra)[0], "a catalog holds only 'default' and [clusters.*]")
+    clusters = document["clusters"]
+    if not isinstance(clusters, Mapping) or not clusters:
+        raise InvalidProfile("clusters", "must be a table of clusters")
+    chosen: str | None = None
+    how: Literal["explicit", "hostname", "default"] = "explicit"
+    matched: str | None = None
+    if explicit is not None:
+        if explicit not in clusters:
+            raise InvalidProfile("cluster", f"{explicit!r} is not in the catalog")
+        chosen = explicit
+    else:
+        hits: list[tuple[str, str]] = []
+        for cluster_name, table in clusters.items():
+            patterns = table.get("host_patterns", []) if isinstance(table, Mapping) else []
+            for pattern in patterns:
+                if any(fnmatch.fnmatchcase(host, str(pattern)) for host in hostnames):
+                    hits.append((cluster_name, str(pattern)))
+                    break
+        if len({hit[0] for hit in hits}) > 1:
+            names = ", ".join(hit[0] for hit in hits)
+            raise InvalidProfile("clusters", f"this host matches several clusters: {names}")
+        if hits:
+            chosen, matched, how = hits[0][0], hits[0][1], "hostname"
+        elif "default" in document:
+            chosen, how = str(document["default"]), "default"
+            if chosen not in clusters:
+                raise InvalidProfile("default", f"{chosen!r} is not in the catalog")
+        else:
+            host = hostnames[0] if hostnames else "?"
+            raise InvalidProfile(
+                "cluster", f"no cluster matches host {host!r} and no default is set"
+            )
+    table = dict(clusters[chosen])
+    patterns = table.pop("host_patterns", [])
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise InvalidProfile(f"clusters.{chosen}.host_patterns", "must be a list of strings")
+    profile = parse_profile(table, prefix=f"clusters.{chosen}.")
+    selection = ProfileSelection(
+        how=how,
+        cluster=chosen,
+        pattern=matched,
+        catalog_sha256=catalog_sha256,
+        profile_sha256=profile.sha256(),
+    )
+    return profile, selection

@@ -1,0 +1,48 @@
+"""What a user asks for: an alias, a role, and a source to import or inspect."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from domain import paths
+from domain.errors import DomainError, InvalidRequest
+from domain.reference import parse_reference
+
+Role = Literal["client", "serving"]
+Operation = Literal["import_oci", "inspect_sqsh"]
+ROLES: tuple[Role, ...] = ("client", "serving")
+
+
+class Request(BaseModel):
+    """A validated request: ``source`` is an OCI reference (import) or a ``.sqsh`` path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    operation: Operation
+    name: str
+    role: Role
+    source: str
+
+    @model_validator(mode="after")
+    def _rules(self) -> Request:
+        paths.name(self.name, "name")
+        if self.operation == "import_oci":
+            parse_reference(self.source)
+        else:
+            paths.sqsh_path(self.source, "source")
+        return self
+
+
+def make_request(operation: Operation, *, name: str, role: str, source: str) -> Request:
+    """Build a request, raising one ``DomainError`` that names the first field at fault."""
+    if role not in ROLES:
+        raise InvalidRequest("role", "must be 'client' or 'serving'", role)
+    try:
+        return Request(operation=operation, name=name, role=role, source=source)
+    except ValidationError as error:
+        cause = error.errors()[0].get("ctx", {}).get("error")
+        if isinstance(cause, DomainError):
+            raise cause from None
+        raise InvalidRequest(str(error.errors()[0]["loc"][0]), error.errors()[0]["msg"]) from None

@@ -1,0 +1,321 @@
+"""The batch script: a pure, deterministic function of the plan (design §5).
+
+The body is fixed text; only the header's ``#SBATCH`` lines and the ``readonly`` assignments
+vary, and every varying value is validated by the plan's models and quoted by ``shell.quote``.
+"""
+
+from __future__ import annotations
+
+from domain.job import JobSpec
+from domain.plan import CONTAINER_PREFIX, Plan
+from domain.shell import quote
+
+MIN_ENROOT = {"import_oci": "4.0.0", "inspect_sqsh": "3.5.0"}
+SQUASH_DEFAULT = "-comp lzo -noD"
+SQUASH_MEM_MIN_MIB = 64
+
+EXIT_CODES: dict[int, str] = {
+    64: "the job's Slurm environment is unusable (CPU count, job id)",
+    65: "the image's digest could not be computed",
+    66: "the image is not a regular file",
+    69: "the image has no Python 3.8 or newer",
+    70: "a staged file does not match its digest",
+    73: "candidate.sqsh or its partial file already exists",
+    74: "the image changed during the job",
+    75: "the job was requeued (an attempt directory is used once)",
+    76: "no inspection result",
+    78: "Enroot is missing, unreadable or too old",
+}
+
+
+def directives(spec: JobSpec) -> list[str]:
+    """The ``#SBATCH`` lines, in a fixed order. Values are validated to stand bare."""
+    lines = [f"--job-name={spec.name}"]
+    if spec.account:
+        lines.append(f"--account={spec.account}")
+    if spec.qos:
+        lines.append(f"--qos={spec.qos}")
+    lines += [
+        f"--partition={spec.partition}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.ntasks}",
+        f"--cpus-per-task={spec.cpus_per_task}",
+        f"--mem={spec.memory}",
+        f"--time={spec.time_limit}",
+        f"--chdir={spec.working_directory}",
+        f"--output={spec.standard_output}",
+        f"--error={spec.standard_error}",
+        "--no-requeue",
+        f"--comment={spec.comment}",
+    ]
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _squash_options(plan: Plan) -> str:
+    spec = plan.job_spec()
+    mem = max(SQUASH_MEM_MIN_MIB, spec.memory_mib // 2)
+    return f"-mem {mem}M"
+
+
+def _required_distributions(plan: Plan) -> str:
+    """The inspector's SLURM_IMAGE_REQUIRE: client images only (it is a usage error otherwise)."""
+    if plan.request.role != "client":
+        return ""
+    return ",".join(plan.profile.inspection.client_distributions)
+
+
+def _assignments(plan: Plan) -> list[str]:
+    p = plan.paths
+    build = plan.profile.image_build
+    importing = plan.operation == "import_oci"
+    values: list[tuple[str, str]] = [
+        ("LIFECYCLE_ID", plan.lifecycle_id),
+        ("OPERATION", plan.operation),
+        ("ROLE", plan.request.role),
+        ("JOB_DIR", p.job_dir),
+        ("JOB_PATH", build.job_path),
+        ("LOCAL_SCRATCH", build.local_scratch or ""),
+        ("INSPECTOR", p.inspector),
+        ("INSPECTOR_SHA256", plan.runtime.inspector_sha256),
+        ("RC_FILE", p.rc),
+        ("RC_SHA256", plan.runtime.rc_sha256),
+        ("OUTPUT_DIR", p.output_dir),
+        ("RESULT", p.result),
+        ("JOB_HOME", p.home),
+        ("JOB_ENROOT_CONFIG", p.enroot_config),
+        ("SQSH", p.sqsh),
+        ("CANDIDATE", p.candidate or ""),
+        ("PARTIAL", p.partial or ""),
+        ("SOURCE_URI", plan.enroot_uri or ""),
+        ("MIN_ENROOT", MIN_ENROOT[plan.operation]),
+        ("SQUASH_MEMORY", _squash_options(plan)),
+        ("CONTAINER_PREFIX", CONTAINER_PREFIX),
+        ("REQUIRE", _required_distributions(plan)),
+    ]
+    lines = [f"readonly {key}={quote(value, key)}" for key, value in values]
+    lines.append(f"readonly IMPORTING={'1' if importing else '0'}")
+    return lines
+
+
+def _site_environment(plan: Plan) -> list[str]:
+    env = plan.profile.enroot.environment
+    return [f"export {key}={quote(env[key], key)}" for key in sorted(env)]
+
+
+def render_script(plan: Plan) -> str:
+    """Render the batch script of ``plan``. The same plan always gives the same bytes."""
+    header = [
+        "#!/bin/bash -p",
+        *directives(plan.job_spec()),
+        f"# slurm-image-lifecycle: {plan.operation} for lifecycle {plan.lifecycle_id}",
+        f"# plan sha256: {plan.sha256()}",
+        "",
+        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)),
+        "set -Eeuo pipefail",
+        "umask 077",
+        *_assignments(plan),
+        *_site_environment(plan),
+    ]
+    return "\n".join(header) + "\n" + _BODY
+
+
+# Step 0: bash -p has neither read BASH_ENV nor imported functions. Re-exec once under env -i
+# with only SLURM_* kept: Slurm 22.05 loads the submitter's login environment even with
+# --export=NIL. The marker is an argument, which no environment can forge.
+_REEXEC = r"""IFS=$' \t\n'
+if [ "${1-}" != "--clean-environment" ]; then
+    keep=()
+    for variable in $(compgen -e); do
+        case $variable in
+            SLURM_*) keep+=("$variable=${!variable}") ;;
+        esac
+    done
+    exec /usr/bin/env -i PATH=@JOB_PATH@ LC_ALL=C "NODE_TMPDIR=${TMPDIR-}" \
+        "${keep[@]}" /bin/bash -p "$0" --clean-environment
+fi"""
+
+_BODY = r"""
+die() {
+    local code=$1
+    shift
+    printf 'slurm-image: error: %s (exit %s)\n' "$*" "$code" >&2
+    exit "$code"
+}
+say() {
+    printf 'slurm-image: %s\n' "$*" >&2
+}
+
+# 1. An attempt directory is used once: a requeued run would find it dirty.
+restart_count=${SLURM_RESTART_COUNT:-0}
+[[ $restart_count =~ ^[0-9]+$ ]] || die 75 "SLURM_RESTART_COUNT is not a number"
+((10#$restart_count == 0)) || die 75 "the job was requeued (SLURM_RESTART_COUNT=$restart_count)"
+[[ ${SLURM_JOB_ID-} =~ ^[1-9][0-9]{0,9}$ ]] || die 64 "SLURM_JOB_ID is missing or not a job id"
+readonly CONTAINER_NAME="slurm-image-$SLURM_JOB_ID"
+
+hash_file() {
+    local out
+    if command -v openssl >/dev/null 2>&1; then
+        out=$(openssl dgst -sha256 -r) || return 1
+    else
+        out=$(sha256sum) || return 1
+    fi
+    out=${out%% *}
+    [[ $out =~ ^[0-9a-f]{64}$ ]] || return 1
+    printf '%s\n' "$out"
+}
+
+# 2. The staged inspector and rc file must be the bytes the plan names.
+for pair in "$INSPECTOR:$INSPECTOR_SHA256" "$RC_FILE:$RC_SHA256"; do
+    file=${pair%:*}
+    expected=${pair##*:}
+    if [ -L "$file" ] || [ ! -f "$file" ]; then
+        die 70 "$file is not a regular file"
+    fi
+    actual=$(hash_file <"$file") || die 70 "cannot hash $file"
+    [ "$actual" = "$expected" ] || die 70 "$file does not match its digest"
+done
+
+# 3. CPUs of the allocation (SLURM_CPUS_PER_TASK is only sbatch's request).
+cpus=${SLURM_CPUS_ON_NODE-}
+if [ -z "$cpus" ]; then
+    cpus=${SLURM_JOB_CPUS_PER_NODE-}
+    [[ $cpus =~ ^([0-9]+) ]] && cpus=${BASH_REMATCH[1]}
+fi
+[[ $cpus =~ ^[1-9][0-9]{0,4}$ ]] || die 64 "cannot tell the allocated CPU count (got '$cpus')"
+export ENROOT_MAX_PROCESSORS=$cpus
+
+# 4. Private, job-local scratch for Enroot (it needs mknod and trusted xattrs: not NFS/Lustre).
+scratch_base=$LOCAL_SCRATCH
+if [ -z "$scratch_base" ]; then
+    scratch_base=/tmp
+    if [[ ${NODE_TMPDIR-} =~ ^/[^[:space:][:cntrl:]]*$ ]] && [ -d "$NODE_TMPDIR" ]; then
+        scratch_base=$NODE_TMPDIR
+    fi
+fi
+unset NODE_TMPDIR
+
+scratch=""
+container_created=0
+partial_owned=0
+succeeded=0
+cleanup() {
+    local status=$?
+    if ((container_created)); then
+        enroot remove -f "$CONTAINER_NAME" >/dev/null 2>&1 ||
+            say "could not remove container $CONTAINER_NAME"
+    fi
+    if ((partial_owned)) && [ -n "$PARTIAL" ]; then
+        rm -f -- "$PARTIAL"
+    fi
+    if ((!succeeded)); then
+        rm -f -- "$RESULT"
+    fi
+    if [ -n "$scratch" ]; then
+        rm -rf --one-file-system -- "$scratch"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+scratch=$(mktemp -d "$scratch_base/slurm-image-$SLURM_JOB_ID.XXXXXX") ||
+    die 1 "cannot create scratch in $scratch_base"
+mkdir -m 0700 -- "$scratch/cache" "$scratch/data" "$scratch/temp" "$scratch/runtime"
+mkdir -p -m 0700 -- "$JOB_HOME" "$JOB_ENROOT_CONFIG"
+export HOME=$JOB_HOME
+export TMPDIR=$scratch/temp
+export ENROOT_CONFIG_PATH=$JOB_ENROOT_CONFIG
+export ENROOT_CACHE_PATH=$scratch/cache
+export ENROOT_DATA_PATH=$scratch/data
+export ENROOT_TEMP_PATH=$scratch/temp
+export ENROOT_RUNTIME_PATH=$scratch/runtime
+export ENROOT_LOGIN_SHELL=no
+export ENROOT_MOUNT_HOME=no
+export NVIDIA_VISIBLE_DEVICES=void
+export MELLANOX_VISIBLE_DEVICES=void
+
+# 5. Enroot's version on this node.
+version_output=$(enroot version 2>/dev/null) ||
+    die 78 "enroot version failed: is Enroot installed in $JOB_PATH?"
+version_output=${version_output%$'\n'}
+[[ $version_output =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)([-+][0-9A-Za-z.+-]*)?$ ]] ||
+    die 78 "cannot parse the Enroot version '$version_output'"
+found=$((10#${BASH_REMATCH[1]} * 1000000 + 10#${BASH_REMATCH[2]} * 1000 + 10#${BASH_REMATCH[3]}))
+IFS=. read -r need_major need_minor need_patch <<<"$MIN_ENROOT"
+needed=$((need_major * 1000000 + need_minor * 1000 + need_patch))
+((found >= needed)) ||
+    die 78 "Enroot $version_output found; $OPERATION needs Enroot $MIN_ENROOT or newer"
+if [ -z "${ENROOT_SQUASH_OPTIONS+set}" ]; then
+    squash="-comp lzo -noD"
+    ((found >= 4001000)) && squash="$squash -exit-on-error"
+    export ENROOT_SQUASH_OPTIONS="$squash $SQUASH_MEMORY"
+fi
+
+# 6. Import into the attempt (import only). -o writes through symlinks, dangling ones too.
+if ((IMPORTING)); then
+    for target in "$CANDIDATE" "$PARTIAL"; do
+        if [ -e "$target" ] || [ -L "$target" ]; then
+            die 73 "$target already exists"
+        fi
+    done
+    partial_owned=1
+    say "importing $SOURCE_URI"
+    enroot import -o "$PARTIAL" "$SOURCE_URI"
+    if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
+        die 66 "the import did not produce a regular file"
+    fi
+    mv -T -- "$PARTIAL" "$CANDIDATE"
+    partial_owned=0
+fi
+
+# 7. Open the image once, after checking it cannot block (FIFO) or redirect (symlink).
+if [ -L "$SQSH" ] || [ ! -f "$SQSH" ]; then
+    die 66 "$SQSH is not a regular file"
+fi
+exec 9<"$SQSH"
+identity() {
+    stat -L -c '%d:%i:%s:%.9Y:%.9Z:%F' -- "$1"
+}
+fd_identity=$(identity /dev/fd/9) || die 66 "cannot stat the open image"
+path_identity=$(identity "$SQSH") || die 74 "$SQSH disappeared"
+[ "$fd_identity" = "$path_identity" ] || die 74 "$SQSH changed while it was opened"
+[[ $fd_identity == *:"regular file" ]] || die 66 "$SQSH is not a regular file"
+sqsh_sha256=$(hash_file <&9) || die 65 "cannot compute the digest of $SQSH"
+say "image sha256 $sqsh_sha256"
+
+check_identity() {
+    local now
+    now=$(identity "$SQSH") || die 74 "$SQSH disappeared during the job"
+    [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
+    now=$(identity /dev/fd/9) || die 74 "the open image is unreadable"
+    [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
+}
+
+# 8. Unpack under a name of this job's own.
+container_created=1
+enroot create -f --name "$CONTAINER_NAME" "$SQSH"
+check_identity
+
+# 9. Run the inspector inside, with exactly two mounts and never the job directory.
+mkdir -p -m 0700 -- "$OUTPUT_DIR"
+start_environment=(-e SHELL=/bin/sh)
+[ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
+set +e
+enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
+    -m "$INSPECTOR:$CONTAINER_PREFIX/inspect_image.py:x-create=file,bind,ro,nosuid,nodev,noexec" \
+    -m "$OUTPUT_DIR:$CONTAINER_PREFIX/output:x-create=dir,bind,rw,nosuid,nodev,noexec" \
+    "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
+status=$?
+set -e
+((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"
+((status == 0)) || die 76 "the inspection failed with status $status"
+
+# 10. The image must not have changed, and the result must be there.
+check_identity
+if [ -L "$RESULT" ] || [ ! -f "$RESULT" ] || [ ! -s "$RESULT" ]; then
+    die 76 "no inspection result at $RESULT"
+fi
+succeeded=1
+say "done: $OPERATION of $SQSH ($sqsh_sha256)"
+"""

@@ -1,0 +1,37 @@
+"""The one table from error types to exit codes (cli.md)."""
+
+from __future__ import annotations
+
+from domain.errors import DomainError, PlanInvariantViolation
+from ports.submitter import SubmitterError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_INVALID = 2
+EXIT_SCHEDULER = 3
+EXIT_JOB_FAILED = 4
+EXIT_VERIFICATION = 5
+EXIT_CONFLICT = 6
+EXIT_WAIT_TIMEOUT = 7
+
+# Most specific first: the first matching row decides.
+EXIT_CODES: list[tuple[type[BaseException], int]] = [
+    (PlanInvariantViolation, EXIT_VERIFICATION),
+    (DomainError, EXIT_INVALID),
+    (SubmitterError, EXIT_SCHEDULER),
+]
+
+
+def exit_code_for(error: BaseException) -> int:
+    for kind, code in EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    return EXIT_INTERNAL
+
+
+def describe(error: BaseException) -> str:
+    """One line naming the field and the rule; never a traceback, never a secret value."""
+    field = getattr(error, "field", None)
+    rule = getattr(error, "rule", None) or getattr(error, "reason", None)
+    text = f"{field}: {rule}" if field and rule else str(error) or type(error).__name__
+    return " ".join(text.split())
