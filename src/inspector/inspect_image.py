@@ -62,7 +62,7 @@ class Refused(Exception):
 
 
 class Distribution:
-    """One installed distribution: its metadata directory, name, version and files."""
+    """One installed distribution as importlib.metadata found it, with its name and version."""
 
     def __init__(self, dist: importlib.metadata.Distribution, name: str, version: str) -> None:
         self.dist = dist
