@@ -166,10 +166,19 @@ class LocalWorkspace:
     # -- the port ------------------------------------------------------------------------
 
     def create_directory(
-        self, path: str, *, mode: int = 0o700, parents: bool = False
+        self,
+        path: str,
+        *,
+        mode: int = 0o700,
+        parents: bool = False,
+        within: FileIdentity | None = None,
     ) -> FileIdentity:
         parts = self._components(path)
         with self._directory(parts[:-1], create=parents) as parent:
+            if within is not None and _identity(os.fstat(parent)) != within:
+                raise IdentityChanged(
+                    path.rsplit("/", 1)[0], f"is no longer the directory {within}"
+                )
             self._mkdir(parent, parts[-1], path, mode)
             fd = self._open_dir(parent, parts[-1], path)
             try:

@@ -484,10 +484,17 @@ class MemoryWorkspace:
     # -- the port ------------------------------------------------------------------------
 
     def create_directory(
-        self, path: str, *, mode: int = 0o700, parents: bool = False
+        self,
+        path: str,
+        *,
+        mode: int = 0o700,
+        parents: bool = False,
+        within: FileIdentity | None = None,
     ) -> FileIdentity:
         parts = self._components(path)
         parent = self._directory(parts[:-1], create=parents)
+        if within is not None and parent.identity != within:
+            raise IdentityChanged(path.rsplit("/", 1)[0], f"is no longer the directory {within}")
         return self._mkdir(parent, parts[-1], path, mode).identity
 
     def _create(self, parent: MemoryNode, name: str, field: str, data: bytes, mode: int) -> None:

@@ -95,13 +95,18 @@ class Workspace(Protocol):
     root: str
 
     def create_directory(
-        self, path: str, *, mode: int = 0o700, parents: bool = False
+        self,
+        path: str,
+        *,
+        mode: int = 0o700,
+        parents: bool = False,
+        within: FileIdentity | None = None,
     ) -> FileIdentity:
         """Create the directory ``path`` exclusively with exactly ``mode``; return its identity.
 
         With ``parents``, missing directories between the root and ``path`` are created 0700;
         existing ones must be safe (see the module docstring). Raises ``AlreadyExists`` when
-        anything is at ``path``.
+        anything is at ``path``; ``IdentityChanged`` when the parent is not ``within``.
         """
         ...
 
