@@ -248,6 +248,8 @@ class LocalWorkspace:
                 raise _error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
                 raise NotRegularFile(path, f"is {_kind(entry.st_mode)}, not a regular file")
+            if entry.st_uid != self._uid:
+                raise UnsafePath(path, f"is owned by uid {entry.st_uid}, not {self._uid}")
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
             except OSError as error:

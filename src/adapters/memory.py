@@ -545,10 +545,10 @@ class MemoryWorkspace:
                 raise NotFound(path, "does not exist")
             if node.kind != "file":
                 raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
-            if not self._may(node, 4):
-                raise AccessDenied(path, "Permission denied")
             if node.uid != self._uid:
                 raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+            if not self._may(node, 4):
+                raise AccessDenied(path, "Permission denied")
             if len(node.data) > max_bytes:
                 raise TooLarge(path, f"holds more than {max_bytes} bytes")
             return VerifiedRead(data=bytes(node.data), identity=node.identity, mode=node.mode)
