@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -24,16 +25,18 @@ from adapters.slurm_fields import (
     bounded,
     exit_code_from_wait_status,
     is_job_id,
+    naming_the_value,
     parse_job_id,
     parse_state,
 )
 from domain.job import JobSpec, JobStatus
-from ports.submitter import SchedulerUnavailable, UnknownJob
+from ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
 
 _log = logging.getLogger(__name__)
 
 CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _STATES_FORMAT = "JobID:|,State:|,Reason:|,exit_code:|"
+_REFUSED_ID = re.compile(r"Invalid job id: ([0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,15 @@ class SbatchSubmitter:
 
     def submit(self, script: bytes, spec: JobSpec) -> str:
         payload = bytes(script)
-        return submit_exactly_once(
-            self._retry,
-            spec.comment,
-            lambda: self._submit_once(payload, spec),
-            self._find_once,
-        )
+        try:
+            return submit_exactly_once(
+                self._retry,
+                spec.comment,
+                lambda: self._submit_once(payload, spec),
+                self._find_once,
+            )
+        except SchedulerRejected as exc:
+            raise naming_the_value(exc, spec) from None
 
     def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         wanted = [job_id for job_id in dict.fromkeys(job_ids) if is_job_id(job_id)]
@@ -164,13 +170,20 @@ class SbatchSubmitter:
         return parse_job_id(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
 
     def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
-        argv = ["-h", "-t", "all", "-j", ",".join(job_ids), "-O", _STATES_FORMAT]
-        done = self._run("squeue", argv)
-        if done.returncode != 0:
+        remaining = list(job_ids)
+        while remaining:
+            argv = ["-h", "-t", "all", "-j", ",".join(remaining), "-O", _STATES_FORMAT]
+            done = self._run("squeue", argv)
+            if done.returncode == 0:
+                return parse_squeue_states(done.stdout, remaining)
             if "invalid job id specified" in done.stderr.lower():
-                return {}  # one unknown id: squeue fails instead of printing nothing
-            raise classify("squeue", done.stderr, done.returncode)
-        return parse_squeue_states(done.stdout, job_ids)
+                return {}  # a single unknown id: squeue fails instead of printing nothing
+            refused = _REFUSED_ID.search(done.stderr)
+            if refused is None or refused.group(1) not in remaining:
+                raise classify("squeue", done.stderr, done.returncode)
+            # squeue 22.05 refuses ids above 2^31-1 outright: report them absent, ask again.
+            remaining.remove(refused.group(1))
+        return {}
 
     def _cancel_once(self, job_id: str) -> None:
         # -v: without it scancel 22.05 hides "Invalid job id specified" and exits 0.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from domain.job import JobState
+from domain.job import JobSpec, JobState
 from ports.submitter import SchedulerRejected
 
 MAX_JOB_ID = 2**32 - 1
@@ -89,3 +89,13 @@ def exit_code_from_wait_status(raw: int) -> int:
     """
     signal = raw & 0x7F
     return 128 + signal if signal else (raw >> 8) & 0xFF
+
+
+def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerRejected:
+    """``error`` with the offending ``JobSpec`` value in its reason (Slurm's text omits it)."""
+    value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None
+    if value is None or repr(value) in error.reason:
+        return error
+    named = SchedulerRejected(f"{error.reason} ({error.field}={value!r})", error.field)
+    named.__cause__ = error.__cause__
+    return named
