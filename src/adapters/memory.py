@@ -492,10 +492,12 @@ class MemoryWorkspace:
         within: FileIdentity | None = None,
     ) -> FileIdentity:
         parts = self._components(path)
-        parent = self._directory(parts[:-1], create=parents)
-        if within is not None and parent.identity != within:
-            raise IdentityChanged(path.rsplit("/", 1)[0], f"is no longer the directory {within}")
-        return self._mkdir(parent, parts[-1], path, mode).identity
+        with self.filesystem.lock:
+            parent = self._directory(parts[:-1], create=parents)
+            if within is not None and parent.identity != within:
+                parent_path = path.rsplit("/", 1)[0]
+                raise IdentityChanged(parent_path, f"is no longer the directory {within}")
+            return self._mkdir(parent, parts[-1], path, mode).identity
 
     def _create(self, parent: MemoryNode, name: str, field: str, data: bytes, mode: int) -> None:
         if name in parent.entries:
