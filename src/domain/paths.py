@@ -119,3 +119,23 @@ class AttemptLayout:
 
     def in_job(self, relative: str) -> str:
         return f"{self.job_dir}/{relative}"
+
+    @property
+    def plan(self) -> str:
+        """The staged plan: the first file a fresh process reads to find everything else."""
+        return self.in_job("plan.json")
+
+    @property
+    def staged_record(self) -> str:
+        """The digests of the staged files and the attempt directory's identity (at prepare)."""
+        return self.in_job("staged.json")
+
+    @property
+    def submission_claim(self) -> str:
+        """Created exclusively just before the script goes to the scheduler."""
+        return self.in_job("submission.claim")
+
+    @property
+    def submission_record(self) -> str:
+        """The scheduler's job id for this attempt, written once the submission succeeded."""
+        return self.in_job("submission.json")

@@ -70,7 +70,7 @@ class AttemptPaths(BaseModel):
         candidate = layout.in_job("candidate.sqsh") if importing else None
         return cls(
             job_dir=layout.job_dir,
-            plan=layout.in_job("plan.json"),
+            plan=layout.plan,
             script=layout.in_job("job.sbatch"),
             inspector=layout.in_job("inspect_image.py"),
             rc=layout.in_job("enroot.rc"),
