@@ -30,3 +30,8 @@ class AlreadySubmitted(ApplicationError):
 
 class WrongWorkspace(ApplicationError):
     """The plan names another workspace root than the workspace the use case was given."""
+
+
+class SubmissionInDoubt(AlreadySubmitted):
+    """An earlier submit of this attempt started and its outcome is unknown: no job carries
+    the attempt's marker, yet one may still reach the scheduler. Never submitted again blindly."""

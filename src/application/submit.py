@@ -17,7 +17,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from application.errors import AlreadySubmitted, UnknownLifecycle, VerificationFailed
+from application.errors import (
+    AlreadySubmitted,
+    SubmissionInDoubt,
+    UnknownLifecycle,
+    VerificationFailed,
+)
 from application.prepare import RECORD_MODE, PreparedLifecycle
 from domain import paths
 from domain.attempt import (
@@ -94,10 +99,20 @@ class Submit:
             raise VerificationFailed(layout.staged_record, f"{error.field}: {error.rule}") from None
         if record.lifecycle_id != lifecycle_id:
             raise VerificationFailed(layout.staged_record, "names another lifecycle id")
-        if record.job_dir != identity:
+        if not record.job_dir.same_object_elsewhere(identity):
             raise VerificationFailed(
                 layout.job_dir, "is not the directory that was staged (replaced after prepare)"
             )
+        if record.job_dir != identity:
+            # Staged on another login node: from here on, bind every read to this host's view.
+            log.info(
+                "attempt %s was staged on another host (device %s, here %s)",
+                lifecycle_id,
+                record.job_dir.device,
+                identity.device,
+                extra={"lifecycle_id": lifecycle_id},
+            )
+            record = record.model_copy(update={"job_dir": identity})
         return self._submit(layout, record, expected=None)
 
     # -- steps ---------------------------------------------------------------------------
@@ -108,15 +123,23 @@ class Submit:
         self._refuse_if_submitted(layout, staged.job_dir)
         verified = self._verify(layout, staged, expected)
         plan = verified.plan
-        claimed = self._claim(layout, staged.job_dir, plan)
-        job_id = None if claimed else self._submitter.find_by_marker(plan.marker)
-        if job_id is None:
+        if self._claim(layout, staged.job_dir, plan):
             try:
                 job_id = self._submitter.submit(verified.script, plan.job_spec())
             except (SchedulerRejected, SchedulerAuthError):
                 # Refused for certain: nothing runs, so a later submit may try again.
                 self._workspace.remove_file(layout.submission_claim, within=staged.job_dir)
                 raise
+        else:
+            found = self._submitter.find_by_marker(plan.marker)
+            if found is None:
+                raise SubmissionInDoubt(
+                    "lifecycle_id",
+                    f"an earlier submit of {plan.lifecycle_id} started and no job carries "
+                    f"{plan.marker}; if none is queued or running, remove "
+                    f"{layout.submission_claim} and submit again",
+                )
+            job_id = found
         record = SubmissionRecord(
             lifecycle_id=plan.lifecycle_id,
             job_id=job_id,
@@ -207,8 +230,8 @@ class Submit:
         return _Verified(plan, plan_sha256, script, script_sha256)
 
     def _claim(self, layout: paths.AttemptLayout, within: FileIdentity, plan: Plan) -> bool:
-        """Mark the submission as started. False when an earlier one started and its outcome
-        is unknown (the caller then asks the scheduler for the attempt's marker first)."""
+        """Mark the submission as started. False when an earlier one started: its outcome is
+        unknown, so the caller asks the scheduler for the attempt's marker instead."""
         try:
             self._workspace.write_new(
                 layout.submission_claim,

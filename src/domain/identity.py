@@ -17,5 +17,13 @@ class FileIdentity(BaseModel):
     device: int = Field(ge=0)
     inode: int = Field(ge=0)
 
+    def same_object_elsewhere(self, other: FileIdentity) -> bool:
+        """Whether ``other``, seen from another login node, may name the same object.
+
+        NFS, Lustre and GPFS clients can report different ``st_dev`` for one filesystem, so
+        only the inode can be compared across hosts.
+        """
+        return self.inode == other.inode
+
     def __str__(self) -> str:
         return f"{self.device}:{self.inode}"

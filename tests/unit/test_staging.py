@@ -12,6 +12,7 @@ from adapters.memory import FakeClock, FakeSubmitter
 from application.errors import (
     AlreadySubmitted,
     LifecycleExists,
+    SubmissionInDoubt,
     UnknownLifecycle,
     VerificationFailed,
     WrongWorkspace,
@@ -388,3 +389,40 @@ def test_an_interrupted_submission_adopts_the_job_the_scheduler_already_has(worl
     again = world.submit.staged(LIFECYCLE)
     assert again.job_id == first.job_id
     assert list(world.scheduler.jobs) == [first.job_id]
+
+
+def test_a_claimed_submission_without_a_job_is_refused_not_submitted_again(world) -> None:
+    prepared = world.stage()
+    claim = world.layout().submission_claim
+    world.harness.write(claim, f"{prepared.plan.marker}\n".encode())  # an earlier submit died
+    with pytest.raises(SubmissionInDoubt) as refused:
+        world.submit.staged(LIFECYCLE)
+    assert claim in refused.value.reason
+    assert world.nothing_submitted()
+    assert world.harness.exists(claim)
+
+
+def _rebind_record_device(world: World, device: int) -> None:
+    layout = world.layout()
+    record = load_staged_record(world.harness.read(layout.staged_record))
+    moved = record.job_dir.model_copy(update={"device": device})
+    world.harness.remove(layout.staged_record)
+    world.harness.write(
+        layout.staged_record, record.model_copy(update={"job_dir": moved}).canonical_bytes()
+    )
+
+
+def test_submit_by_id_accepts_the_attempt_seen_with_another_device_number(world) -> None:
+    # Another login node may see the shared filesystem under another st_dev.
+    world.stage()
+    _rebind_record_device(world, 4242)
+    submission = world.submit.staged(LIFECYCLE)
+    assert list(world.scheduler.jobs) == [submission.job_id]
+
+
+def test_submit_by_id_refuses_another_directory_even_with_the_recorded_device(world) -> None:
+    prepared = world.stage()
+    _replace_job_directory(world, prepared)
+    with pytest.raises(VerificationFailed, match="replaced after prepare"):
+        world.submit.staged(LIFECYCLE)
+    assert world.nothing_submitted()
