@@ -79,7 +79,9 @@ def _literal(text: str, *, text_setting: bool = False) -> Any:
 def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Apply ``SLURM_IMAGE_<SECTION>__<KEY>`` (and ``SLURM_IMAGE_WORKSPACE_ROOT``) values.
 
-    In a catalog the overrides apply to every cluster's table. Other ``SLURM_IMAGE_*`` names
+    Section and key names are lower-cased, except the variable name in
+    ``SLURM_IMAGE_ENROOT__ENVIRONMENT__ENROOT_<NAME>``. In a catalog the overrides apply to every
+    cluster's table. Other ``SLURM_IMAGE_*`` names
     (such as ``SLURM_IMAGE_PROFILE``) are not profile keys and are left alone.
     """
     overrides: list[tuple[list[str], Any]] = []
@@ -89,7 +91,10 @@ def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dic
         rest = name[len(OVERRIDE_PREFIX) :]
         if "__" not in rest and rest not in TOP_LEVEL_OVERRIDES:
             continue
-        keys = [part.lower() for part in rest.split("__")]
+        parts = rest.split("__")
+        keys = [part.lower() for part in parts]
+        if keys[:2] == ["enroot", "environment"] and len(keys) == 3:
+            keys[2] = parts[2]  # an ENROOT_* variable keeps its own name
         if any(not key for key in keys):
             raise InvalidProfile(name, "must be SLURM_IMAGE_<SECTION>__<KEY>")
         overrides.append((keys, _literal(environ[name], text_setting=_is_text_setting(keys))))
