@@ -52,6 +52,11 @@ def mountable_path(field: str, value: str) -> str:
     return value
 
 
+def local_scratch(value: str, field: str = "image_build.local_scratch") -> str:
+    """The node-local directory for Enroot's temp and data: mountable like the workspace."""
+    return mountable_path(field, value)
+
+
 def workspace_root(value: str, field: str = "workspace_root") -> str:
     """The site workspace root: mountable, safe on ``#SBATCH`` lines, not the root itself."""
     mountable_path(field, value)

@@ -98,7 +98,7 @@ class ImageBuild(BaseModel):
     cpus_per_task: Annotated[int, Field(ge=1, le=99999)]
     memory: Annotated[str, AfterValidator(_memory)]
     time_limit: Annotated[str, AfterValidator(_time_limit)]
-    local_scratch: Annotated[str, _path_rule(paths.mountable_path, "local_scratch")] | None = None
+    local_scratch: Annotated[str, _path_rule(paths.local_scratch, "local_scratch")] | None = None
     job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
 
 
