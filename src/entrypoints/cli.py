@@ -181,3 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(EXIT_INVALID, " ".join(error.format_message().split()))
     except Exception as error:
         _fail(EXIT_INTERNAL, f"internal error: {describe(error)} (please report this)")
+
+
+if __name__ == "__main__":
+    main()
