@@ -153,6 +153,17 @@ _segment = st.one_of(
         max_size=8,
     ),
 )
+# Workspace-like paths: shell-special but within the mount and #SBATCH rules, so few are rejected.
+_safe_segment = st.text(alphabet="ab-_$`;&|*?~!(){}[]<>=+@^é☃.", min_size=1, max_size=8).filter(
+    lambda segment: segment not in {".", ".."}
+)
+_safe_root = st.lists(_safe_segment, min_size=1, max_size=3).map(
+    lambda parts: "/" + "/".join(parts)
+)
+# Roots the workspace rule must refuse because sbatch would reinterpret them.
+_sbatch_special_root = st.builds(
+    lambda root, special: f"{root}{special}x", _safe_root, st.sampled_from(["#", "'", '"', "%"])
+)
 _root = st.lists(_segment, min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
 _sqsh = st.builds(lambda root, stem: f"{root}/{stem}.sqsh", _root, _segment)
 _slurm = st.from_regex(paths.SLURM_NAME_PATTERN, fullmatch=True)
@@ -164,7 +175,7 @@ _env_value = st.text(
 @st.composite
 def plans(draw: st.DrawFn) -> Plan:
     profile = copy.deepcopy(PROFILE)
-    profile["workspace_root"] = draw(_root)
+    profile["workspace_root"] = draw(st.one_of(_safe_root, _root, _sbatch_special_root))
     build = profile["image_build"]
     build["partition"] = draw(_slurm)
     if draw(st.booleans()):
@@ -177,7 +188,9 @@ def plans(draw: st.DrawFn) -> Plan:
         f"{draw(st.integers(0, 999))}:{draw(st.integers(0, 59)):02}:{draw(st.integers(1, 59)):02}"
     )
     if draw(st.booleans()):
-        build["local_scratch"] = draw(_root)
+        build["local_scratch"] = draw(_safe_root)
+    if draw(st.booleans()):
+        build["job_path"] = ":".join(draw(st.lists(_safe_root, min_size=1, max_size=3)))
     profile["enroot"] = {
         "environment": draw(
             st.dictionaries(
@@ -213,7 +226,10 @@ def test_generated_scripts_pass_bash_n_and_read_back_every_value(plan: Plan) -> 
     ]
     env = plan.profile.enroot.environment
     probe = "\n".join(
-        [*settings, 'printf \'%s\\0\' "$SQSH" "$JOB_DIR" "$LOCAL_SCRATCH" "$SOURCE_URI"']
+        [
+            *settings,
+            'printf \'%s\\0\' "$SQSH" "$JOB_DIR" "$LOCAL_SCRATCH" "$SOURCE_URI" "$JOB_PATH"',
+        ]
         + [f"printf '%s\\0' \"${key}\"" for key in sorted(env)]
     )
     done = subprocess.run(
@@ -228,6 +244,7 @@ def test_generated_scripts_pass_bash_n_and_read_back_every_value(plan: Plan) -> 
         plan.paths.job_dir,
         plan.profile.image_build.local_scratch or "",
         plan.enroot_uri or "",
+        plan.profile.image_build.job_path,
         *[env[key] for key in sorted(env)],
     ]
     assert done.stdout.split(b"\0")[:-1] == [value.encode() for value in expected]
