@@ -581,3 +581,10 @@ def test_catalog_host_patterns_string_is_refused_not_matched_per_character(tmp_p
     with pytest.raises(InvalidProfile) as caught:
         load_profile(path, cluster=None, environ={}, hostnames=["beta-login-1"])
     assert caught.value.field == "clusters.alpha.host_patterns"
+
+
+def test_example_site_profile_is_valid() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "site-profile.toml"
+    profile, selection = load_profile(example, cluster=None, environ={}, hostnames=["h"])
+    assert profile.submitter.kind == "fake"
+    assert selection.how == "explicit"
