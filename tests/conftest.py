@@ -6,6 +6,7 @@
 - A workspace of each kind, with a harness that tampers with it as root would:
   ``workspace_harness`` is parametrized over every Workspace adapter; a new adapter joins by
   adding its name to ``WORKSPACE_KINDS`` and a harness class below.
+- Reproducible hypothesis profiles: derandomized under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from adapters.local_workspace import LocalWorkspace
 from adapters.memory import MemoryFilesystem, MemoryWorkspace
@@ -29,6 +31,17 @@ from domain.profile import ProfileSelection, SiteProfile, parse_profile
 from domain.request import Request, make_request
 from domain.runtime import RuntimeFiles
 from ports.workspace import Workspace
+
+# CI runs derandomized so a failure reproduces from the log alone; locally examples vary.
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
