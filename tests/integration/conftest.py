@@ -1,0 +1,6 @@
+"""Integration tests import their helpers (fault_proxy) from this directory."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,179 @@
+"""Job ids, state names and exit statuses as Slurm prints them; squeue output; stderr meaning."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.retry import TransientFailure
+from adapters.sbatch import parse_squeue_marker, parse_squeue_states, sbatch_options
+from adapters.sbatch_errors import classify
+from adapters.slurm_fields import (
+    bounded,
+    exit_code_from_wait_status,
+    parse_job_id,
+    parse_state,
+    parse_state_list,
+)
+from domain.job import JobSpec, JobState
+from ports.submitter import SchedulerAuthError, SchedulerRejected
+
+
+@pytest.mark.parametrize("text", ["1", "42\n", "4294967295"])
+def test_job_ids_in_range_are_accepted(text: str) -> None:
+    assert parse_job_id(text) == text.strip()
+
+
+@pytest.mark.parametrize(
+    "text", ["", "0", "042", "4294967296", "-1", "12 ", " 12", "1e3", "12\n13", "١٢", "12_1"]
+)
+def test_anything_but_a_plain_decimal_id_is_refused(text: str) -> None:
+    with pytest.raises(SchedulerRejected) as caught:
+        parse_job_id(text)
+    assert caught.value.field == "job_id"
+
+
+def test_a_cluster_qualified_id_is_refused_as_multi_cluster() -> None:
+    with pytest.raises(SchedulerRejected, match="multi-cluster"):
+        parse_job_id("123;other")
+
+
+def test_bounded_strips_control_characters_and_bounds_length() -> None:
+    assert bounded("a\x1b[31mb\x00c\nnext line") == "a[31mbc | next line"
+    assert len(bounded("x" * 5000)) == 2000
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [
+        ("PENDING", JobState.PENDING),
+        ("CANCELLED by 0", JobState.CANCELLED),
+        ("OUT_OF_MEMORY", JobState.OUT_OF_MEMORY),
+        ("CONFIGURING", JobState.PENDING),
+        ("REQUEUE_HOLD", JobState.REQUEUED),
+        ("SPECIAL_EXIT", JobState.FAILED),
+        ("SOMETHING_NEW", JobState.UNKNOWN),
+    ],
+)
+def test_state_names(name: str, state: JobState) -> None:
+    assert parse_state(name) is state
+
+
+def test_state_lists_take_the_base_state_not_the_flags() -> None:
+    assert parse_state_list(["COMPLETING", "RUNNING"]) is JobState.RUNNING
+    assert parse_state_list(["FAILED"]) is JobState.FAILED
+    assert parse_state_list(["COMPLETING"]) is JobState.COMPLETING
+    assert parse_state_list([]) is JobState.UNKNOWN
+
+
+@pytest.mark.parametrize(("raw", "code"), [(0, 0), (768, 3), (256 * 255, 255), (9, 137), (15, 143)])
+def test_wait_status_decoding(raw: int, code: int) -> None:
+    assert exit_code_from_wait_status(raw) == code
+
+
+def test_squeue_states_keep_only_the_asked_ids() -> None:
+    output = (
+        "1|FAILED|NonZeroExitCode|768|\n"
+        "2|RUNNING|None|0|\n"
+        "3_1|PENDING|Priority|0|\n"
+        "4|PENDING|ReqNodeNotAvail, UnavailableNodes:vm|0|\n"
+        "garbage\n"
+    )
+    states = parse_squeue_states(output, ["1", "2", "4", "99"])
+    assert set(states) == {"1", "2", "4"}
+    assert states["1"].state is JobState.FAILED
+    assert states["1"].exit_code == 3
+    assert states["1"].reason == "NonZeroExitCode"
+    assert states["2"].exit_code is None
+    assert states["2"].reason is None
+    assert states["4"].reason == "ReqNodeNotAvail, UnavailableNodes:vm"
+
+
+def test_squeue_marker_lookup_matches_the_whole_comment() -> None:
+    output = "7|slurm-image:img-a|b\n8|slurm-image:img-a\n9|slurm-image:img-ab\n"
+    assert parse_squeue_marker(output, "slurm-image:img-a") == "8"
+    assert parse_squeue_marker(output, "slurm-image:img-a|b") == "7"
+    assert parse_squeue_marker(output, "slurm-image:none") is None
+
+
+def test_every_spec_value_becomes_an_sbatch_option() -> None:
+    spec = JobSpec(
+        name="n",
+        partition="build",
+        account="acct",
+        qos="q",
+        cpus_per_task=4,
+        memory="16G",
+        time_limit="1:00:00",
+        working_directory="/w",
+        standard_output="/w/o",
+        standard_error="/w/e",
+        comment="slurm-image:img-1",
+    )
+    assert sbatch_options(spec) == [
+        "--job-name=n",
+        "--partition=build",
+        "--nodes=1",
+        "--ntasks=1",
+        "--cpus-per-task=4",
+        "--mem=16G",
+        "--time=1:00:00",
+        "--chdir=/w",
+        "--output=/w/o",
+        "--error=/w/e",
+        "--comment=slurm-image:img-1",
+        "--no-requeue",
+        "--account=acct",
+        "--qos=q",
+    ]
+
+
+# stderr lines measured on Slurm 22.05 (slurm.md)
+@pytest.mark.parametrize(
+    ("stderr", "field"),
+    [
+        (
+            "sbatch: error: Batch job submission failed: Invalid partition name specified",
+            "partition",
+        ),
+        ("sbatch: error: Invalid --time specification", "time_limit"),
+        (
+            "sbatch: error: Batch job submission failed: More processors requested than permitted",
+            "cpus_per_task",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: "
+            "Requested node configuration is not available",
+            "resources",
+        ),
+        ("sbatch: error: This does not look like a batch script.", "script"),
+        ("sbatch: error: Batch script is empty!", "script"),
+        ("sbatch: error: something nobody has seen", "sbatch"),
+    ],
+)
+def test_permanent_refusals_name_their_field(stderr: str, field: str) -> None:
+    error = classify("sbatch", stderr, 1)
+    assert isinstance(error, SchedulerRejected)
+    assert error.field == field
+    assert "sbatch: error" in error.reason
+
+
+def test_an_unreachable_controller_is_transient_and_unambiguous() -> None:
+    error = classify(
+        "sbatch",
+        "sbatch: error: Batch job submission failed: "
+        "Unable to contact slurm controller (connect failure)",
+        1,
+    )
+    assert isinstance(error, TransientFailure)
+    assert not error.ambiguous
+
+
+def test_a_socket_timeout_is_transient_and_ambiguous() -> None:
+    error = classify("sbatch", "sbatch: error: Socket timed out on send/recv operation", 1)
+    assert isinstance(error, TransientFailure)
+    assert error.ambiguous
+
+
+def test_credential_trouble_is_an_auth_error() -> None:
+    error = classify("sbatch", "sbatch: error: Invalid authentication credential", 1)
+    assert isinstance(error, SchedulerAuthError)

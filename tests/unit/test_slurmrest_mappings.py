@@ -1,0 +1,266 @@
+"""slurmrestd request and response mappings, per API version, against recorded shapes.
+
+Fixtures under tests/fixtures/slurmrest/ are named by their source: excerpts of the published
+OpenAPI specifications (SlinkyProject/slurm-client for v0.0.41 and v0.0.44; the generated model
+documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from real slurmrestd
+(rackslab/Slurm-web test assets for 23.11, 24.05, 24.11) and answers recorded from this
+project's local cluster (22.05, v0.0.38).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.retry import TransientFailure
+from adapters.slurmrest.data_parser import exit_code_of
+from adapters.slurmrest.errors import classify
+from adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
+from domain.job import JobSpec, JobState
+from ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurmrest"
+SPEC = JobSpec(
+    name="slurm-image-client",
+    partition="build",
+    account="research",
+    qos="normal",
+    cpus_per_task=4,
+    memory="16G",
+    time_limit="1:00:30",
+    working_directory="/ws/images/.tmp/jobs/img-1",
+    standard_output="/ws/images/.tmp/jobs/img-1/slurm-%j.out",
+    standard_error="/ws/images/.tmp/jobs/img-1/slurm-%j.err",
+    comment="slurm-image:img-1",
+)
+ENV = {"PATH": "/usr/bin:/bin"}
+SCRIPT = "#!/bin/bash -p\ntrue\n"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def _conforms(value: object, schema: dict[str, Any], version: str) -> bool:
+    ref = schema.get("$ref", "")
+    if ref.endswith("_string_array"):
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if ref.endswith(("_uint32_no_val_struct", "_uint64_no_val_struct")):
+        # the no_val shape as recorded answers show it: {"set", "infinite", "number"}
+        return (
+            isinstance(value, dict)
+            and set(value) <= {"set", "infinite", "number"}
+            and value.get("set") is True
+            and isinstance(value.get("number"), int)
+        )
+    kind = schema.get("type")
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    raise AssertionError(f"{version}: no rule for schema {schema}")
+
+
+def test_v0_0_38_submit_body_as_measured_live() -> None:
+    body = mapping_for("v0.0.38").submit_body(SCRIPT, SPEC, ENV)
+    assert body["script"] == SCRIPT
+    job = body["job"]
+    assert job["environment"] == {"PATH": "/usr/bin:/bin"}
+    assert job["memory_per_node"] == 16 * 1024
+    assert job["time_limit"] == 61
+    assert job["nodes"] == [1, 1]
+    assert "maximum_nodes" not in job  # refused by 22.05: Unknown key "maximum_nodes"
+
+
+@pytest.mark.parametrize(
+    ("version", "fixture"),
+    [
+        ("v0.0.41", "slinky-slurm-client__v0041__openapi.excerpt.json"),
+        ("v0.0.44", "slinky-slurm-client__v0044__openapi.excerpt.json"),
+        # v0.0.42 and v0.0.43 lie between two published specs that agree on every field used:
+        ("v0.0.42", "slinky-slurm-client__v0041__openapi.excerpt.json"),
+        ("v0.0.42", "slinky-slurm-client__v0044__openapi.excerpt.json"),
+        ("v0.0.43", "slinky-slurm-client__v0041__openapi.excerpt.json"),
+        ("v0.0.43", "slinky-slurm-client__v0044__openapi.excerpt.json"),
+    ],
+)
+def test_submit_body_matches_the_published_spec(version: str, fixture: str) -> None:
+    published = "v0.0." + fixture.split("__v00")[1][:2]
+    schemas = load(fixture)["components"]["schemas"]
+    request = schemas[f"{published}_job_submit_req"]["properties"]
+    job_props = schemas[f"{published}_job_desc_msg"]["properties"]
+    body = mapping_for(version).submit_body(SCRIPT, SPEC, ENV)
+    assert set(body) <= set(request)
+    for key, value in body["job"].items():
+        assert key in job_props, f"{published}: job_desc_msg has no {key!r}"
+        assert _conforms(value, job_props[key], published), f"{published}: {key}={value!r}"
+
+
+def test_submit_body_v0_0_40_matches_the_published_model() -> None:
+    table = load("mever-team-slurm-rest-py__V0040JobDescMsg.excerpt.json")
+    types = table["V0040JobDescMsg"]
+    body = mapping_for("v0.0.40").submit_body(SCRIPT, SPEC, ENV)
+    assert set(body) <= set(table["V0040JobSubmitReq"])
+    python_types = {"str": str, "int": int, "bool": bool}
+    for key, value in body["job"].items():
+        kind = types[key]
+        if kind in python_types:
+            assert isinstance(value, python_types[kind]), key
+        elif kind == "List[str]":
+            assert all(isinstance(item, str) for item in value), key
+        else:
+            assert kind.startswith("V0040Uint") and value["set"] is True, key
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"])
+def test_every_spec_value_travels_in_the_job_description(version: str) -> None:
+    job = mapping_for(version).submit_body(SCRIPT, SPEC, ENV)["job"]
+    assert job["script"] == SCRIPT
+    assert job["name"] == "slurm-image-client"
+    assert job["partition"] == "build"
+    assert job["account"] == "research"
+    assert job["qos"] == "normal"
+    assert job["cpus_per_task"] == 4
+    assert job["memory_per_node"] == {"set": True, "infinite": False, "number": 16384}
+    assert job["time_limit"] == {"set": True, "infinite": False, "number": 61}
+    assert job["current_working_directory"] == SPEC.working_directory
+    assert job["standard_output"] == SPEC.standard_output
+    assert job["standard_error"] == SPEC.standard_error
+    assert job["comment"] == "slurm-image:img-1"
+    assert job["requeue"] is False
+    assert job["environment"] == ["PATH=/usr/bin:/bin"]
+    assert (job["minimum_nodes"], job["maximum_nodes"], job["tasks"]) == (1, 1, 1)
+
+
+def test_v0_0_38_answers_recorded_live() -> None:
+    mapping = mapping_for("v0.0.38")
+    ok = load("local-slurmrestd-22.05.8__v0.0.38__submit-ok.json")
+    assert mapping.submitted_job_id(ok).isdigit()
+    [record] = mapping.job_records(
+        load("local-slurmrestd-22.05.8__v0.0.38__job-failed-exit-3.json")
+    )
+    assert record.status.state is JobState.FAILED
+    assert record.status.exit_code == 3
+    assert record.status.reason == "NonZeroExitCode"
+    assert record.comment == "slurm-image:img-fixture"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "expected", "field"),
+    [
+        ("submit-bad-partition", 500, SchedulerRejected, "partition"),
+        ("submit-bad-token", 500, SchedulerAuthError, "credentials"),
+        ("job-unknown", 500, UnknownJob, "job_id"),
+    ],
+)
+def test_v0_0_38_errors_recorded_live(
+    fixture: str, status: int, expected: type, field: str
+) -> None:
+    body = load(f"local-slurmrestd-22.05.8__v0.0.38__{fixture}.json")
+    error = classify("op", status, mapping_for("v0.0.38").errors(body), "")
+    assert isinstance(error, expected)
+    assert error.field == field  # type: ignore[union-attr]
+
+
+def test_v0_0_40_job_recorded_from_23_11() -> None:
+    [record] = mapping_for("v0.0.40").job_records(
+        load("rackslab-slurm-web__23.11__slurm-job-failed.excerpt.json")
+    )
+    assert record.status.job_id == "1717"
+    assert record.status.state is JobState.FAILED
+    assert record.status.exit_code == 1
+    assert record.status.reason == "NonZeroExitCode"
+
+
+def test_v0_0_41_signalled_exit_recorded_from_24_05() -> None:
+    job = load("rackslab-slurm-web__24.05__slurm-job-timeout.excerpt.json")["jobs"][0]
+    assert exit_code_of(job["exit_code"]) == 128 + 15
+
+
+def test_v0_0_42_unknown_job_recorded_from_24_11() -> None:
+    body = load("rackslab-slurm-web__24.11__slurm-job-unfound.excerpt.json")
+    mapping = mapping_for("v0.0.42")
+    assert mapping.job_records(body) == []
+    error = classify("status", 500, mapping.errors(body), "")
+    assert isinstance(error, UnknownJob)
+
+
+@pytest.mark.parametrize("version", ["v0.0.41", "v0.0.44"])
+def test_submit_answer_per_published_spec(version: str) -> None:
+    # Only the properties the published openapi_job_submit_response lists.
+    fixture = f"slinky-slurm-client__v00{version[-2:]}__openapi.excerpt.json"
+    schema = load(fixture)["components"]["schemas"][f"{version}_openapi_job_submit_response"]
+    answer = {"job_id": 1234, "step_id": "batch", "errors": [], "warnings": []}
+    assert set(answer) <= set(schema["properties"])
+    assert mapping_for(version).submitted_job_id(answer) == "1234"
+
+
+def test_the_v0_0_41_deprecated_result_object_is_read_too() -> None:
+    assert (
+        "result"
+        in load("slinky-slurm-client__v0041__openapi.excerpt.json")["components"]["schemas"][
+            "v0.0.41_openapi_job_submit_response"
+        ]["properties"]
+    )
+    assert mapping_for("v0.0.41").submitted_job_id({"result": {"job_id": 77}}) == "77"
+
+
+@pytest.mark.parametrize(
+    ("status", "errors", "expected", "ambiguous"),
+    [
+        (
+            500,
+            [{"error_code": 1800, "error": "Unable to contact slurm controller"}],
+            TransientFailure,
+            False,
+        ),
+        (500, [{"error_number": 5004, "error": "Socket timed out"}], TransientFailure, True),
+        (502, [], TransientFailure, True),
+        (503, [], TransientFailure, True),
+        (504, [], TransientFailure, True),
+        (401, [], SchedulerAuthError, None),
+        (
+            500,
+            [{"error_code": 5005, "error": "Zero Bytes were transmitted or received"}],
+            SchedulerAuthError,
+            None,
+        ),
+        (
+            500,
+            [{"error_code": 2005, "error": "More processors requested than permitted"}],
+            SchedulerRejected,
+            None,
+        ),
+        (400, [{"error_code": 9001, "error": "Failure during parsing"}], SchedulerRejected, None),
+        (404, [], SchedulerRejected, None),
+    ],
+)
+def test_rest_error_classification(
+    status: int, errors: list[dict[str, Any]], expected: type, ambiguous: bool | None
+) -> None:
+    for version in SUPPORTED:
+        error = classify("submit", status, mapping_for(version).errors({"errors": errors}), "")
+        assert isinstance(error, expected), version
+        if ambiguous is not None:
+            assert error.ambiguous is ambiguous  # type: ignore[union-attr]
+
+
+def test_success_is_not_an_error() -> None:
+    assert classify("submit", 200, [], "{}") is None
+
+
+def test_discovery_reads_the_submit_paths_of_the_spec() -> None:
+    paths = {"/slurm/v0.0.38/job/submit": {}, "/slurm/v0.0.41/job/submit": {}, "/openapi/v3": {}}
+    assert versions_in_spec(paths) == ["v0.0.38", "v0.0.41"]
+    assert versions_in_spec(None) == []
+
+
+def test_an_unsupported_version_is_refused() -> None:
+    with pytest.raises(SchedulerRejected) as caught:
+        mapping_for("v0.0.39")
+    assert caught.value.field == "api_version"
