@@ -220,9 +220,11 @@ def test_too_many_cpus_is_refused(harness: Harness) -> None:
         harness.submitter.submit(script("true"), harness.spec(cpus_per_task=64))
 
 
+# sbatch and rest over the unix socket authenticate as the calling user: no credentials to refuse.
+@pytest.mark.parametrize(
+    "harness", ["fake", pytest.param("rest-tcp", marks=pytest.mark.slurm)], indirect=True
+)
 def test_refused_credentials_raise_an_auth_error(harness: Harness) -> None:
-    if harness.kind in ("sbatch", "rest-unix"):
-        pytest.skip(f"{harness.kind} authenticates as the calling user: no credentials to refuse")
     if harness.fake is not None:
         harness.fake.fail_next("auth")
         submitter = harness.submitter
@@ -252,9 +254,10 @@ def test_an_unreachable_controller_is_retried_then_reported(harness: Harness) ->
     assert harness.submitter.find_by_marker(spec.comment) is None
 
 
+# The real adapters meet real ambiguous failures in tests/integration/test_exactly_once.py.
+@pytest.mark.parametrize("harness", ["fake"], indirect=True)
 def test_an_ambiguous_failure_does_not_submit_twice(harness: Harness) -> None:
-    if harness.fake is None:
-        pytest.skip("real adapters: see tests/integration/test_exactly_once.py")
+    assert harness.fake is not None
     spec = harness.spec()
     harness.fake.fail_next("ambiguous")
     job_id = harness.submitter.submit(script("true"), spec)
