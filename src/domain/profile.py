@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from domain import paths
@@ -212,7 +213,13 @@ class RestSettings(BaseModel):
 
 
 class Submitter(BaseModel):
-    model_config = _FROZEN
+    """Which submitter to use, and its settings.
+
+    A site submitter (entry-point group ``slurm_image.submitters``) reads its settings from the
+    table ``[submitter.<kind>]``; no other extra table is accepted.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
 
     kind: str = "sbatch"
     sbatch: SbatchSettings = Field(default_factory=SbatchSettings)
@@ -224,6 +231,31 @@ class Submitter(BaseModel):
         if not SUBMITTER_KIND.fullmatch(value):
             raise ValueError("must be sbatch, rest, fake or a registered submitter name")
         return value
+
+    @model_validator(mode="after")
+    def _settings(self) -> Submitter:
+        for key, value in (self.model_extra or {}).items():
+            if key != self.kind:
+                raise ValueError(
+                    f"[submitter.{key}] is not a known table (only [submitter.{self.kind}]"
+                    " may hold a site submitter's settings)"
+                )
+            if not isinstance(value, dict):
+                raise ValueError(f"submitter.{key} must be a table")
+        if self.kind == "rest" and self.rest.url.startswith(("http://", "https://")):
+            if self.rest.user is None:
+                raise ValueError("submitter.rest.user is required for slurmrestd over TCP")
+            if (self.rest.token_file is None) == (self.rest.token_env is None):
+                raise ValueError(
+                    "submitter.rest needs exactly one of token_file and token_env over TCP"
+                )
+        return self
+
+    @property
+    def site_settings(self) -> dict[str, Any]:
+        """The ``[submitter.<kind>]`` table of a site submitter (empty when there is none)."""
+        table = (self.model_extra or {}).get(self.kind, {})
+        return dict(table) if isinstance(table, dict) else {}
 
 
 class SiteProfile(BaseModel):

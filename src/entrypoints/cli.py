@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from application.observe import LifecycleStatus
 from domain import paths
 from domain.profile import ProfileSelection, SiteProfile
 from domain.request import Operation, make_request
@@ -219,6 +220,60 @@ def submit_command(
     except Exception as error:
         raise CommandFailed(error) from error
     _emit_submission(options, submission.lifecycle_id, submission.job_id)
+
+
+@app.command("status")
+def status_command(
+    ctx: typer.Context,
+    lifecycle_ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Lifecycle ids.")],
+    json_output: JsonOption = False,
+) -> None:
+    """Lifecycle and scheduler state, with one scheduler call for all ids."""
+    options = _options(ctx, json_output)
+    try:
+        profile, _ = _load(options)
+        container = build_container(profile)
+        require_submitter(container, profile)
+        statuses = container.observe()(lifecycle_ids)
+    except Exception as error:
+        raise CommandFailed(error) from error
+    _emit(
+        options,
+        {"lifecycles": [status.as_dict() for status in statuses]},
+        "\n".join(_describe_status(status) for status in statuses),
+    )
+
+
+@app.command("cancel")
+def cancel_command(
+    ctx: typer.Context,
+    lifecycle_id: Annotated[str, typer.Argument(metavar="ID", help="A lifecycle id.")],
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel the lifecycle's job."""
+    options = _options(ctx, json_output)
+    try:
+        profile, _ = _load(options)
+        container = build_container(profile)
+        require_submitter(container, profile)
+        status = container.cancel()(lifecycle_id)
+    except Exception as error:
+        raise CommandFailed(error) from error
+    _emit(
+        options,
+        {"lifecycle_id": status.lifecycle_id, "state": status.state},
+        f"lifecycle {status.lifecycle_id}: cancel requested; job {status.job_id} is {status.state}",
+    )
+
+
+def _describe_status(status: LifecycleStatus) -> str:
+    words = [status.lifecycle_id, status.state]
+    if status.job_id:
+        words.insert(1, f"job {status.job_id}")
+    if status.exit_code is not None:
+        words.append(f"exit {status.exit_code}")
+    line = "  ".join(words)
+    return f"{line}  ({status.reason})" if status.reason else line
 
 
 def _fail(code: int, message: str) -> NoReturn:

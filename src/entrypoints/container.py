@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
 from dependency_injector import containers, providers
 
 from adapters.local_workspace import LocalWorkspace
 from adapters.memory import FakeSubmitter
+from adapters.sbatch import SbatchSubmitter
 from adapters.sha256_hasher import Sha256Hasher
+from adapters.slurmrest import RestSubmitter
 from adapters.system_clock import SystemClock
+from application.cancel import Cancel
+from application.observe import Observe
 from application.prepare import PlanLifecycle, Prepare
 from application.submit import Submit
 from domain.errors import InvalidProfile
 from domain.profile import SiteProfile
 from entrypoints.runtime_files import load_runtime_files
+from ports.submitter import BatchSubmitter
+
+SUBMITTER_GROUP = "slurm_image.submitters"
 
 
 class Container(containers.DeclarativeContainer):
@@ -27,11 +37,53 @@ class Container(containers.DeclarativeContainer):
     submitter = providers.Selector(
         config.submitter.kind,
         fake=providers.Singleton(FakeSubmitter),
+        sbatch=providers.Singleton(
+            SbatchSubmitter,
+            sbatch=config.submitter.sbatch.sbatch,
+            timeout_s=config.submitter.sbatch.timeout_s,
+        ),
+        rest=providers.Singleton(
+            RestSubmitter,
+            url=config.submitter.rest.url,
+            user=config.submitter.rest.user,
+            token_file=config.submitter.rest.token_file,
+            token_env=config.submitter.rest.token_env,
+            api_version=config.submitter.rest.api_version,
+            timeout_s=config.submitter.rest.timeout_s,
+        ),
     )
 
     plan_lifecycle = providers.Factory(PlanLifecycle, clock=clock, runtime=runtime_files)
     prepare = providers.Factory(Prepare, clock=clock, runtime=runtime_files, workspace=workspace)
     submit = providers.Factory(Submit, workspace=workspace, submitter=submitter, clock=clock)
+    observe = providers.Factory(Observe, workspace=workspace, submitter=submitter)
+    cancel = providers.Factory(Cancel, workspace=workspace, submitter=submitter)
+
+
+def register_site_submitters(container: Container, profile: SiteProfile | None) -> None:
+    """Add the submitters sites register under the entry-point group ``slurm_image.submitters``.
+
+    Each entry point names a factory ``make(settings) -> BatchSubmitter``; ``settings`` is the
+    profile's ``[submitter.<name>]`` table. Built-in names cannot be replaced.
+    """
+    selector = container.submitter
+    known = dict(selector.providers)
+    settings = profile.submitter.site_settings if profile is not None else {}
+    for entry in entry_points(group=SUBMITTER_GROUP):
+        if entry.name in known:
+            continue
+        known[entry.name] = providers.Singleton(_load_site_submitter, entry, settings)
+    selector.set_providers(**known)
+
+
+def _load_site_submitter(entry: EntryPoint, settings: dict[str, Any]) -> BatchSubmitter:
+    factory = entry.load()
+    submitter = factory(settings)
+    if not isinstance(submitter, BatchSubmitter):
+        raise InvalidProfile(
+            "submitter.kind", f"{entry.value} does not give a BatchSubmitter (ports.submitter)"
+        )
+    return submitter
 
 
 def build_container(profile: SiteProfile | None = None) -> Container:
@@ -39,6 +91,7 @@ def build_container(profile: SiteProfile | None = None) -> Container:
     container = Container()
     if profile is not None:
         container.config.from_dict(profile.model_dump(mode="json"))
+    register_site_submitters(container, profile)
     return container
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from application.cancel import NotSubmitted
 from application.errors import (
     AlreadySubmitted,
     LifecycleExists,
@@ -9,6 +10,7 @@ from application.errors import (
     VerificationFailed,
     WrongWorkspace,
 )
+from application.observe import SubmitterMismatch
 from domain.errors import DomainError, PlanInvariantViolation
 from ports.hasher import HashError
 from ports.submitter import SubmitterError
@@ -48,6 +50,8 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (WrongWorkspace, EXIT_INVALID),
     (LifecycleExists, EXIT_CONFLICT),
     (AlreadySubmitted, EXIT_CONFLICT),
+    (NotSubmitted, EXIT_INVALID),
+    (SubmitterMismatch, EXIT_INVALID),
 ]
 
 

@@ -1,0 +1,31 @@
+"""Cancel a lifecycle's job."""
+
+from __future__ import annotations
+
+from application.errors import ApplicationError
+from application.observe import LifecycleStatus, Observe, require_same_submitter
+from application.records import read_submission
+from domain import paths
+from ports.submitter import BatchSubmitter
+from ports.workspace import Workspace
+
+
+class NotSubmitted(ApplicationError):
+    """The lifecycle has no job to act on."""
+
+
+class Cancel:
+    """Cancel the job of a submitted lifecycle and report the state the scheduler then gives."""
+
+    def __init__(self, workspace: Workspace, submitter: BatchSubmitter) -> None:
+        self._workspace = workspace
+        self._submitter = submitter
+
+    def __call__(self, lifecycle_id: str) -> LifecycleStatus:
+        paths.name(lifecycle_id, "lifecycle_id")
+        record = read_submission(self._workspace, lifecycle_id)
+        if record is None:
+            raise NotSubmitted("lifecycle_id", f"{lifecycle_id} has no submitted job to cancel")
+        require_same_submitter(record, self._submitter)
+        self._submitter.cancel(record.job_id)
+        return Observe(self._workspace, self._submitter)([lifecycle_id])[0]

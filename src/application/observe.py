@@ -1,0 +1,104 @@
+"""Observe lifecycles: their recorded submission and the scheduler's state, in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from application.errors import ApplicationError
+from application.records import read_submission, submission_claimed
+from domain import paths
+from domain.attempt import SubmissionRecord
+from domain.job import JobState
+from domain.script import EXIT_CODES
+from ports.submitter import BatchSubmitter
+from ports.workspace import Workspace
+
+STAGED = "STAGED"
+"""Staged and never submitted."""
+IN_DOUBT = "SUBMISSION_UNKNOWN"
+"""A submit started and recorded no job: it may or may not have reached the scheduler."""
+
+
+class SubmitterMismatch(ApplicationError):
+    """The attempt was submitted through another submitter than the profile selects."""
+
+
+@dataclass(frozen=True)
+class LifecycleStatus:
+    lifecycle_id: str
+    job_id: str | None
+    state: str
+    reason: str | None = None
+    exit_code: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "lifecycle_id": self.lifecycle_id,
+            "job_id": self.job_id,
+            "state": self.state,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+        }
+
+
+def require_same_submitter(record: SubmissionRecord, submitter: BatchSubmitter) -> None:
+    """Job ids mean something only to the scheduler front end that issued them."""
+    if record.submitter != submitter.name:
+        raise SubmitterMismatch(
+            "submitter.kind",
+            f"{record.lifecycle_id} was submitted through {record.submitter!r}, "
+            f"but the profile selects {submitter.name!r}",
+        )
+
+
+def explain_exit(exit_code: int | None) -> str | None:
+    """The meaning of one of the batch job's own exit codes (README), if it is one."""
+    return None if exit_code is None else EXIT_CODES.get(exit_code)
+
+
+class Observe:
+    """State of many lifecycles with ONE scheduler call for all their jobs."""
+
+    def __init__(self, workspace: Workspace, submitter: BatchSubmitter) -> None:
+        self._workspace = workspace
+        self._submitter = submitter
+
+    def __call__(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
+        records: dict[str, SubmissionRecord | None] = {}
+        for lifecycle_id in lifecycle_ids:
+            paths.name(lifecycle_id, "lifecycle_id")
+            record = read_submission(self._workspace, lifecycle_id)
+            if record is not None:
+                require_same_submitter(record, self._submitter)
+            records[lifecycle_id] = record
+        job_ids = sorted({r.job_id for r in records.values() if r is not None}, key=int)
+        states = self._submitter.states(job_ids) if job_ids else {}
+        result = []
+        for lifecycle_id, record in records.items():
+            if record is None:
+                claimed = submission_claimed(self._workspace, lifecycle_id)
+                state = IN_DOUBT if claimed else STAGED
+                result.append(LifecycleStatus(lifecycle_id, None, state))
+                continue
+            status = states.get(record.job_id)
+            if status is None:
+                result.append(
+                    LifecycleStatus(
+                        lifecycle_id,
+                        record.job_id,
+                        JobState.LOST.value,
+                        "the scheduler no longer knows the job",
+                    )
+                )
+                continue
+            reason = status.reason
+            meaning = explain_exit(status.exit_code) if status.state.is_terminal else None
+            if meaning:
+                reason = f"{reason}: {meaning}" if reason else meaning
+            result.append(
+                LifecycleStatus(
+                    lifecycle_id, record.job_id, status.state.value, reason, status.exit_code
+                )
+            )
+        return result

@@ -1,0 +1,47 @@
+"""Read what an attempt recorded about itself (``submission.json``), verified."""
+
+from __future__ import annotations
+
+from application.errors import UnknownLifecycle, VerificationFailed
+from domain import paths
+from domain.attempt import RECORD_MAX_BYTES, SubmissionRecord, load_submission_record
+from domain.errors import DomainError
+from ports.workspace import NotFound, Workspace, WorkspaceError
+
+
+def read_submission(workspace: Workspace, lifecycle_id: str) -> SubmissionRecord | None:
+    """The attempt's submission record, or None when it was staged but never submitted.
+
+    Raises ``UnknownLifecycle`` when no such attempt exists and ``VerificationFailed`` when the
+    record is unreadable, not a regular file, or names another lifecycle.
+    """
+    layout = paths.AttemptLayout(workspace.root, lifecycle_id)
+    try:
+        identity = workspace.directory_identity(layout.job_dir)
+        if not workspace.exists(layout.submission_record):
+            return None
+        data = workspace.read_verified(
+            layout.submission_record, max_bytes=RECORD_MAX_BYTES, within=identity
+        ).data
+    except NotFound:
+        raise UnknownLifecycle(
+            "lifecycle_id", f"no staged attempt {lifecycle_id} in {workspace.root}"
+        ) from None
+    except WorkspaceError as error:
+        raise VerificationFailed(error.field, error.reason) from None
+    try:
+        record = load_submission_record(data)
+    except DomainError as error:
+        raise VerificationFailed(layout.submission_record, f"{error.field}: {error.rule}") from None
+    if record.lifecycle_id != lifecycle_id:
+        raise VerificationFailed(layout.submission_record, "names another lifecycle id")
+    return record
+
+
+def submission_claimed(workspace: Workspace, lifecycle_id: str) -> bool:
+    """Whether a submit of this attempt started (its outcome may be unknown)."""
+    layout = paths.AttemptLayout(workspace.root, lifecycle_id)
+    try:
+        return workspace.exists(layout.submission_claim)
+    except WorkspaceError as error:
+        raise VerificationFailed(error.field, error.reason) from None
