@@ -89,6 +89,11 @@ def _path_rule(rule: Any, field: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _mountable(value: str, field: str) -> str:
+    # paths.mountable_path takes (field, value), unlike the other path rules
+    return paths.mountable_path(field, value)
+
+
 class ImageBuild(BaseModel):
     model_config = _FROZEN
 
@@ -98,7 +103,7 @@ class ImageBuild(BaseModel):
     cpus_per_task: Annotated[int, Field(ge=1, le=99999)]
     memory: Annotated[str, AfterValidator(_memory)]
     time_limit: Annotated[str, AfterValidator(_time_limit)]
-    local_scratch: Annotated[str, _path_rule(paths.mountable_path, "local_scratch")] | None = None
+    local_scratch: Annotated[str, _path_rule(_mountable, "local_scratch")] | None = None
     job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
 
 
