@@ -1,17 +1,29 @@
-"""Prepare a lifecycle: validate the request, derive the plan, render the script."""
+"""Prepare a lifecycle: validate the request, derive the plan, render the script, stage."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 
+from application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
 from domain import paths
+from domain.attempt import StagedRecord
+from domain.canonical import sha256_hex
+from domain.identity import FileIdentity
 from domain.plan import Plan, derive_plan
 from domain.profile import ProfileSelection, SiteProfile
 from domain.request import Request
 from domain.runtime import RuntimeFiles
 from domain.script import render_script
 from ports.clock import Clock
+from ports.workspace import AlreadyExists, Workspace, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+PLAN_MODE = 0o600
+RECORD_MODE = 0o600
+EXECUTABLE_MODE = 0o500
 
 
 def new_lifecycle_id() -> str:
@@ -49,3 +61,103 @@ class PlanLifecycle:
             runtime=self._runtime.digests(),
         )
         return PlannedLifecycle(plan=plan, script=render_script(plan))
+
+
+@dataclass(frozen=True)
+class PreparedLifecycle:
+    """A staged attempt: its plan, its script, and the record of what was staged."""
+
+    plan: Plan
+    script: str
+    staged: StagedRecord
+
+    @property
+    def lifecycle_id(self) -> str:
+        return self.plan.lifecycle_id
+
+    @property
+    def job_directory(self) -> str:
+        return self.plan.paths.job_dir
+
+
+class Prepare:
+    """Validate → plan → stage (design §4).
+
+    Staging creates the attempt directory exclusively (a duplicate lifecycle id fails with
+    ``LifecycleExists``), writes plan.json (0600), job.sbatch, inspect_image.py and enroot.rc
+    (0500) and output/ (0700) inside it, each created exclusively and bound to the directory's
+    identity, then records their digests and that identity in staged.json. A failure midway
+    removes the attempt directory again (without following symlinks) and re-raises: nothing is
+    left half-staged. Validation errors are raised before anything is created.
+    """
+
+    def __init__(self, clock: Clock, runtime: RuntimeFiles, workspace: Workspace) -> None:
+        self._planner = PlanLifecycle(clock, runtime)
+        self._runtime = runtime
+        self._workspace = workspace
+
+    def __call__(
+        self,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        lifecycle_id: str | None = None,
+    ) -> PreparedLifecycle:
+        if profile.workspace_root != self._workspace.root:
+            raise WrongWorkspace(
+                "workspace_root", f"the workspace is bound to {self._workspace.root}"
+            )
+        planned = self._planner(request, profile, selection, lifecycle_id)
+        return self._stage(planned)
+
+    def _stage(self, planned: PlannedLifecycle) -> PreparedLifecycle:
+        plan, workspace = planned.plan, self._workspace
+        layout = paths.AttemptLayout(plan.profile.workspace_root, plan.lifecycle_id)
+        files = (
+            (plan.paths.plan, plan.canonical_bytes(), PLAN_MODE),
+            (plan.paths.script, planned.script.encode(), EXECUTABLE_MODE),
+            (plan.paths.inspector, self._runtime.inspector, EXECUTABLE_MODE),
+            (plan.paths.rc, self._runtime.rc, EXECUTABLE_MODE),
+        )
+        try:
+            identity = workspace.create_directory(plan.paths.job_dir, mode=0o700, parents=True)
+        except AlreadyExists:
+            raise LifecycleExists(
+                "lifecycle_id", f"an attempt {plan.lifecycle_id} already exists in the workspace"
+            ) from None
+        try:
+            digests: list[str] = []
+            for path, data, mode in files:
+                written = workspace.write_new(path, data, mode=mode, within=identity)
+                if written.sha256 != sha256_hex(data) or written.mode != mode:
+                    raise VerificationFailed(path, "was not staged as written")
+                digests.append(written.sha256)
+            workspace.create_directory(plan.paths.output_dir, mode=0o700, within=identity)
+            plan_sha256, script_sha256, inspector_sha256, rc_sha256 = digests
+            staged = StagedRecord(
+                lifecycle_id=plan.lifecycle_id,
+                job_dir=identity,
+                plan_sha256=plan_sha256,
+                script_sha256=script_sha256,
+                inspector_sha256=inspector_sha256,
+                rc_sha256=rc_sha256,
+            )
+            workspace.write_new(
+                layout.staged_record, staged.canonical_bytes(), mode=RECORD_MODE, within=identity
+            )
+        except BaseException as failure:
+            self._undo(plan.paths.job_dir, identity, failure)
+            raise
+        log.info(
+            "staged %s in %s",
+            plan.lifecycle_id,
+            plan.paths.job_dir,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
+        return PreparedLifecycle(plan=plan, script=planned.script, staged=staged)
+
+    def _undo(self, job_dir: str, identity: FileIdentity, failure: BaseException) -> None:
+        try:
+            self._workspace.remove_tree(job_dir, expected=identity)
+        except WorkspaceError as error:
+            failure.add_note(f"the partly staged attempt could not be removed: {error}")

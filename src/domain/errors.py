@@ -39,3 +39,7 @@ class PlanInvariantViolation(DomainError):
 
 class InvalidInspection(DomainError):
     """An inspection record that fails host-side validation."""
+
+
+class InvalidRecord(DomainError):
+    """An attempt record (``staged.json``, ``submission.json``) that is not what was written."""

@@ -17,6 +17,9 @@ SLURM_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}")
 DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Enroot's --mount grammar splits on ':' and ',' and refuses whitespace; no release decodes '\'.
 _MOUNT_UNSAFE = re.compile(r"[\s:,\\]")
+# The workspace reaches #SBATCH lines (--chdir, --output, --error): sbatch reads quotes, '\'
+# and '#' there, and Slurm expands '%' patterns in --output/--error.
+_SBATCH_UNSAFE = re.compile(r"[#'\"%]")
 
 
 def _has_control(value: str) -> bool:
@@ -49,9 +52,18 @@ def mountable_path(field: str, value: str) -> str:
     return value
 
 
+def local_scratch(value: str, field: str = "image_build.local_scratch") -> str:
+    """The node-local directory for Enroot's temp and data: mountable like the workspace."""
+    return mountable_path(field, value)
+
+
 def workspace_root(value: str, field: str = "workspace_root") -> str:
-    """The site workspace root: mountable, and not the filesystem root itself."""
+    """The site workspace root: mountable, safe on ``#SBATCH`` lines, not the root itself."""
     mountable_path(field, value)
+    if _SBATCH_UNSAFE.search(value):
+        raise InvalidPath(
+            field, "must not contain '#', quotes or '%' (read by sbatch in #SBATCH lines)", value
+        )
     if value == "/":
         raise InvalidPath(field, "must not be the filesystem root", value)
     return value
@@ -119,3 +131,23 @@ class AttemptLayout:
 
     def in_job(self, relative: str) -> str:
         return f"{self.job_dir}/{relative}"
+
+    @property
+    def plan(self) -> str:
+        """The staged plan: the first file a fresh process reads to find everything else."""
+        return self.in_job("plan.json")
+
+    @property
+    def staged_record(self) -> str:
+        """The digests of the staged files and the attempt directory's identity (at prepare)."""
+        return self.in_job("staged.json")
+
+    @property
+    def submission_claim(self) -> str:
+        """Created exclusively just before the script goes to the scheduler."""
+        return self.in_job("submission.claim")
+
+    @property
+    def submission_record(self) -> str:
+        """The scheduler's job id for this attempt, written once the submission succeeded."""
+        return self.in_job("submission.json")

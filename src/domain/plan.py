@@ -70,7 +70,7 @@ class AttemptPaths(BaseModel):
         candidate = layout.in_job("candidate.sqsh") if importing else None
         return cls(
             job_dir=layout.job_dir,
-            plan=layout.in_job("plan.json"),
+            plan=layout.plan,
             script=layout.in_job("job.sbatch"),
             inspector=layout.in_job("inspect_image.py"),
             rc=layout.in_job("enroot.rc"),
@@ -129,8 +129,10 @@ class Plan(BaseModel):
             if not (self.paths.candidate or "").startswith(self.paths.job_dir + "/"):
                 raise broken("paths.candidate", "must stay inside the attempt directory")
         else:
-            if self.source_digest is not None or self.enroot_uri is not None:
-                raise broken("source_digest", "an inspect plan has no source digest or URI")
+            if self.source_digest is not None:
+                raise broken("source_digest", "an inspect plan has no source digest")
+            if self.enroot_uri is not None:
+                raise broken("enroot_uri", "an inspect plan has no Enroot URI")
             if self.paths.candidate is not None:
                 raise broken("paths.candidate", "an inspect plan has no candidate")
         if self.profile_selection.profile_sha256 != self.profile.sha256():

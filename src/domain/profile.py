@@ -89,11 +89,6 @@ def _path_rule(rule: Any, field: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _mountable(value: str, field: str) -> str:
-    # paths.mountable_path takes (field, value), unlike the other path rules
-    return paths.mountable_path(field, value)
-
-
 class ImageBuild(BaseModel):
     model_config = _FROZEN
 
@@ -103,7 +98,7 @@ class ImageBuild(BaseModel):
     cpus_per_task: Annotated[int, Field(ge=1, le=99999)]
     memory: Annotated[str, AfterValidator(_memory)]
     time_limit: Annotated[str, AfterValidator(_time_limit)]
-    local_scratch: Annotated[str, _path_rule(_mountable, "local_scratch")] | None = None
+    local_scratch: Annotated[str, _path_rule(paths.local_scratch, "local_scratch")] | None = None
     job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
 
 
@@ -304,6 +299,14 @@ def select_cluster(
     clusters = document["clusters"]
     if not isinstance(clusters, Mapping) or not clusters:
         raise InvalidProfile("clusters", "must be a table of clusters")
+    for cluster_name, table in clusters.items():
+        if not isinstance(table, Mapping):
+            raise InvalidProfile(f"clusters.{cluster_name}", "must be a table")
+        patterns = table.get("host_patterns", [])
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise InvalidProfile(
+                f"clusters.{cluster_name}.host_patterns", "must be a list of strings"
+            )
     chosen: str | None = None
     how: Literal["explicit", "hostname", "default"] = "explicit"
     matched: str | None = None
@@ -314,10 +317,9 @@ def select_cluster(
     else:
         hits: list[tuple[str, str]] = []
         for cluster_name, table in clusters.items():
-            patterns = table.get("host_patterns", []) if isinstance(table, Mapping) else []
-            for pattern in patterns:
-                if any(fnmatch.fnmatchcase(host, str(pattern)) for host in hostnames):
-                    hits.append((cluster_name, str(pattern)))
+            for pattern in table.get("host_patterns", []):
+                if any(fnmatch.fnmatchcase(host, pattern) for host in hostnames):
+                    hits.append((cluster_name, pattern))
                     break
         if len({hit[0] for hit in hits}) > 1:
             names = ", ".join(hit[0] for hit in hits)
@@ -334,9 +336,7 @@ def select_cluster(
                 "cluster", f"no cluster matches host {host!r} and no default is set"
             )
     table = dict(clusters[chosen])
-    patterns = table.pop("host_patterns", [])
-    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise InvalidProfile(f"clusters.{chosen}.host_patterns", "must be a list of strings")
+    table.pop("host_patterns", None)
     profile = parse_profile(table, prefix=f"clusters.{chosen}.")
     selection = ProfileSelection(
         how=how,

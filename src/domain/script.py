@@ -1,7 +1,8 @@
 """The batch script: a pure, deterministic function of the plan (design §5).
 
-The body is fixed text; only the header's ``#SBATCH`` lines and the ``readonly`` assignments
-vary, and every varying value is validated by the plan's models and quoted by ``shell.quote``.
+The body is fixed text, with the import step present for import plans only; otherwise only the
+header's ``#SBATCH`` lines and the ``readonly`` assignments vary, and every varying value is
+validated by the plan's models and quoted by ``shell.quote``.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ def _required_distributions(plan: Plan) -> str:
 def _assignments(plan: Plan) -> list[str]:
     p = plan.paths
     build = plan.profile.image_build
-    importing = plan.operation == "import_oci"
     values: list[tuple[str, str]] = [
         ("LIFECYCLE_ID", plan.lifecycle_id),
         ("OPERATION", plan.operation),
@@ -92,9 +92,7 @@ def _assignments(plan: Plan) -> list[str]:
         ("CONTAINER_PREFIX", CONTAINER_PREFIX),
         ("REQUIRE", _required_distributions(plan)),
     ]
-    lines = [f"readonly {key}={quote(value, key)}" for key, value in values]
-    lines.append(f"readonly IMPORTING={'1' if importing else '0'}")
-    return lines
+    return [f"readonly {key}={quote(value, key)}" for key, value in values]
 
 
 def _site_environment(plan: Plan) -> list[str]:
@@ -116,7 +114,8 @@ def render_script(plan: Plan) -> str:
         *_assignments(plan),
         *_site_environment(plan),
     ]
-    return "\n".join(header) + "\n" + _BODY
+    body = _BODY.replace("@IMPORT@\n", _IMPORT if plan.operation == "import_oci" else "")
+    return "\n".join(header) + "\n" + body
 
 
 # Step 0: bash -p has neither read BASH_ENV nor imported functions. Re-exec once under env -i
@@ -133,6 +132,23 @@ if [ "${1-}" != "--clean-environment" ]; then
     exec /usr/bin/env -i PATH=@JOB_PATH@ LC_ALL=C "NODE_TMPDIR=${TMPDIR-}" \
         "${keep[@]}" /bin/bash -p "$0" --clean-environment
 fi"""
+
+# Step 6 is rendered for import plans only: an inspect script holds no ``enroot import`` at all.
+_IMPORT = r"""# 6. Import into the attempt. -o writes through symlinks, dangling ones too.
+for target in "$CANDIDATE" "$PARTIAL"; do
+    if [ -e "$target" ] || [ -L "$target" ]; then
+        die 73 "$target already exists"
+    fi
+done
+partial_owned=1
+say "importing $SOURCE_URI"
+enroot import -o "$PARTIAL" "$SOURCE_URI"
+if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
+    die 66 "the import did not produce a regular file"
+fi
+mv -T -- "$PARTIAL" "$CANDIDATE"
+partial_owned=0
+"""
 
 _BODY = r"""
 die() {
@@ -252,23 +268,7 @@ if [ -z "${ENROOT_SQUASH_OPTIONS+set}" ]; then
     export ENROOT_SQUASH_OPTIONS="$squash $SQUASH_MEMORY"
 fi
 
-# 6. Import into the attempt (import only). -o writes through symlinks, dangling ones too.
-if ((IMPORTING)); then
-    for target in "$CANDIDATE" "$PARTIAL"; do
-        if [ -e "$target" ] || [ -L "$target" ]; then
-            die 73 "$target already exists"
-        fi
-    done
-    partial_owned=1
-    say "importing $SOURCE_URI"
-    enroot import -o "$PARTIAL" "$SOURCE_URI"
-    if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
-        die 66 "the import did not produce a regular file"
-    fi
-    mv -T -- "$PARTIAL" "$CANDIDATE"
-    partial_owned=0
-fi
-
+@IMPORT@
 # 7. Open the image once, after checking it cannot block (FIFO) or redirect (symlink).
 if [ -L "$SQSH" ] || [ ! -f "$SQSH" ]; then
     die 66 "$SQSH is not a regular file"

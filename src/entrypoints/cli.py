@@ -11,13 +11,15 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from application.prepare import PlannedLifecycle
+from domain import paths
+from domain.profile import ProfileSelection, SiteProfile
 from domain.request import Operation, make_request
-from entrypoints.container import Container
+from entrypoints.container import build_container, require_submitter
 from entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
 from entrypoints.profile_loader import load_profile, profile_path
 
 PROG = "slurm-image"
+SUBMITTED = "SUBMITTED"
 
 
 @dataclass
@@ -30,10 +32,11 @@ class Options:
 
 
 class CommandFailed(Exception):
-    """An error already mapped to an exit code."""
+    """An error already mapped to an exit code, with an optional hint on what to do next."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, hint: str | None = None) -> None:
         self.error = error
+        self.hint = hint
         super().__init__(describe(error))
 
 
@@ -91,19 +94,8 @@ def _emit(options: Options, payload: dict[str, Any], human: str) -> None:
         typer.echo(human)
 
 
-def _plan(
-    options: Options, operation: Operation, source: str, name: str, role: str
-) -> PlannedLifecycle:
-    """Validate everything (profile, then request) and derive the plan. Creates nothing."""
-    try:
-        profile, selection = load_profile(
-            profile_path(options.profile, os.environ), cluster=options.cluster
-        )
-        request = make_request(operation, name=name, role=role, source=source)
-        container = Container()
-        return container.plan_lifecycle()(request, profile, selection)
-    except Exception as error:
-        raise CommandFailed(error) from error
+def _load(options: Options) -> tuple[SiteProfile, ProfileSelection]:
+    return load_profile(profile_path(options.profile, os.environ), cluster=options.cluster)
 
 
 def _lifecycle_command(
@@ -112,12 +104,23 @@ def _lifecycle_command(
     source: str,
     name: str,
     role: str,
-    dry_run: bool,
-    json_output: bool,
+    flags: LifecycleFlags,
 ) -> None:
-    options = _options(ctx, json_output)
-    planned = _plan(options, operation, source, name, role)
-    if dry_run:
+    """Validate everything (profile, request, submitter) before the first file is created."""
+    options = _options(ctx, flags.json_output)
+    try:
+        profile, selection = _load(options)
+        request = make_request(operation, name=name, role=role, source=source)
+        container = build_container(profile)
+        if flags.dry_run:
+            planned = container.plan_lifecycle()(request, profile, selection)
+        else:
+            if not flags.no_submit:
+                require_submitter(container, profile)
+            prepared = container.prepare()(request, profile, selection)
+    except Exception as error:
+        raise CommandFailed(error) from error
+    if flags.dry_run:
         plan_data = planned.plan.model_dump(mode="json")
         human = (
             f"lifecycle {planned.plan.lifecycle_id} (dry run: nothing created)\n"
@@ -126,12 +129,46 @@ def _lifecycle_command(
         )
         _emit(options, {"plan": plan_data, "script": planned.script}, human.rstrip("\n"))
         return
-    raise CommandFailed(NotImplementedError("staging is not available yet: use --dry-run"))
+    if flags.no_submit:
+        _emit(
+            options,
+            {"lifecycle_id": prepared.lifecycle_id, "job_directory": prepared.job_directory},
+            f"lifecycle {prepared.lifecycle_id} staged in {prepared.job_directory}\n"
+            f"submit it with: {PROG} submit {prepared.lifecycle_id}",
+        )
+        return
+    try:
+        submission = container.submit()(prepared)
+    except Exception as error:
+        hint = (
+            f"lifecycle {prepared.lifecycle_id} stays staged in {prepared.job_directory};"
+            f" retry with: {PROG} submit {prepared.lifecycle_id}"
+        )
+        raise CommandFailed(error, hint) from error
+    _emit_submission(options, submission.lifecycle_id, submission.job_id)
+
+
+def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
+    _emit(
+        options,
+        {"lifecycle_id": lifecycle_id, "job_id": job_id, "state": SUBMITTED},
+        f"lifecycle {lifecycle_id} submitted as job {job_id}",
+    )
+
+
+@dataclass(frozen=True)
+class LifecycleFlags:
+    dry_run: bool
+    no_submit: bool
+    json_output: bool
 
 
 NameOption = Annotated[str, typer.Option("--name", help="Alias to publish under.")]
 RoleOption = Annotated[str, typer.Option("--role", help="client or serving.")]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print plan and script only.")]
+NoSubmitOption = Annotated[
+    bool, typer.Option("--no-submit", help="Stage only; submit later with `submit ID`.")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
 
 
@@ -142,10 +179,12 @@ def import_command(
     name: NameOption,
     role: RoleOption,
     dry_run: DryRunOption = False,
+    no_submit: NoSubmitOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Import a digest-pinned OCI image into a verified .sqsh and inspect it."""
-    _lifecycle_command(ctx, "import_oci", source, name, role, dry_run, json_output)
+    flags = LifecycleFlags(dry_run, no_submit, json_output)
+    _lifecycle_command(ctx, "import_oci", source, name, role, flags)
 
 
 @app.command("inspect")
@@ -155,10 +194,31 @@ def inspect_command(
     name: NameOption,
     role: RoleOption,
     dry_run: DryRunOption = False,
+    no_submit: NoSubmitOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Inspect an existing .sqsh in place."""
-    _lifecycle_command(ctx, "inspect_sqsh", source, name, role, dry_run, json_output)
+    flags = LifecycleFlags(dry_run, no_submit, json_output)
+    _lifecycle_command(ctx, "inspect_sqsh", source, name, role, flags)
+
+
+@app.command("submit")
+def submit_command(
+    ctx: typer.Context,
+    lifecycle_id: Annotated[str, typer.Argument(metavar="ID", help="A lifecycle id.")],
+    json_output: JsonOption = False,
+) -> None:
+    """Verify and submit a lifecycle staged with --no-submit."""
+    options = _options(ctx, json_output)
+    try:
+        paths.name(lifecycle_id, "lifecycle_id")
+        profile, _ = _load(options)
+        container = build_container(profile)
+        require_submitter(container, profile)
+        submission = container.submit().staged(lifecycle_id)
+    except Exception as error:
+        raise CommandFailed(error) from error
+    _emit_submission(options, submission.lifecycle_id, submission.job_id)
 
 
 def _fail(code: int, message: str) -> NoReturn:
@@ -172,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command.main(args=argv, prog_name=PROG, standalone_mode=False)
     except CommandFailed as failure:
-        _fail(exit_code_for(failure.error), describe(failure.error))
+        hint = f" ({failure.hint})" if failure.hint else ""
+        _fail(exit_code_for(failure.error), describe(failure.error) + hint)
     except typer.Exit as done:
         raise SystemExit(done.exit_code) from None
     except typer.Abort:
@@ -181,3 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(EXIT_INVALID, " ".join(error.format_message().split()))
     except Exception as error:
         _fail(EXIT_INTERNAL, f"internal error: {describe(error)} (please report this)")
+
+
+if __name__ == "__main__":
+    main()

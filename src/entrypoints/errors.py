@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from application.errors import (
+    AlreadySubmitted,
+    LifecycleExists,
+    UnknownLifecycle,
+    VerificationFailed,
+    WrongWorkspace,
+)
 from domain.errors import DomainError, PlanInvariantViolation
+from ports.hasher import HashError
 from ports.submitter import SubmitterError
+from ports.workspace import (
+    AccessDenied,
+    IdentityChanged,
+    NotRegularFile,
+    TooLarge,
+    UnsafePath,
+)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -19,6 +34,20 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (PlanInvariantViolation, EXIT_VERIFICATION),
     (DomainError, EXIT_INVALID),
     (SubmitterError, EXIT_SCHEDULER),
+    (VerificationFailed, EXIT_VERIFICATION),
+    # The workspace is not what it must be (symlinked, foreign-owned, swapped, not regular):
+    # refused like a staged file that fails its digest.
+    (UnsafePath, EXIT_VERIFICATION),
+    (NotRegularFile, EXIT_VERIFICATION),
+    (IdentityChanged, EXIT_VERIFICATION),
+    (TooLarge, EXIT_VERIFICATION),
+    (HashError, EXIT_VERIFICATION),
+    # A read-only or unwritable workspace root is a profile problem; nothing was created.
+    (AccessDenied, EXIT_INVALID),
+    (UnknownLifecycle, EXIT_INVALID),
+    (WrongWorkspace, EXIT_INVALID),
+    (LifecycleExists, EXIT_CONFLICT),
+    (AlreadySubmitted, EXIT_CONFLICT),
 ]
 
 

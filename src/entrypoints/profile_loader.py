@@ -6,9 +6,13 @@ import hashlib
 import os
 import socket
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from domain.errors import InvalidProfile
 from domain.profile import ProfileSelection, SiteProfile, select_cluster
@@ -25,18 +29,59 @@ def profile_path(explicit: str | None, environ: Mapping[str, str]) -> Path:
     return Path(explicit or environ.get(PROFILE_ENV) or DEFAULT_PROFILE)
 
 
-def _literal(text: str) -> Any:
-    """An override value: a TOML literal when it reads as one, else the string itself."""
+def _unwrap(annotation: Any) -> Any:
+    """Strip ``Annotated[...]`` and ``X | None`` down to ``X`` (None for a real union)."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+            if len(options) != 1:
+                return None
+            annotation = options[0]
+        else:
+            return annotation
+
+
+def _is_text_setting(keys: list[str]) -> bool:
+    """Whether the profile key at ``keys`` holds a string, so ``10:00:00`` stays text."""
+    annotation: Any = SiteProfile
+    for key in keys:
+        annotation = _unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(key)
+            if field is None:
+                return False
+            annotation = field.annotation
+        elif typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+        else:
+            return False
+    return _unwrap(annotation) is str
+
+
+def _literal(text: str, *, text_setting: bool = False) -> Any:
+    """An override value: a TOML literal when it reads as one, else the string itself.
+
+    A key that holds a string keeps the text unless it is a quoted TOML string: TOML would
+    otherwise read ``10:00:00`` as a time and an account ``12345`` as an integer.
+    """
     try:
-        return tomllib.loads(f"value = {text}")["value"]
+        value = tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         return text
+    if text_setting and not isinstance(value, str):
+        return text
+    return value
 
 
 def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Apply ``SLURM_IMAGE_<SECTION>__<KEY>`` (and ``SLURM_IMAGE_WORKSPACE_ROOT``) values.
 
-    In a catalog the overrides apply to every cluster's table. Other ``SLURM_IMAGE_*`` names
+    Section and key names are lower-cased, except the variable name in
+    ``SLURM_IMAGE_ENROOT__ENVIRONMENT__ENROOT_<NAME>``. In a catalog the overrides apply to every
+    cluster's table. Other ``SLURM_IMAGE_*`` names
     (such as ``SLURM_IMAGE_PROFILE``) are not profile keys and are left alone.
     """
     overrides: list[tuple[list[str], Any]] = []
@@ -46,10 +91,13 @@ def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dic
         rest = name[len(OVERRIDE_PREFIX) :]
         if "__" not in rest and rest not in TOP_LEVEL_OVERRIDES:
             continue
-        keys = [part.lower() for part in rest.split("__")]
+        parts = rest.split("__")
+        keys = [part.lower() for part in parts]
+        if keys[:2] == ["enroot", "environment"] and len(keys) == 3:
+            keys[2] = parts[2]  # an ENROOT_* variable keeps its own name
         if any(not key for key in keys):
             raise InvalidProfile(name, "must be SLURM_IMAGE_<SECTION>__<KEY>")
-        overrides.append((keys, _literal(environ[name])))
+        overrides.append((keys, _literal(environ[name], text_setting=_is_text_setting(keys))))
     targets: list[dict[str, Any]]
     if isinstance(document.get("clusters"), dict):
         targets = [table for table in document["clusters"].values() if isinstance(table, dict)]

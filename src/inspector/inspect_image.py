@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import email.parser
 import importlib.metadata
 import io
 import json
@@ -63,7 +62,7 @@ class Refused(Exception):
 
 
 class Distribution:
-    """One installed distribution: its metadata directory, name, version and files."""
+    """One installed distribution as importlib.metadata found it, with its name and version."""
 
     def __init__(self, dist: importlib.metadata.Distribution, name: str, version: str) -> None:
         self.dist = dist
@@ -94,16 +93,11 @@ def normalize_name(name: str) -> str:
 
 
 def _read_metadata(dist: importlib.metadata.Distribution) -> Tuple[Optional[str], Optional[str]]:
-    name = dist.metadata["Name"]
-    version = dist.metadata["Version"]
-    path = getattr(dist, "_path", None)
-    if (name is None or version is None) and path is not None and os.path.isfile(str(path)):
-        # A bare `NAME.egg-info` file (distutils installs, some Debian packages) is the
-        # PKG-INFO itself; importlib.metadata before 3.10 does not read it.
-        with open(str(path), encoding="utf-8", errors="replace") as handle:
-            message = email.parser.HeaderParser().parse(handle)
-        name, version = message["Name"], message["Version"]
-    return name, version
+    # get_all, not []: a missing key through [] warns on 3.12+ and is meant to raise later
+    metadata = dist.metadata
+    names = metadata.get_all("Name") or [None]
+    versions = metadata.get_all("Version") or [None]
+    return names[0], versions[0]
 
 
 def find_distributions(path: Optional[Sequence[str]] = None) -> Dict[str, Distribution]:

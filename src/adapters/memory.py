@@ -1,0 +1,625 @@
+"""In-memory fakes of the ports, for behavioural tests and dry demos.
+
+``MemoryWorkspace`` (over a ``MemoryFilesystem``) and ``FakeClock`` follow the FakeSubmitter.
+
+``FakeSubmitter`` is a scheduler that accepts submissions and never runs them: tests drive each
+job's state by hand and inject failures. It goes through the same retry and exactly-once rules
+(``adapters.retry``) as the real submitters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
+from domain.identity import FileIdentity
+from domain.job import JobSpec, JobState, JobStatus
+from ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+from ports.workspace import (
+    AccessDenied,
+    AlreadyExists,
+    IdentityChanged,
+    NotFound,
+    NotRegularFile,
+    TooLarge,
+    UnsafePath,
+    VerifiedRead,
+    WorkspaceError,
+    WrittenFile,
+)
+
+FailureKind = Literal["transient", "ambiguous", "permanent", "auth"]
+"""What an injected failure does:
+
+- ``transient``: the request never reached the scheduler (connection refused); retried.
+- ``ambiguous``: the scheduler accepted the request, then the answer was lost (a dropped
+  response); retried, and a submission is then found by its marker instead of repeated.
+- ``permanent``: the scheduler refuses the request (``SchedulerRejected``); not retried.
+- ``auth``: credentials refused (``SchedulerAuthError``); not retried.
+"""
+
+Operation = Literal["submit", "states", "cancel", "find_by_marker"]
+
+
+@dataclass
+class FakeJob:
+    """One job the fake scheduler holds: the exact bytes and spec it was given, and its state."""
+
+    job_id: str
+    script: bytes
+    spec: JobSpec
+    state: JobState = JobState.PENDING
+    reason: str | None = None
+    exit_code: int | None = None
+
+    def status(self) -> JobStatus:
+        return JobStatus(
+            job_id=self.job_id, state=self.state, reason=self.reason, exit_code=self.exit_code
+        )
+
+
+class FakeSubmitter:
+    """An in-memory ``BatchSubmitter``.
+
+    ``partitions`` (when given) is the set of partitions that exist: a spec naming another one is
+    rejected, as Slurm does. ``max_cpus_per_task`` likewise bounds the CPUs a job may ask for.
+    """
+
+    name = "fake"
+
+    def __init__(
+        self,
+        *,
+        partitions: Collection[str] | None = None,
+        max_cpus_per_task: int | None = None,
+        first_job_id: int = 1,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self._partitions = frozenset(partitions) if partitions is not None else None
+        self._max_cpus = max_cpus_per_task
+        self._next_id = first_job_id
+        self._retry = retry_policy if retry_policy is not None else RetryPolicy.immediate()
+        self._jobs: dict[str, FakeJob] = {}
+        self._failures: dict[Operation, list[FailureKind]] = {}
+        self._lock = threading.RLock()
+        self.calls: dict[Operation, int] = {
+            "submit": 0,
+            "states": 0,
+            "cancel": 0,
+            "find_by_marker": 0,
+        }
+        """Scheduler calls made per operation (attempts, retries included)."""
+
+    # -- test controls -------------------------------------------------------------------
+
+    def fail_next(
+        self, kind: FailureKind, *, operation: Operation = "submit", times: int = 1
+    ) -> None:
+        """Make the next ``times`` scheduler calls of ``operation`` fail as ``kind``."""
+        with self._lock:
+            self._failures.setdefault(operation, []).extend([kind] * times)
+
+    @property
+    def jobs(self) -> Mapping[str, FakeJob]:
+        """Every job the scheduler holds, by id, in submission order."""
+        with self._lock:
+            return dict(self._jobs)
+
+    def job(self, job_id: str) -> FakeJob:
+        with self._lock:
+            return self._jobs[job_id]
+
+    def set_state(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        reason: str | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        """Move a job to ``state`` (any state, for tests). Raises ``KeyError`` for unknown ids."""
+        with self._lock:
+            job = self._jobs[job_id]
+            job.state, job.reason, job.exit_code = state, reason, exit_code
+
+    def start(self, job_id: str) -> None:
+        self.set_state(job_id, JobState.RUNNING)
+
+    def finish(self, job_id: str, exit_code: int = 0) -> None:
+        """End a job: COMPLETED for exit code 0, FAILED (reason NonZeroExitCode) otherwise."""
+        if exit_code == 0:
+            self.set_state(job_id, JobState.COMPLETED, exit_code=0)
+        else:
+            self.set_state(job_id, JobState.FAILED, reason="NonZeroExitCode", exit_code=exit_code)
+
+    def forget(self, job_id: str) -> None:
+        """Drop a job, as a scheduler purges old records: it becomes unknown."""
+        with self._lock:
+            del self._jobs[job_id]
+
+    # -- the port ------------------------------------------------------------------------
+
+    def submit(self, script: bytes, spec: JobSpec) -> str:
+        return submit_exactly_once(
+            self._retry,
+            spec.comment,
+            lambda: self._submit_once(bytes(script), spec),
+            self._find_once,
+        )
+
+    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        return with_retries(self._retry, "states", lambda: self._states_once(job_ids))
+
+    def cancel(self, job_id: str) -> None:
+        with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
+
+    def find_by_marker(self, marker: str) -> str | None:
+        return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
+
+    # -- one scheduler call each ---------------------------------------------------------
+
+    def _injected(self, operation: Operation) -> FailureKind | None:
+        self.calls[operation] += 1
+        pending = self._failures.get(operation)
+        return pending.pop(0) if pending else None
+
+    @staticmethod
+    def _raise_unless_accepted(kind: FailureKind | None) -> None:
+        if kind == "transient":
+            raise TransientFailure("scheduler unreachable (injected)", ambiguous=False)
+        if kind == "permanent":
+            raise SchedulerRejected("request refused (injected)")
+        if kind == "auth":
+            raise SchedulerAuthError("credentials refused (injected)")
+
+    def _submit_once(self, script: bytes, spec: JobSpec) -> str:
+        with self._lock:
+            kind = self._injected("submit")
+            self._raise_unless_accepted(kind)
+            if self._partitions is not None and spec.partition not in self._partitions:
+                raise SchedulerRejected(
+                    f"invalid partition name specified: {spec.partition!r}", "partition"
+                )
+            if self._max_cpus is not None and spec.cpus_per_task > self._max_cpus:
+                raise SchedulerRejected(
+                    f"more processors requested than permitted: {spec.cpus_per_task}",
+                    "cpus_per_task",
+                )
+            job_id = str(self._next_id)
+            self._next_id += 1
+            self._jobs[job_id] = FakeJob(job_id=job_id, script=script, spec=spec)
+            if kind == "ambiguous":
+                raise TransientFailure("response lost after submission (injected)", ambiguous=True)
+            return job_id
+
+    def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        with self._lock:
+            kind = self._injected("states")
+            self._raise_unless_accepted(kind)
+            found = {i: self._jobs[i].status() for i in dict.fromkeys(job_ids) if i in self._jobs}
+            if kind == "ambiguous":
+                raise TransientFailure("response lost (injected)", ambiguous=True)
+            return found
+
+    def _cancel_once(self, job_id: str) -> None:
+        with self._lock:
+            kind = self._injected("cancel")
+            self._raise_unless_accepted(kind)
+            job = self._jobs.get(job_id)
+            if job is None:
+                raise UnknownJob(f"invalid job id specified: {job_id}", "job_id")
+            if not job.state.is_terminal:
+                job.state, job.reason = JobState.CANCELLED, None
+            if kind == "ambiguous":
+                raise TransientFailure("response lost after cancel (injected)", ambiguous=True)
+
+    def _find_once(self, marker: str) -> str | None:
+        with self._lock:
+            kind = self._injected("find_by_marker")
+            self._raise_unless_accepted(kind)
+            if kind == "ambiguous":
+                raise TransientFailure("response lost (injected)", ambiguous=True)
+            for job in self._jobs.values():
+                if job.spec.comment == marker:
+                    return job.job_id
+            return None
+
+
+# -- the in-memory filesystem and Workspace ------------------------------------------------
+
+_MEMORY_DEVICE = 0x6D656D
+_NodeKind = Literal["directory", "file", "symlink", "fifo"]
+
+
+@dataclass
+class MemoryNode:
+    """One entry of the in-memory filesystem."""
+
+    kind: _NodeKind
+    mode: int
+    uid: int
+    inode: int
+    data: bytearray = field(default_factory=bytearray)
+    entries: dict[str, MemoryNode] = field(default_factory=dict)
+    target: str = ""
+
+    @property
+    def identity(self) -> FileIdentity:
+        return FileIdentity(device=_MEMORY_DEVICE, inode=self.inode)
+
+    def describe(self) -> str:
+        return {
+            "directory": "a directory",
+            "file": "a regular file",
+            "symlink": "a symlink",
+            "fifo": "a FIFO",
+        }[self.kind]
+
+
+class MemoryFilesystem:
+    """A POSIX-like tree in memory: directories, regular files, symlinks and FIFOs, each with a
+    mode, an owner and an inode.
+
+    Its methods act like root at a shell (no permission or symlink checks beyond the path's own
+    directories): they set up and tamper with the tree that ``MemoryWorkspace`` guards.
+    ``read_only`` makes every change through a workspace fail, like a read-only mount.
+    """
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self._next_inode = 2
+        self.top = MemoryNode("directory", 0o755, 0, 1)
+        self.lock = threading.RLock()
+
+    def new_node(self, kind: _NodeKind, mode: int, uid: int) -> MemoryNode:
+        with self.lock:
+            inode = self._next_inode
+            self._next_inode += 1
+        return MemoryNode(kind, mode, uid, inode)
+
+    @staticmethod
+    def split(path: str) -> list[str]:
+        if not path.startswith("/"):
+            raise ValueError(f"not an absolute path: {path!r}")
+        return [part for part in path.split("/") if part]
+
+    def parent_of(self, path: str) -> tuple[MemoryNode, str]:
+        parts = self.split(path)
+        node = self.top
+        for part in parts[:-1]:
+            child = node.entries.get(part)
+            if child is None or child.kind != "directory":
+                raise FileNotFoundError(path)
+            node = child
+        return node, parts[-1]
+
+    def lookup(self, path: str) -> MemoryNode | None:
+        """The entry at ``path`` (a symlink itself, not its target), or None."""
+        if not self.split(path):
+            return self.top
+        try:
+            parent, name = self.parent_of(path)
+        except FileNotFoundError:
+            return None
+        return parent.entries.get(name)
+
+    def _add(self, path: str, node: MemoryNode) -> MemoryNode:
+        with self.lock:
+            parent, name = self.parent_of(path)
+            if name in parent.entries:
+                raise FileExistsError(path)
+            parent.entries[name] = node
+            return node
+
+    # -- acting on the tree like root at a shell ------------------------------------------
+
+    def makedirs(self, path: str, *, mode: int = 0o755, uid: int = 0) -> None:
+        node = self.top
+        for part in self.split(path):
+            child = node.entries.get(part)
+            if child is None:
+                child = node.entries[part] = self.new_node("directory", mode, uid)
+            if child.kind != "directory":
+                raise NotADirectoryError(path)
+            node = child
+
+    def mkdir(self, path: str, *, mode: int = 0o700, uid: int = 0) -> None:
+        self._add(path, self.new_node("directory", mode, uid))
+
+    def write(self, path: str, data: bytes, *, mode: int = 0o600, uid: int = 0) -> None:
+        """Create a regular file, or overwrite the contents of one in place (same inode)."""
+        node = self.lookup(path)
+        if node is None:
+            node = self._add(path, self.new_node("file", mode, uid))
+        if node.kind != "file":
+            raise IsADirectoryError(path)
+        node.data[:] = data
+
+    def append(self, path: str, data: bytes) -> None:
+        node = self.lookup(path)
+        if node is None or node.kind != "file":
+            raise FileNotFoundError(path)
+        node.data += data
+
+    def read(self, path: str) -> bytes:
+        node = self.lookup(path)
+        if node is None or node.kind != "file":
+            raise FileNotFoundError(path)
+        return bytes(node.data)
+
+    def symlink(self, target: str, path: str, *, uid: int = 0) -> None:
+        node = self.new_node("symlink", 0o777, uid)
+        node.target = target
+        self._add(path, node)
+
+    def mkfifo(self, path: str, *, mode: int = 0o600, uid: int = 0) -> None:
+        self._add(path, self.new_node("fifo", mode, uid))
+
+    def chown(self, path: str, uid: int) -> None:
+        node = self.lookup(path)
+        if node is None:
+            raise FileNotFoundError(path)
+        node.uid = uid
+
+    def chmod(self, path: str, mode: int) -> None:
+        node = self.lookup(path)
+        if node is None:
+            raise FileNotFoundError(path)
+        node.mode = mode
+
+    def rename(self, source: str, destination: str) -> None:
+        with self.lock:
+            old_parent, old_name = self.parent_of(source)
+            new_parent, new_name = self.parent_of(destination)
+            node = old_parent.entries.pop(old_name)
+            new_parent.entries[new_name] = node
+
+    def remove(self, path: str) -> None:
+        with self.lock:
+            parent, name = self.parent_of(path)
+            del parent.entries[name]
+
+    def copy(self, source: str, destination: str) -> None:
+        """A deep copy under new inodes, as ``cp -a`` makes."""
+        node = self.lookup(source)
+        if node is None:
+            raise FileNotFoundError(source)
+        self._add(destination, self._clone(node))
+
+    def _clone(self, node: MemoryNode) -> MemoryNode:
+        twin = self.new_node(node.kind, node.mode, node.uid)
+        twin.data = bytearray(node.data)
+        twin.target = node.target
+        twin.entries = {name: self._clone(child) for name, child in node.entries.items()}
+        return twin
+
+
+class MemoryWorkspace:
+    """A ``Workspace`` over a ``MemoryFilesystem``, with the local adapter's observable rules:
+    the same layout walk (no symlinks, our own directories only), exclusive creation, exact
+    modes, identities, size bounds, FIFO and symlink refusal, permissions for a non-root ``uid``
+    and a read-only filesystem. ``uid`` is the user the workspace acts as.
+    """
+
+    def __init__(self, root: str, filesystem: MemoryFilesystem, *, uid: int = 1000) -> None:
+        self.root = root
+        self.filesystem = filesystem
+        self._uid = uid
+
+    # -- walking -------------------------------------------------------------------------
+
+    def _components(self, path: str) -> list[str]:
+        prefix = self.root.rstrip("/") + "/"
+        parts = path[len(prefix) :].split("/") if path.startswith(prefix) else []
+        if not parts or any(part in ("", ".", "..") for part in parts):
+            raise UnsafePath(path, f"must lie strictly below the workspace root {self.root}")
+        return parts
+
+    def _may(self, node: MemoryNode, bit: int) -> bool:
+        """``bit``: 4 read, 2 write, 1 search; owner bits for the owner, else other bits."""
+        if self._uid == 0:
+            return True
+        shift = 6 if node.uid == self._uid else 0
+        return bool(node.mode & (bit << shift))
+
+    def _root(self) -> MemoryNode:
+        node = self.filesystem.lookup(self.root)
+        for _ in range(40):
+            if node is None or node.kind != "symlink":
+                break
+            node = self.filesystem.lookup(node.target)
+        if node is None:
+            raise NotFound(self.root, "does not exist")
+        if node.kind != "directory":
+            raise UnsafePath(self.root, "is not a directory")
+        return node
+
+    def _directory(self, parts: Sequence[str], *, create: bool = False) -> MemoryNode:
+        node = self._root()
+        walked = self.root.rstrip("/")
+        for part in parts:
+            walked = f"{walked}/{part}"
+            if not self._may(node, 1):
+                raise AccessDenied(walked, "Permission denied")
+            child = node.entries.get(part)
+            if child is None:
+                if not create:
+                    raise NotFound(walked, "does not exist")
+                child = self._mkdir(node, part, walked, 0o700)
+            if child.kind != "directory":
+                raise UnsafePath(walked, f"is {child.describe()}, not a directory")
+            if child.uid != self._uid:
+                raise UnsafePath(walked, f"is owned by uid {child.uid}, not by uid {self._uid}")
+            node = child
+        return node
+
+    def _parent(self, path: str, within: FileIdentity | None) -> tuple[MemoryNode, str]:
+        parts = self._components(path)
+        parent = self._directory(parts[:-1])
+        if within is not None and parent.identity != within:
+            raise IdentityChanged(path.rsplit("/", 1)[0], f"is no longer the directory {within}")
+        if not self._may(parent, 1):
+            raise AccessDenied(path, "Permission denied")
+        return parent, parts[-1]
+
+    def _writable(self, parent: MemoryNode, field: str) -> None:
+        if self.filesystem.read_only:
+            raise AccessDenied(field, "Read-only file system")
+        if not self._may(parent, 2):
+            raise AccessDenied(field, "Permission denied")
+
+    def _mkdir(self, parent: MemoryNode, name: str, field: str, mode: int) -> MemoryNode:
+        with self.filesystem.lock:
+            if name in parent.entries:
+                raise AlreadyExists(field, "already exists")
+            self._writable(parent, field)
+            node = parent.entries[name] = self.filesystem.new_node("directory", mode, self._uid)
+            return node
+
+    # -- the port ------------------------------------------------------------------------
+
+    def create_directory(
+        self,
+        path: str,
+        *,
+        mode: int = 0o700,
+        parents: bool = False,
+        within: FileIdentity | None = None,
+    ) -> FileIdentity:
+        parts = self._components(path)
+        with self.filesystem.lock:
+            parent = self._directory(parts[:-1], create=parents)
+            if within is not None and parent.identity != within:
+                parent_path = path.rsplit("/", 1)[0]
+                raise IdentityChanged(parent_path, f"is no longer the directory {within}")
+            return self._mkdir(parent, parts[-1], path, mode).identity
+
+    def _create(self, parent: MemoryNode, name: str, field: str, data: bytes, mode: int) -> None:
+        if name in parent.entries:
+            raise AlreadyExists(field, "already exists")
+        self._writable(parent, field)
+        node = self.filesystem.new_node("file", mode, self._uid)
+        node.data[:] = data
+        parent.entries[name] = node
+
+    def _written(self, node: MemoryNode) -> WrittenFile:
+        return WrittenFile(
+            identity=node.identity,
+            size=len(node.data),
+            mode=node.mode,
+            sha256=hashlib.sha256(node.data).hexdigest(),
+        )
+
+    def write_new(
+        self, path: str, data: bytes, *, mode: int, within: FileIdentity | None = None
+    ) -> WrittenFile:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, within)
+            self._create(parent, name, path, data, mode)
+            return self._written(parent.entries[name])
+
+    def replace_file(
+        self, path: str, data: bytes, *, mode: int = 0o600, within: FileIdentity | None = None
+    ) -> WrittenFile:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, within)
+            existing = parent.entries.get(name)
+            if existing is not None and existing.kind == "directory":
+                raise WorkspaceError(path, "Is a directory")
+            self._writable(parent, path)
+            node = self.filesystem.new_node("file", mode, self._uid)
+            node.data[:] = data
+            parent.entries[name] = node
+            return self._written(node)
+
+    def read_verified(
+        self, path: str, *, max_bytes: int, within: FileIdentity | None = None
+    ) -> VerifiedRead:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, within)
+            node = parent.entries.get(name)
+            if node is None:
+                raise NotFound(path, "does not exist")
+            if node.kind != "file":
+                raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+            if node.uid != self._uid:
+                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+            if not self._may(node, 4):
+                raise AccessDenied(path, "Permission denied")
+            if len(node.data) > max_bytes:
+                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+            return VerifiedRead(data=bytes(node.data), identity=node.identity, mode=node.mode)
+
+    def directory_identity(self, path: str) -> FileIdentity:
+        with self.filesystem.lock:
+            return self._directory(self._components(path)).identity
+
+    def exists(self, path: str) -> bool:
+        with self.filesystem.lock:
+            try:
+                parent, name = self._parent(path, None)
+            except NotFound:
+                return False
+            return name in parent.entries
+
+    def list_directory(self, path: str) -> Sequence[str]:
+        with self.filesystem.lock:
+            node = self._directory(self._components(path))
+            if not self._may(node, 4):
+                raise AccessDenied(path, "Permission denied")
+            return sorted(node.entries)
+
+    def remove_file(self, path: str, *, within: FileIdentity | None = None) -> None:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, within)
+            node = parent.entries.get(name)
+            if node is None:
+                raise NotFound(path, "does not exist")
+            if node.kind == "directory":
+                raise WorkspaceError(path, "is a directory")
+            self._writable(parent, path)
+            del parent.entries[name]
+
+    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+        with self.filesystem.lock:
+            parts = self._components(path)
+            parent = self._directory(parts[:-1])
+            node = self._directory(parts)
+            if node.identity != expected:
+                raise IdentityChanged(path, f"is no longer the directory {expected}")
+            self._writable(parent, path)
+            if self.filesystem.read_only:
+                raise AccessDenied(path, "Read-only file system")
+            node.entries.clear()
+            del parent.entries[parts[-1]]
+
+
+# -- the settable clock --------------------------------------------------------------------
+
+
+class FakeClock:
+    """A ``Clock`` that stands still until it is set or advanced. Always aware UTC."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start if start is not None else datetime(2024, 1, 1, tzinfo=UTC)
+        if self._now.utcoffset() is None:
+            raise ValueError("FakeClock needs an aware datetime")
+        self._now = self._now.astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, moment: datetime) -> None:
+        if moment.utcoffset() is None:
+            raise ValueError("FakeClock needs an aware datetime")
+        self._now = moment.astimezone(UTC)
+
+    def advance(self, delta: timedelta) -> None:
+        if delta < timedelta(0):
+            raise ValueError("time does not run backwards")
+        self._now += delta

@@ -1,0 +1,250 @@
+"""``BatchSubmitter`` through Slurm's command-line clients: sbatch, squeue, scancel.
+
+Every command runs from an argument vector (no shell) with a minimal environment: a fixed
+``PATH``, ``LC_ALL=C`` and ``SLURM_CONF`` when the caller has one, never anything else of the
+caller's (``SLURM_JWT`` in particular would make sbatch authenticate with a token). The script
+travels on stdin, so the bytes that were verified are the bytes Slurm stores. Every ``JobSpec``
+value is also passed as an option, so the job matches the spec even if the script's own
+``#SBATCH`` lines were to disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
+from adapters.sbatch_errors import classify
+from adapters.slurm_fields import (
+    bounded,
+    exit_code_from_wait_status,
+    is_job_id,
+    naming_the_value,
+    parse_job_id,
+    parse_state,
+)
+from domain.job import JobSpec, JobStatus
+from ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
+
+_log = logging.getLogger(__name__)
+
+CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_STATES_FORMAT = "JobID:|,State:|,Reason:|,exit_code:|"
+_REFUSED_ID = re.compile(r"Invalid job id: ([0-9]+)")
+
+
+@dataclass(frozen=True)
+class _Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def sbatch_options(spec: JobSpec) -> list[str]:
+    """The sbatch options carrying every ``JobSpec`` value (``--opt=value``: never re-parsed)."""
+    options = [
+        f"--job-name={spec.name}",
+        f"--partition={spec.partition}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks={spec.ntasks}",
+        f"--cpus-per-task={spec.cpus_per_task}",
+        f"--mem={spec.memory}",
+        f"--time={spec.time_limit}",
+        f"--chdir={spec.working_directory}",
+        f"--output={spec.standard_output}",
+        f"--error={spec.standard_error}",
+        f"--comment={spec.comment}",
+        "--requeue" if spec.requeue else "--no-requeue",
+    ]
+    if spec.account is not None:
+        options.append(f"--account={spec.account}")
+    if spec.qos is not None:
+        options.append(f"--qos={spec.qos}")
+    return options
+
+
+def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStatus]:
+    """Parse ``squeue -h -O JobID:|,State:|,Reason:|,exit_code:|`` output for ``wanted`` ids."""
+    requested = set(wanted)
+    found: dict[str, JobStatus] = {}
+    for line in output.splitlines():
+        parts = line.rstrip("\n").split("|")
+        if len(parts) < 5:
+            continue
+        job_id, state, raw_exit = parts[0].strip(), parts[1].strip(), parts[-2].strip()
+        reason = "|".join(parts[2:-2]).strip()
+        if job_id not in requested:
+            continue  # array tasks ("12_3"), het components ("12+0"), other jobs
+        parsed = parse_state(state)
+        exit_code = None
+        if parsed.is_terminal and raw_exit.isdigit():
+            exit_code = exit_code_from_wait_status(int(raw_exit))
+        found[job_id] = JobStatus(
+            job_id=job_id,
+            state=parsed,
+            reason=None if reason in ("", "None", "(null)") else reason,
+            exit_code=exit_code,
+        )
+    return found
+
+
+def parse_squeue_marker(output: str, marker: str) -> str | None:
+    """The first job id in ``squeue -h -o %i|%k`` output whose comment equals ``marker``."""
+    for line in output.splitlines():
+        job_id, _, comment = line.partition("|")
+        if comment == marker and is_job_id(job_id.strip()):
+            return job_id.strip()
+    return None
+
+
+class SbatchSubmitter:
+    """Submit with ``sbatch --parsable --export=NIL``; observe with squeue, cancel with scancel.
+
+    ``sbatch`` is the sbatch executable (a name looked up on the caller's ``PATH``, or a path);
+    squeue and scancel are taken from the same directory. ``timeout_s`` bounds every command.
+    """
+
+    name = "sbatch"
+
+    def __init__(
+        self,
+        *,
+        sbatch: str = "sbatch",
+        timeout_s: float = 30.0,
+        retry_policy: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._sbatch = sbatch
+        self._timeout_s = timeout_s
+        self._retry = retry_policy if retry_policy is not None else RetryPolicy()
+        source = os.environ if environ is None else environ
+        self._env = {"PATH": CHILD_PATH, "LC_ALL": "C"}
+        if source.get("SLURM_CONF"):
+            self._env["SLURM_CONF"] = source["SLURM_CONF"]
+        self._lookup_path = source.get("PATH", CHILD_PATH)
+
+    def __repr__(self) -> str:
+        return f"SbatchSubmitter(sbatch={self._sbatch!r}, timeout_s={self._timeout_s})"
+
+    # -- the port ------------------------------------------------------------------------
+
+    def submit(self, script: bytes, spec: JobSpec) -> str:
+        payload = bytes(script)
+        try:
+            return submit_exactly_once(
+                self._retry,
+                spec.comment,
+                lambda: self._submit_once(payload, spec),
+                self._find_once,
+            )
+        except SchedulerRejected as exc:
+            raise naming_the_value(exc, spec) from None
+
+    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        wanted = [job_id for job_id in dict.fromkeys(job_ids) if is_job_id(job_id)]
+        if not wanted:
+            return {}
+        return with_retries(self._retry, "states", lambda: self._states_once(wanted))
+
+    def cancel(self, job_id: str) -> None:
+        if not is_job_id(job_id):
+            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
+        with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
+
+    def find_by_marker(self, marker: str) -> str | None:
+        return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
+
+    # -- one command each ----------------------------------------------------------------
+
+    def _submit_once(self, script: bytes, spec: JobSpec) -> str:
+        argv = ["--parsable", "--export=NIL", *sbatch_options(spec)]
+        done = self._run("sbatch", argv, stdin=script, ambiguous=True)
+        if done.returncode != 0:
+            raise classify("sbatch", done.stderr, done.returncode)
+        return parse_job_id(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+
+    def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        remaining = list(job_ids)
+        while remaining:
+            argv = ["-h", "-t", "all", "-j", ",".join(remaining), "-O", _STATES_FORMAT]
+            done = self._run("squeue", argv)
+            if done.returncode == 0:
+                return parse_squeue_states(done.stdout, remaining)
+            if "invalid job id specified" in done.stderr.lower():
+                return {}  # a single unknown id: squeue fails instead of printing nothing
+            refused = _REFUSED_ID.search(done.stderr)
+            if refused is None or refused.group(1) not in remaining:
+                raise classify("squeue", done.stderr, done.returncode)
+            # squeue 22.05 refuses ids above 2^31-1 outright: report them absent, ask again.
+            remaining.remove(refused.group(1))
+        return {}
+
+    def _cancel_once(self, job_id: str) -> None:
+        # -v: without it scancel 22.05 hides "Invalid job id specified" and exits 0.
+        done = self._run("scancel", ["-v", job_id], ambiguous=True)
+        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+        text = "\n".join(errors)
+        if not errors and done.returncode == 0:
+            return
+        lowered = text.lower()
+        if "already completing or completed" in lowered:
+            return
+        if "invalid job id specified" in lowered:
+            raise UnknownJob(bounded(text), "job_id")
+        raise classify("scancel", text or done.stderr, done.returncode)
+
+    def _find_once(self, marker: str) -> str | None:
+        done = self._run("squeue", ["-h", "-t", "all", "--me", "-o", "%i|%k"])
+        if done.returncode != 0:
+            raise classify("squeue", done.stderr, done.returncode)
+        return parse_squeue_marker(done.stdout, marker)
+
+    # -- running a command ---------------------------------------------------------------
+
+    def _executable(self, command: str) -> str:
+        if "/" in self._sbatch:
+            candidate = str(Path(self._sbatch).parent / command)
+            found = candidate if command != "sbatch" else self._sbatch
+            if os.access(found, os.X_OK):
+                return found
+        else:
+            located = shutil.which(
+                command if command != "sbatch" else self._sbatch, path=self._lookup_path
+            )
+            if located:
+                return located
+        raise SchedulerUnavailable(f"{command} not found (sbatch = {self._sbatch!r})", "sbatch")
+
+    def _run(
+        self, command: str, args: Sequence[str], *, stdin: bytes = b"", ambiguous: bool = False
+    ) -> _Completed:
+        argv = [self._executable(command), *args]
+        try:
+            done = subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                env=self._env,
+                cwd="/",
+                timeout=self._timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise TransientFailure(
+                f"{command} did not answer within {self._timeout_s:g}s",
+                "controller",
+                ambiguous=ambiguous,
+            ) from exc
+        except OSError as exc:
+            raise SchedulerUnavailable(f"{command} could not be run: {exc}", "sbatch") from exc
+        stdout = done.stdout.decode("utf-8", "replace")
+        stderr = done.stderr.decode("utf-8", "replace")
+        if done.returncode != 0:
+            _log.debug("%s exited %d: %s", command, done.returncode, bounded(stderr))
+        return _Completed(done.returncode, stdout, stderr)

@@ -1,0 +1,101 @@
+"""What Slurm says about jobs, parsed strictly: job ids, state names, exit statuses.
+
+Shared by the sbatch and slurmrestd adapters so that both report the same ``JobStatus`` for
+the same job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from domain.job import JobSpec, JobState
+from ports.submitter import SchedulerRejected
+
+MAX_JOB_ID = 2**32 - 1
+_JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_MESSAGE = 2000
+
+
+def parse_job_id(text: str, *, field: str = "job_id") -> str:
+    """A job id as the scheduler printed it: decimal, 1..2^32-1, nothing else.
+
+    ``sbatch --parsable`` prints ``<id>`` or ``<id>;<cluster>`` on a multi-cluster site; the
+    second form is refused because the id alone would not name the job.
+    """
+    value = text.strip("\n")
+    if ";" in value:
+        raise SchedulerRejected(
+            f"the scheduler answered with a cluster-qualified job id {bounded(value)!r}; "
+            "multi-cluster submission is not supported",
+            field,
+        )
+    if not _JOB_ID.fullmatch(value) or int(value) > MAX_JOB_ID:
+        raise SchedulerRejected(f"not a job id: {bounded(value)!r}", field)
+    return value
+
+
+def is_job_id(text: str) -> bool:
+    return bool(_JOB_ID.fullmatch(text)) and int(text) <= MAX_JOB_ID
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` safe to put in an error: control characters dropped, newlines joined, bounded."""
+    flat = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    flat = _CONTROL.sub("", flat)
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+# Slurm's base job states, and the state flags and rarer names folded into them.
+_BASE = {state.value: state for state in JobState if state not in (JobState.LOST,)}
+_FOLDED = {
+    "CONFIGURING": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.REQUEUED,
+    "REQUEUE_FED": JobState.REQUEUED,
+    "RESIZING": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "STAGE_OUT": JobState.COMPLETING,
+    "STOPPED": JobState.SUSPENDED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "LAUNCH_FAILED": JobState.FAILED,
+    "REVOKED": JobState.CANCELLED,
+}
+_FLAGS = {"COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"}
+
+
+def parse_state(name: str) -> JobState:
+    """One Slurm state name (``squeue %T``, ``scontrol JobState=``, REST ``job_state``)."""
+    word = name.strip().upper().split(" ", 1)[0]  # "CANCELLED by 0" -> "CANCELLED"
+    if word in _BASE:
+        return _BASE[word]
+    return _FOLDED.get(word, JobState.UNKNOWN)
+
+
+def parse_state_list(names: Iterable[str]) -> JobState:
+    """REST v0.0.40+ ``job_state``: a base state plus flags, e.g. ``["RUNNING", "COMPLETING"]``."""
+    words = [str(name).strip().upper() for name in names]
+    for word in words:
+        if word not in _FLAGS and word in _BASE:
+            return _BASE[word]
+    return parse_state(words[0]) if words else JobState.UNKNOWN
+
+
+def exit_code_from_wait_status(raw: int) -> int:
+    """The job's exit code from a raw wait status (``squeue exit_code``, REST v0.0.38).
+
+    A job killed by signal N reports ``128 + N``, as a shell would.
+    """
+    signal = raw & 0x7F
+    return 128 + signal if signal else (raw >> 8) & 0xFF
+
+
+def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerRejected:
+    """``error`` with the offending ``JobSpec`` value in its reason (Slurm's text omits it)."""
+    value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None
+    if value is None or repr(value) in error.reason:
+        return error
+    named = SchedulerRejected(f"{error.reason} ({error.field}={value!r})", error.field)
+    named.__cause__ = error.__cause__
+    return named

@@ -1,0 +1,148 @@
+"""HTTP to slurmrestd: over TCP with JWT headers, or over a unix socket with local auth.
+
+The token is read from a file or an environment variable when a request is made, kept only in
+the request headers, and never appears in a repr, a log record or an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from adapters.retry import TransientFailure
+from adapters.slurm_fields import bounded
+from ports.submitter import SchedulerAuthError
+
+_log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any] | None
+    text: str
+
+
+class TokenSource:
+    """Where the JWT comes from: a file or an environment variable (never the value itself)."""
+
+    def __init__(self, *, token_file: str | None = None, token_env: str | None = None) -> None:
+        if (token_file is None) == (token_env is None):
+            raise ValueError("give exactly one of token_file and token_env")
+        self._file = None if token_file is None else Path(token_file).expanduser()
+        self._env = token_env
+
+    def __repr__(self) -> str:
+        where = f"file {self._file}" if self._file is not None else f"env {self._env}"
+        return f"TokenSource({where})"
+
+    def read(self) -> str:
+        try:
+            if self._file is not None:
+                token = self._file.read_text(encoding="utf-8").strip()
+            else:
+                token = os.environ.get(self._env or "", "").strip()
+        except OSError as exc:
+            raise SchedulerAuthError(
+                f"cannot read the token file {self._file}: {exc.strerror}", "token_file"
+            ) from None
+        if token.startswith("SLURM_JWT="):
+            token = token.removeprefix("SLURM_JWT=")
+        if not token or any(c.isspace() or not c.isprintable() for c in token):
+            where = f"token file {self._file}" if self._file else f"variable {self._env}"
+            raise SchedulerAuthError(f"no usable token in the {where}", "token")
+        return token
+
+
+class RestClient:
+    """One slurmrestd endpoint. ``url`` is ``http://host:port`` or ``unix:///path.sock``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        user: str | None = None,
+        token: TokenSource | None = None,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        self.url = url
+        if parts.scheme == "unix":
+            if not parts.path.startswith("/"):
+                raise ValueError("a unix socket URL needs an absolute path: unix:///path.sock")
+            self._base = "http://slurmrestd"
+            self._transport = transport or httpx.HTTPTransport(uds=parts.path)
+            self._user, self._token = None, None  # local auth: the socket peer's uid
+        elif parts.scheme in ("http", "https"):
+            if user is None or token is None:
+                raise ValueError("slurmrestd over TCP needs a user and a token source")
+            self._base = url.rstrip("/")
+            self._transport = transport or httpx.HTTPTransport()
+            self._user, self._token = user, token
+        else:
+            raise ValueError(f"unsupported slurmrestd URL scheme {parts.scheme!r}")
+        self._timeout = httpx.Timeout(timeout_s)
+
+    def __repr__(self) -> str:
+        return f"RestClient({self.url!r}, user={self._user!r})"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self._token is not None and self._user is not None:
+            headers["X-SLURM-USER-NAME"] = self._user
+            headers["X-SLURM-USER-TOKEN"] = self._token.read()
+        return headers
+
+    def request(
+        self, method: str, path: str, payload: dict[str, Any] | None = None, *, sent: bool
+    ) -> Answer:
+        """One HTTP exchange. Transport trouble becomes ``TransientFailure``.
+
+        ``sent`` says whether a lost answer leaves the outcome unknown (a submit or a cancel).
+        """
+        headers = self._headers()
+        content = None
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+            content = json.dumps(payload).encode("utf-8")
+        try:
+            with httpx.Client(
+                base_url=self._base, transport=self._transport, timeout=self._timeout
+            ) as client:
+                response = client.request(method, path, headers=headers, content=content)
+                raw = response.read()
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise TransientFailure(
+                f"{method} {path}: cannot connect to slurmrestd: {_describe(exc)}",
+                "slurmrestd",
+                ambiguous=False,
+            ) from None
+        except httpx.TransportError as exc:
+            raise TransientFailure(
+                f"{method} {path}: slurmrestd did not answer: {_describe(exc)}",
+                "slurmrestd",
+                ambiguous=sent,
+            ) from None
+        text = raw[:MAX_BODY].decode("utf-8", "replace")
+        body = None
+        try:
+            parsed = json.loads(text) if text.strip() else None
+            body = parsed if isinstance(parsed, dict) else None
+        except ValueError:
+            body = None
+        _log.debug("%s %s -> %d", method, path, response.status_code)
+        return Answer(response.status_code, body, bounded(text, 500))
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {bounded(str(exc), 200)}" if str(exc) else type(exc).__name__

@@ -1,0 +1,118 @@
+"""The shapes shared by slurmrestd API versions v0.0.40 to v0.0.44 (Slurm's data_parser plugins).
+
+From the published OpenAPI specifications (fixtures under tests/fixtures/slurmrest/): numbers
+that may be unset are ``{"set": bool, "infinite": bool, "number": N}`` objects
+(``memory_per_node`` uint64, ``time_limit`` uint32), ``environment`` is a list of ``K=V``
+strings, the script goes in ``job.script``, ``job_state`` is a list (a base state plus flags) and
+``exit_code`` is ``{"status": [...], "return_code": {...}, "signal": {"id": {...}, "name": ..}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.slurm_fields import parse_job_id, parse_state, parse_state_list
+from adapters.slurmrest.mapping import JobRecord, Json, RestError, common_errors
+from domain.job import JobSpec, JobState, JobStatus
+
+
+def no_val(number: int) -> Json:
+    """A set, finite ``*_no_val_struct``."""
+    return {"set": True, "infinite": False, "number": number}
+
+
+def _no_val_number(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, dict) and value.get("set") and not value.get("infinite"):
+        number = value.get("number")
+        if isinstance(number, int) and not isinstance(number, bool):
+            return number
+    return None
+
+
+def exit_code_of(value: Any) -> int | None:
+    """A ``process_exit_code_verbose`` as one number: the return code, or 128 + signal."""
+    if not isinstance(value, dict):
+        return _no_val_number(value)
+    signal = value.get("signal")
+    if isinstance(signal, dict):
+        number = _no_val_number(signal.get("id"))
+        if number:
+            return 128 + number
+    return _no_val_number(value.get("return_code"))
+
+
+class DataParserMapping:
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def __repr__(self) -> str:
+        return f"DataParserMapping({self.version!r})"
+
+    def submit_path(self) -> str:
+        return f"/slurm/{self.version}/job/submit"
+
+    def jobs_path(self) -> str:
+        return f"/slurm/{self.version}/jobs"
+
+    def job_path(self, job_id: str) -> str:
+        return f"/slurm/{self.version}/job/{job_id}"
+
+    def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
+        job: Json = {
+            "script": script,
+            "name": spec.name,
+            "partition": spec.partition,
+            "minimum_nodes": spec.nodes,
+            "maximum_nodes": spec.nodes,
+            "tasks": spec.ntasks,
+            "cpus_per_task": spec.cpus_per_task,
+            "memory_per_node": no_val(spec.memory_mib),
+            "time_limit": no_val(spec.time_limit_minutes),
+            "current_working_directory": spec.working_directory,
+            "standard_output": spec.standard_output,
+            "standard_error": spec.standard_error,
+            "comment": spec.comment,
+            "requeue": spec.requeue,
+            "environment": [f"{key}={value}" for key, value in environment.items()],
+        }
+        if spec.account is not None:
+            job["account"] = spec.account
+        if spec.qos is not None:
+            job["qos"] = spec.qos
+        return {"job": job}
+
+    def submitted_job_id(self, body: Json) -> str:
+        job_id = body.get("job_id")
+        if job_id is None and isinstance(body.get("result"), dict):
+            job_id = body["result"].get("job_id")  # v0.0.40/41 also answer in "result"
+        return parse_job_id(str(job_id if job_id is not None else ""))
+
+    def job_records(self, body: Json) -> list[JobRecord]:
+        records = []
+        for job in body.get("jobs") or []:
+            raw_state = job.get("job_state")
+            state = (
+                parse_state_list(raw_state)
+                if isinstance(raw_state, list)
+                else parse_state(str(raw_state or ""))
+            )
+            exit_code = exit_code_of(job.get("exit_code")) if state.is_terminal else None
+            reason = job.get("state_reason")
+            records.append(
+                JobRecord(
+                    JobStatus(
+                        job_id=str(_no_val_number(job.get("job_id")) or ""),
+                        state=state if state is not JobState.LOST else JobState.UNKNOWN,
+                        reason=None if reason in (None, "", "None") else str(reason),
+                        exit_code=exit_code,
+                    ),
+                    str(job.get("comment") or ""),
+                )
+            )
+        return records
+
+    def errors(self, body: Json) -> list[RestError]:
+        return common_errors(body)

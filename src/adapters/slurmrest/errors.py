@@ -1,0 +1,82 @@
+"""What a slurmrestd answer means: success, transient trouble, auth failure or a refusal.
+
+Measured on slurmrestd 22.05 (docs/local-slurm.md); the error numbers are Slurm's own and keep
+their meaning in later releases.
+"""
+
+from __future__ import annotations
+
+from adapters.retry import TransientFailure
+from adapters.slurm_fields import bounded
+from adapters.slurmrest.mapping import RestError
+from ports.submitter import SchedulerAuthError, SchedulerRejected, SubmitterError, UnknownJob
+
+CONTROLLER_UNREACHABLE = 1800  # "Unable to contact slurm controller (connect failure)"
+_AMBIGUOUS_CODES = {
+    1801,  # communications send error
+    1802,  # communications receive error
+    1803,  # communications shutdown error
+    5004,  # socket timed out on send/recv
+}
+BAD_TOKEN = 5005  # "Zero Bytes were transmitted or received": a refused JWT, measured
+UNSPECIFIED = -1  # 22.05 reads: controller down AND refused token both answer -1
+INVALID_JOB_ID = 2017
+_FIELDS = {
+    2000: "partition",  # Invalid partition name specified
+    2005: "cpus_per_task",  # More processors requested than permitted
+    2014: "resources",  # Requested node configuration is not available
+    2024: "account",  # Invalid account or account/partition combination
+    2030: "qos",  # Invalid qos specification
+    2047: "time_limit",  # Requested time limit is invalid
+}
+_TEXT_FIELDS = (
+    ("partition", "partition"),
+    ("account", "account"),
+    ("qos", "qos"),
+    ("time limit", "time_limit"),
+    ("processors", "cpus_per_task"),
+    ("memory", "memory"),
+)
+
+
+def classify(
+    operation: str, status: int, errors: list[RestError], text: str, *, sent: bool = True
+) -> SubmitterError | TransientFailure | None:
+    """The error for an answer, or None when the answer is a success.
+
+    ``sent`` is false for requests whose repetition is harmless (reads): nothing is ambiguous.
+    """
+    detail = "; ".join(f"{e.code}: {e.text}" if e.code is not None else e.text for e in errors)
+    reason = f"{operation}: HTTP {status}: {bounded(detail or text) or 'no details'}"
+    codes = {e.code for e in errors}
+    if status in (401, 403):
+        return SchedulerAuthError(reason, "credentials")
+    if status in (502, 503, 504):
+        return TransientFailure(reason, "slurmrestd", ambiguous=sent)
+    if BAD_TOKEN in codes:
+        return SchedulerAuthError(reason, "credentials")
+    if CONTROLLER_UNREACHABLE in codes:
+        return TransientFailure(reason, "controller", ambiguous=False)
+    if codes & _AMBIGUOUS_CODES:
+        return TransientFailure(reason, "controller", ambiguous=sent)
+    if INVALID_JOB_ID in codes:
+        return UnknownJob(reason, "job_id")
+    for code in codes:
+        if code in _FIELDS:
+            return SchedulerRejected(reason, _FIELDS[code])
+    if status == 404:
+        return SchedulerRejected(f"{reason} (API version not offered?)", "api_version")
+    if UNSPECIFIED in codes:
+        return TransientFailure(
+            f"{reason} (slurmrestd 22.05 answers this when the controller is down, and when "
+            "the token is refused)",
+            "controller",
+            ambiguous=sent,
+        )
+    if errors or 400 <= status < 500:
+        lowered = detail.lower()
+        field = next((f for marker, f in _TEXT_FIELDS if marker in lowered), "job")
+        return SchedulerRejected(reason, field)
+    if status >= 500:
+        return TransientFailure(reason, "slurmrestd", ambiguous=sent)
+    return None

@@ -1,0 +1,65 @@
+"""What one slurmrestd API version looks like: paths, the submit body, and the answers.
+
+Each supported version has its own small module (``v0_0_38`` ... ``v0_0_44``) exposing a
+``MAPPING`` that satisfies ``ApiMapping``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from domain.job import JobSpec, JobStatus
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RestError:
+    """One entry of a response's ``errors`` list."""
+
+    code: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The parts of one job description the submitter uses."""
+
+    status: JobStatus
+    comment: str
+
+
+class ApiMapping(Protocol):
+    version: str
+
+    def submit_path(self) -> str: ...
+
+    def jobs_path(self) -> str: ...
+
+    def job_path(self, job_id: str) -> str: ...
+
+    def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
+        """The JSON body carrying the script and EVERY ``JobSpec`` value."""
+        ...
+
+    def submitted_job_id(self, body: Json) -> str:
+        """The new job's id from a successful submit answer (raises ``SchedulerRejected``)."""
+        ...
+
+    def job_records(self, body: Json) -> list[JobRecord]: ...
+
+    def errors(self, body: Json) -> list[RestError]: ...
+
+
+def common_errors(body: Json) -> list[RestError]:
+    """``errors`` entries: ``error_code`` (submit) or ``error_number`` (everything else)."""
+    found = []
+    for entry in body.get("errors") or []:
+        if not isinstance(entry, dict):
+            continue
+        code = entry.get("error_code", entry.get("error_number"))
+        text = " - ".join(str(entry[key]) for key in ("error", "description") if entry.get(key))
+        found.append(RestError(code if isinstance(code, int) else None, text))
+    return found

@@ -1,0 +1,153 @@
+"""``BatchSubmitter`` through slurmrestd.
+
+slurmrestd ignores the script's ``#SBATCH`` lines, so every ``JobSpec`` value travels in the
+JSON job description, with a minimal ``environment`` (the rendered script re-executes itself
+under ``env -i`` anyway). States for many jobs come from one ``GET .../jobs``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
+from adapters.slurm_fields import bounded, is_job_id, naming_the_value
+from adapters.slurmrest.client import Answer, RestClient, TokenSource
+from adapters.slurmrest.errors import classify
+from adapters.slurmrest.mapping import ApiMapping, JobRecord
+from adapters.slurmrest.versions import discover_once, mapping_for
+from domain.job import JobSpec, JobStatus
+from ports.submitter import SchedulerRejected, UnknownJob
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_JOB_ENVIRONMENT: Mapping[str, str] = {"PATH": "/usr/bin:/bin"}
+
+
+class RestSubmitter:
+    """Submit, observe and cancel through slurmrestd.
+
+    ``url``: ``http://host:port`` (JWT: ``user`` plus ``token_file`` or ``token_env``) or
+    ``unix:///path.sock`` (local auth). ``api_version``: ``"auto"`` or one of ``SUPPORTED``.
+    """
+
+    name = "rest"
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        user: str | None = None,
+        token_file: str | None = None,
+        token_env: str | None = None,
+        api_version: str = "auto",
+        timeout_s: float = 30.0,
+        retry_policy: RetryPolicy | None = None,
+        job_environment: Mapping[str, str] = DEFAULT_JOB_ENVIRONMENT,
+        client: RestClient | None = None,
+    ) -> None:
+        if client is None:
+            token = None
+            if url.startswith(("http://", "https://")):
+                token = TokenSource(token_file=token_file, token_env=token_env)
+            client = RestClient(url, user=user, token=token, timeout_s=timeout_s)
+        self._client = client
+        self._retry = retry_policy if retry_policy is not None else RetryPolicy()
+        self._environment = dict(job_environment)
+        self._mapping: ApiMapping | None = (
+            None if api_version == "auto" else mapping_for(api_version)
+        )
+
+    def __repr__(self) -> str:
+        version = self._mapping.version if self._mapping else "auto"
+        return f"RestSubmitter({self._client!r}, api_version={version!r})"
+
+    @property
+    def api_version(self) -> str:
+        return self._api().version
+
+    # -- the port ------------------------------------------------------------------------
+
+    def submit(self, script: bytes, spec: JobSpec) -> str:
+        try:
+            text = bytes(script).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchedulerRejected("the script is not UTF-8 text", "script") from None
+        try:
+            return submit_exactly_once(
+                self._retry,
+                spec.comment,
+                lambda: self._submit_once(text, spec),
+                self._find_once,
+            )
+        except SchedulerRejected as exc:
+            raise naming_the_value(exc, spec) from None
+
+    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        wanted = {job_id for job_id in job_ids if is_job_id(job_id)}
+        if not wanted:
+            return {}
+        return with_retries(
+            self._retry,
+            "states",
+            lambda: {
+                r.status.job_id: r.status for r in self._jobs_once() if r.status.job_id in wanted
+            },
+        )
+
+    def cancel(self, job_id: str) -> None:
+        if not is_job_id(job_id):
+            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
+        with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
+
+    def find_by_marker(self, marker: str) -> str | None:
+        return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
+
+    # -- one request each ----------------------------------------------------------------
+
+    def _api(self) -> ApiMapping:
+        if self._mapping is None:
+            self._mapping = with_retries(
+                self._retry, "discover API version", lambda: discover_once(self._client)
+            )
+            _log.info("slurmrestd at %s speaks %s", self._client.url, self._mapping.version)
+        return self._mapping
+
+    def _check(self, operation: str, answer: Answer, *, sent: bool) -> None:
+        errors = self._api().errors(answer.body or {})
+        error = classify(operation, answer.status, errors, answer.text, sent=sent)
+        if error is None and answer.body is None:
+            error = TransientFailure(
+                f"{operation}: HTTP {answer.status} without a JSON body: {answer.text!r}",
+                "slurmrestd",
+                ambiguous=sent,
+            )
+        if error is not None:
+            raise error
+
+    def _submit_once(self, script: str, spec: JobSpec) -> str:
+        api = self._api()
+        body = api.submit_body(script, spec, self._environment)
+        answer = self._client.request("POST", api.submit_path(), body, sent=True)
+        try:
+            self._check("submit", answer, sent=True)
+        except UnknownJob as exc:  # 2017 cannot mean an unknown job on submit
+            raise SchedulerRejected(exc.reason, "job") from None
+        return api.submitted_job_id(answer.body or {})
+
+    def _jobs_once(self) -> list[JobRecord]:
+        api = self._api()
+        answer = self._client.request("GET", api.jobs_path(), sent=False)
+        self._check("list jobs", answer, sent=False)
+        return api.job_records(answer.body or {})
+
+    def _cancel_once(self, job_id: str) -> None:
+        api = self._api()
+        answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
+        self._check(f"cancel {job_id}", answer, sent=True)
+
+    def _find_once(self, marker: str) -> str | None:
+        for record in self._jobs_once():
+            if record.comment == marker:
+                return record.status.job_id
+        return None

@@ -1,0 +1,84 @@
+"""slurmrestd ``openapi/v0.0.38`` (Slurm 22.05, Debian 12): plain numbers, environment as an object.
+
+Tested live against the local cluster (scripts/local-slurm). Measured: slurmrestd ignores the
+script's ``#SBATCH`` lines, ``environment`` must be an object, ``memory_per_node`` is MB and
+``time_limit`` minutes, ``exit_code`` is a raw wait status, and ``"requeue": false`` is sent
+but ignored (the job is always requeueable; the script guards against reruns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from adapters.slurm_fields import exit_code_from_wait_status, parse_job_id, parse_state
+from adapters.slurmrest.mapping import JobRecord, Json, RestError, common_errors
+from domain.job import JobSpec, JobStatus
+
+
+class V0038:
+    version = "v0.0.38"
+
+    def submit_path(self) -> str:
+        return f"/slurm/{self.version}/job/submit"
+
+    def jobs_path(self) -> str:
+        return f"/slurm/{self.version}/jobs"
+
+    def job_path(self, job_id: str) -> str:
+        return f"/slurm/{self.version}/job/{job_id}"
+
+    def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
+        job: Json = {
+            "name": spec.name,
+            "partition": spec.partition,
+            "nodes": [spec.nodes, spec.nodes],  # [minimum, maximum]; no maximum_nodes key
+            "tasks": spec.ntasks,
+            "cpus_per_task": spec.cpus_per_task,
+            "memory_per_node": spec.memory_mib,
+            "time_limit": spec.time_limit_minutes,
+            "current_working_directory": spec.working_directory,
+            "standard_output": spec.standard_output,
+            "standard_error": spec.standard_error,
+            "comment": spec.comment,
+            "requeue": spec.requeue,
+            "environment": dict(environment),
+        }
+        if spec.account is not None:
+            job["account"] = spec.account
+        if spec.qos is not None:
+            job["qos"] = spec.qos
+        return {"script": script, "job": job}
+
+    def submitted_job_id(self, body: Json) -> str:
+        return parse_job_id(str(body.get("job_id", "")))
+
+    def job_records(self, body: Json) -> list[JobRecord]:
+        records = []
+        for job in body.get("jobs") or []:
+            job_id = str(job.get("job_id", ""))
+            state = parse_state(str(job.get("job_state", "")))
+            raw_exit = job.get("exit_code")
+            exit_code = (
+                exit_code_from_wait_status(raw_exit)
+                if state.is_terminal and isinstance(raw_exit, int)
+                else None
+            )
+            reason = job.get("state_reason")
+            records.append(
+                JobRecord(
+                    JobStatus(
+                        job_id=job_id,
+                        state=state,
+                        reason=None if reason in (None, "", "None") else str(reason),
+                        exit_code=exit_code,
+                    ),
+                    str(job.get("comment") or ""),
+                )
+            )
+        return records
+
+    def errors(self, body: Json) -> list[RestError]:
+        return common_errors(body)
+
+
+MAPPING = V0038()

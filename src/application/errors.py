@@ -1,0 +1,37 @@
+"""Errors the use cases raise themselves. Each carries the field and the reason."""
+
+from __future__ import annotations
+
+
+class ApplicationError(Exception):
+    """Base of the use-case errors: ``field`` names what is at fault, ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class VerificationFailed(ApplicationError):
+    """A staged file, record or directory is not what was staged: nothing was submitted."""
+
+
+class LifecycleExists(ApplicationError):
+    """An attempt with this lifecycle id already exists in the workspace."""
+
+
+class UnknownLifecycle(ApplicationError):
+    """No staged attempt with this lifecycle id exists in the workspace."""
+
+
+class AlreadySubmitted(ApplicationError):
+    """The attempt was submitted already; an attempt directory is used for one job only."""
+
+
+class WrongWorkspace(ApplicationError):
+    """The plan names another workspace root than the workspace the use case was given."""
+
+
+class SubmissionInDoubt(AlreadySubmitted):
+    """An earlier submit of this attempt started and its outcome is unknown: no job carries
+    the attempt's marker, yet one may still reach the scheduler. Never submitted again blindly."""

@@ -1,0 +1,250 @@
+"""Submit a staged lifecycle: verify what is on disk, then hand the verified bytes over (§7).
+
+Verification, in order, before the scheduler hears anything:
+1. the attempt directory is the one staged (its identity), and not submitted before;
+2. plan.json, read through one descriptor (no symlink, regular file, size bound) from that
+   directory, has the staged digest and loads as a valid, canonical plan of this attempt;
+3. job.sbatch, read the same way, has the staged digest *and* equals the script re-rendered
+   from the plan — so an edit that also rebinds the digest in staged.json is still caught;
+4. inspect_image.py and enroot.rc have the digests the plan and the record name;
+5. the attempt directory still has its identity.
+Then the bytes that were verified — never a path — go to the submitter, and the submission is
+recorded atomically in submission.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from application.errors import (
+    AlreadySubmitted,
+    SubmissionInDoubt,
+    UnknownLifecycle,
+    VerificationFailed,
+)
+from application.prepare import RECORD_MODE, PreparedLifecycle
+from domain import paths
+from domain.attempt import (
+    RECORD_MAX_BYTES,
+    StagedRecord,
+    SubmissionRecord,
+    load_staged_record,
+    load_submission_record,
+)
+from domain.canonical import sha256_hex
+from domain.errors import DomainError
+from domain.identity import FileIdentity
+from domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
+from domain.script import render_script
+from ports.clock import Clock
+from ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerRejected
+from ports.workspace import AlreadyExists, NotFound, Workspace, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+SCRIPT_MAX_BYTES = 1 << 20
+RUNTIME_MAX_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class Submission:
+    """An attempt the scheduler accepted."""
+
+    lifecycle_id: str
+    job_id: str
+    record: SubmissionRecord
+
+
+@dataclass(frozen=True)
+class _Verified:
+    plan: Plan
+    plan_sha256: str
+    script: bytes
+    script_sha256: str
+
+
+class Submit:
+    """Verify a staged attempt and submit its script (see the module docstring).
+
+    Raises ``VerificationFailed`` (the scheduler receives nothing), ``AlreadySubmitted``,
+    ``UnknownLifecycle``, and the submitter's own errors.
+    """
+
+    def __init__(self, workspace: Workspace, submitter: BatchSubmitter, clock: Clock) -> None:
+        self._workspace = workspace
+        self._submitter = submitter
+        self._clock = clock
+
+    def __call__(self, prepared: PreparedLifecycle) -> Submission:
+        """Submit an attempt prepared in this process, against the record it holds."""
+        layout = paths.AttemptLayout(self._workspace.root, prepared.lifecycle_id)
+        return self._submit(layout, prepared.staged, expected=prepared.plan)
+
+    def staged(self, lifecycle_id: str) -> Submission:
+        """Submit an attempt staged earlier (``--no-submit``), found by its id alone."""
+        layout = paths.AttemptLayout(self._workspace.root, lifecycle_id)
+        try:
+            identity = self._workspace.directory_identity(layout.job_dir)
+        except NotFound:
+            raise UnknownLifecycle(
+                "lifecycle_id", f"no staged attempt {lifecycle_id} in {self._workspace.root}"
+            ) from None
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        data = self._read(layout.staged_record, RECORD_MAX_BYTES, identity)
+        try:
+            record = load_staged_record(data)
+        except DomainError as error:
+            raise VerificationFailed(layout.staged_record, f"{error.field}: {error.rule}") from None
+        if record.lifecycle_id != lifecycle_id:
+            raise VerificationFailed(layout.staged_record, "names another lifecycle id")
+        if not record.job_dir.same_object_elsewhere(identity):
+            raise VerificationFailed(
+                layout.job_dir, "is not the directory that was staged (replaced after prepare)"
+            )
+        if record.job_dir != identity:
+            # Staged on another login node: from here on, bind every read to this host's view.
+            log.info(
+                "attempt %s was staged on another host (device %s, here %s)",
+                lifecycle_id,
+                record.job_dir.device,
+                identity.device,
+                extra={"lifecycle_id": lifecycle_id},
+            )
+            record = record.model_copy(update={"job_dir": identity})
+        return self._submit(layout, record, expected=None)
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _submit(
+        self, layout: paths.AttemptLayout, staged: StagedRecord, expected: Plan | None
+    ) -> Submission:
+        self._refuse_if_submitted(layout, staged.job_dir)
+        verified = self._verify(layout, staged, expected)
+        plan = verified.plan
+        if self._claim(layout, staged.job_dir, plan):
+            try:
+                job_id = self._submitter.submit(verified.script, plan.job_spec())
+            except (SchedulerRejected, SchedulerAuthError):
+                # Refused for certain: nothing runs, so a later submit may try again.
+                self._workspace.remove_file(layout.submission_claim, within=staged.job_dir)
+                raise
+        else:
+            found = self._submitter.find_by_marker(plan.marker)
+            if found is None:
+                raise SubmissionInDoubt(
+                    "lifecycle_id",
+                    f"an earlier submit of {plan.lifecycle_id} started and no job carries "
+                    f"{plan.marker}; if none is queued or running, remove "
+                    f"{layout.submission_claim} and submit again",
+                )
+            job_id = found
+        record = SubmissionRecord(
+            lifecycle_id=plan.lifecycle_id,
+            job_id=job_id,
+            submitter=self._submitter.name,
+            marker=plan.marker,
+            submitted_at=format_time(self._clock.now()),
+            plan_sha256=verified.plan_sha256,
+            script_sha256=verified.script_sha256,
+        )
+        self._workspace.replace_file(
+            layout.submission_record,
+            record.canonical_bytes(),
+            mode=RECORD_MODE,
+            within=staged.job_dir,
+        )
+        log.info(
+            "submitted %s as job %s via %s",
+            plan.lifecycle_id,
+            job_id,
+            self._submitter.name,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
+        return Submission(lifecycle_id=plan.lifecycle_id, job_id=job_id, record=record)
+
+    def _refuse_if_submitted(self, layout: paths.AttemptLayout, within: FileIdentity) -> None:
+        try:
+            submitted = self._workspace.exists(layout.submission_record)
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        if not submitted:
+            return
+        job = "an unreadable record"
+        try:
+            data = self._workspace.read_verified(
+                layout.submission_record, max_bytes=RECORD_MAX_BYTES, within=within
+            ).data
+            job = f"job {load_submission_record(data).job_id}"
+        except (WorkspaceError, DomainError):
+            pass
+        raise AlreadySubmitted(
+            "lifecycle_id", f"{layout.lifecycle_id} was submitted already ({job})"
+        )
+
+    def _verify(
+        self, layout: paths.AttemptLayout, staged: StagedRecord, expected: Plan | None
+    ) -> _Verified:
+        within = staged.job_dir
+        plan_bytes = self._read(layout.plan, PLAN_MAX_BYTES, within)
+        plan_sha256 = sha256_hex(plan_bytes)
+        if plan_sha256 != staged.plan_sha256:
+            raise VerificationFailed(layout.plan, "does not match the digest recorded at staging")
+        try:
+            plan = load_plan(plan_bytes)
+        except DomainError as error:
+            raise VerificationFailed(layout.plan, f"{error.field}: {error.rule}") from None
+        if plan.lifecycle_id != layout.lifecycle_id or plan.paths.job_dir != layout.job_dir:
+            raise VerificationFailed(layout.plan, "belongs to another attempt")
+        if expected is not None and plan != expected:
+            raise VerificationFailed(layout.plan, "differs from the prepared plan")
+
+        script = self._read(plan.paths.script, SCRIPT_MAX_BYTES, within)
+        script_sha256 = sha256_hex(script)
+        if script_sha256 != staged.script_sha256:
+            raise VerificationFailed(
+                plan.paths.script, "does not match the digest recorded at staging"
+            )
+        if script_sha256 != sha256_hex(render_script(plan).encode()):
+            raise VerificationFailed(
+                plan.paths.script, "differs from the script rendered from the plan"
+            )
+
+        for path, planned, recorded in (
+            (plan.paths.inspector, plan.runtime.inspector_sha256, staged.inspector_sha256),
+            (plan.paths.rc, plan.runtime.rc_sha256, staged.rc_sha256),
+        ):
+            digest = sha256_hex(self._read(path, RUNTIME_MAX_BYTES, within))
+            if digest != planned or digest != recorded:
+                raise VerificationFailed(path, "does not match the digest in the plan")
+
+        try:
+            current = self._workspace.directory_identity(layout.job_dir)
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        if current != within:
+            raise VerificationFailed(
+                layout.job_dir, "is not the directory that was staged (replaced after prepare)"
+            )
+        return _Verified(plan, plan_sha256, script, script_sha256)
+
+    def _claim(self, layout: paths.AttemptLayout, within: FileIdentity, plan: Plan) -> bool:
+        """Mark the submission as started. False when an earlier one started: its outcome is
+        unknown, so the caller asks the scheduler for the attempt's marker instead."""
+        try:
+            self._workspace.write_new(
+                layout.submission_claim,
+                f"{plan.marker}\n".encode(),
+                mode=RECORD_MODE,
+                within=within,
+            )
+        except AlreadyExists:
+            return False
+        return True
+
+    def _read(self, path: str, max_bytes: int, within: FileIdentity) -> bytes:
+        try:
+            return self._workspace.read_verified(path, max_bytes=max_bytes, within=within).data
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None

@@ -1,0 +1,110 @@
+"""The records an attempt keeps about itself: what was staged, and what was submitted.
+
+Both are canonical JSON (``domain.canonical``) so that their bytes have one digest; both refuse
+anything but their own exact shape when loaded back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from domain import paths
+from domain.canonical import canonical_json
+from domain.errors import DomainError, InvalidRecord
+from domain.identity import FileIdentity
+from domain.plan import HEX64
+
+RECORD_MAX_BYTES = 64 * 1024
+Record = TypeVar("Record", bound=BaseModel)
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+def _check_hex(record: BaseModel, fields: tuple[str, ...]) -> None:
+    for field in fields:
+        if not HEX64.fullmatch(getattr(record, field)):
+            raise InvalidRecord(field, "must be 64 lowercase hex")
+
+
+class StagedRecord(BaseModel):
+    """Written at prepare, last: the digest of every staged file and the attempt's identity.
+
+    ``submit`` in a fresh process compares the files against this record *and* against the
+    script re-rendered from the plan, so rebinding a digest here does not make an edit pass.
+    """
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1] = 1
+    lifecycle_id: str
+    job_dir: FileIdentity
+    plan_sha256: str
+    script_sha256: str
+    inspector_sha256: str
+    rc_sha256: str
+
+    @model_validator(mode="after")
+    def _rules(self) -> StagedRecord:
+        paths.name(self.lifecycle_id, "lifecycle_id")
+        _check_hex(self, ("plan_sha256", "script_sha256", "inspector_sha256", "rc_sha256"))
+        return self
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+
+class SubmissionRecord(BaseModel):
+    """Written once the scheduler accepted the job: which job runs this attempt."""
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1] = 1
+    lifecycle_id: str
+    job_id: str
+    submitter: str
+    marker: str
+    submitted_at: str
+    plan_sha256: str
+    script_sha256: str
+
+    @model_validator(mode="after")
+    def _rules(self) -> SubmissionRecord:
+        paths.name(self.lifecycle_id, "lifecycle_id")
+        if not self.job_id.isdecimal() or not self.job_id.isascii():
+            raise InvalidRecord("job_id", "must be a decimal job id")
+        if self.marker != f"slurm-image:{self.lifecycle_id}":
+            raise InvalidRecord("marker", "must be slurm-image:<lifecycle id>")
+        _check_hex(self, ("plan_sha256", "script_sha256"))
+        return self
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+
+def _load(kind: type[Record], data: bytes, what: str) -> Record:
+    if len(data) > RECORD_MAX_BYTES:
+        raise InvalidRecord(what, f"must be at most {RECORD_MAX_BYTES} bytes")
+    try:
+        record = kind.model_validate_json(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        cause = first.get("ctx", {}).get("error")
+        if isinstance(cause, DomainError):
+            raise InvalidRecord(f"{what}.{cause.field}", cause.rule) from None
+        location = ".".join(str(part) for part in first["loc"])
+        raise InvalidRecord(f"{what}.{location}" if location else what, first["msg"]) from None
+    if canonical_json(record.model_dump(mode="json")) != data:
+        raise InvalidRecord(what, "must be in canonical form")
+    return record
+
+
+def load_staged_record(data: bytes) -> StagedRecord:
+    """Parse ``staged.json``. Raises ``InvalidRecord`` naming the field at fault."""
+    return _load(StagedRecord, data, "staged")
+
+
+def load_submission_record(data: bytes) -> SubmissionRecord:
+    """Parse ``submission.json``. Raises ``InvalidRecord`` naming the field at fault."""
+    return _load(SubmissionRecord, data, "submission")

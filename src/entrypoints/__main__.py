@@ -1,0 +1,5 @@
+"""``python -m entrypoints``: the ``slurm-image`` command."""
+
+from entrypoints.cli import main
+
+main()

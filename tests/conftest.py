@@ -1,0 +1,463 @@
+"""Shared fixtures.
+
+- The local Slurm cluster started by ``scripts/local-slurm up``: tests that need it use the
+  ``local_slurm`` fixture (and the ``slurm`` marker). Without a running cluster they SKIP
+  locally, and FAIL when ``CI=true``: CI must never silently skip them.
+- A workspace of each kind, with a harness that tampers with it as root would:
+  ``workspace_harness`` is parametrized over every Workspace adapter; a new adapter joins by
+  adding its name to ``WORKSPACE_KINDS`` and a harness class below.
+- Reproducible hypothesis profiles: derandomized under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from adapters.local_workspace import LocalWorkspace
+from adapters.memory import MemoryFilesystem, MemoryWorkspace
+from domain.profile import ProfileSelection, SiteProfile, parse_profile
+from domain.request import Request, make_request
+from domain.runtime import RuntimeFiles
+from ports.workspace import Workspace
+
+# CI runs derandomized so a failure reproduces from the log alone; locally examples vary.
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_SLURM = ROOT / "scripts" / "local-slurm"
+
+
+@dataclass(frozen=True)
+class LocalSlurm:
+    """What clients need to reach the local cluster (from ``scripts/local-slurm env``)."""
+
+    slurm_conf: str
+    rest_url: str
+    rest_socket: str
+    token_file: str
+    rest_user: str
+    state_dir: str
+
+    def run(self, *args: str, timeout: float = 60) -> None:
+        """Run ``scripts/local-slurm ARGS`` (e.g. ``controller stop``)."""
+        subprocess.run([str(LOCAL_SLURM), *args], check=True, timeout=timeout)
+
+    def command(self, *argv: str) -> str:
+        """Run a Slurm client command against the cluster and return its stdout."""
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "LC_ALL": "C",
+            "SLURM_CONF": self.slurm_conf,
+        }
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise AssertionError(f"{argv} failed: {done.stderr}")
+        return done.stdout
+
+    def show_job(self, job_id: str) -> dict[str, str]:
+        """``scontrol show job -o`` as a dict of its KEY=VALUE words."""
+        words = self.command("scontrol", "show", "job", "-o", job_id).split()
+        return dict(word.split("=", 1) for word in words if "=" in word)
+
+    def jobs_with_comment(self, marker: str) -> list[str]:
+        out = self.command("squeue", "-h", "-t", "all", "-o", "%i|%k")
+        return [
+            line.split("|", 1)[0] for line in out.splitlines() if line.split("|", 1)[1:] == [marker]
+        ]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the local Slurm cluster is required in CI: {reason}")
+    pytest.skip(f"no local Slurm cluster ({reason}); run scripts/local-slurm up")
+
+
+@pytest.fixture(scope="session")
+def local_slurm() -> LocalSlurm:
+    if not LOCAL_SLURM.exists():
+        _unavailable("scripts/local-slurm missing")
+    status = subprocess.run([str(LOCAL_SLURM), "status"], capture_output=True, text=True)
+    if status.returncode != 0:
+        _unavailable("scripts/local-slurm status: " + " ".join(status.stdout.split()))
+    env_out = subprocess.run(
+        [str(LOCAL_SLURM), "env"], capture_output=True, text=True, check=True
+    ).stdout
+    values = {}
+    for line in env_out.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            key, value = words[1].split("=", 1)
+            values[key] = value
+    return LocalSlurm(
+        slurm_conf=values["SLURM_CONF"],
+        rest_url=values["SLURM_IMAGE_TEST_REST_URL"],
+        rest_socket=values["SLURM_IMAGE_TEST_REST_SOCKET"],
+        token_file=values["SLURM_IMAGE_TEST_TOKEN_FILE"],
+        rest_user=values["SLURM_IMAGE_TEST_REST_USER"],
+        state_dir=values["SLURM_IMAGE_TEST_LOCAL_SLURM"],
+    )
+
+
+# -- workspaces ----------------------------------------------------------------------------
+
+WORKSPACE_KINDS = ["local", "memory"]
+FOREIGN_UID = 4242
+DIGEST = "a" * 64
+
+
+class LocalHarness:
+    """Acts on a real directory tree under /tmp as root at a shell."""
+
+    kind = "local"
+
+    def __init__(self, base: Path) -> None:
+        self.root = str(base / "ws")
+        Path(self.root).mkdir(mode=0o755)
+        self.uid = os.geteuid()
+        self.workspace: Workspace = LocalWorkspace(self.root)
+
+    def with_uid(self, uid: int) -> Workspace:
+        return LocalWorkspace(self.root, uid=uid)
+
+    def mkdir(self, path: str, mode: int = 0o700) -> None:
+        Path(path).mkdir(mode=mode)
+        os.chmod(path, mode)
+
+    def makedirs(self, path: str) -> None:
+        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def write(self, path: str, data: bytes) -> None:
+        """Overwrite in place (same inode) or create."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def append(self, path: str, data: bytes) -> None:
+        with open(path, "ab") as handle:
+            handle.write(data)
+
+    def read(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def symlink(self, target: str, path: str) -> None:
+        os.symlink(target, path)
+
+    def mkfifo(self, path: str) -> None:
+        os.mkfifo(path, 0o600)
+
+    def chown(self, path: str, uid: int) -> None:
+        os.chown(path, uid, -1, follow_symlinks=False)
+
+    def chmod(self, path: str, mode: int) -> None:
+        os.chmod(path, mode)
+
+    def mode(self, path: str) -> int:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+
+    def kind_of(self, path: str) -> str:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            return "symlink"
+        if stat.S_ISDIR(mode):
+            return "directory"
+        if stat.S_ISFIFO(mode):
+            return "fifo"
+        return "file"
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def rename(self, source: str, destination: str) -> None:
+        os.rename(source, destination)
+
+    def copy_tree(self, source: str, destination: str) -> None:
+        shutil.copytree(source, destination, symlinks=True)
+
+    def remove(self, path: str) -> None:
+        os.unlink(path)
+
+    def read_only(self, scenario: str, act: Callable[[Workspace], list[str]]) -> list[str]:
+        """``act`` on this workspace made read-only by ``scenario`` (see below)."""
+        return _local_read_only(self, scenario, act)
+
+    def listing(self) -> list[str]:
+        """Every path below the root, sorted."""
+        found = []
+        for directory, dirs, files in os.walk(self.root):
+            found += [os.path.join(directory, name) for name in dirs + files]
+        return sorted(found)
+
+
+class MemoryHarness:
+    """Acts on a ``MemoryFilesystem`` as root at a shell."""
+
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self.filesystem = MemoryFilesystem()
+        self.root = "/site/ws"
+        self.uid = 1000
+        self.filesystem.makedirs(self.root)
+        self.filesystem.chown(self.root, self.uid)
+        self.workspace: Workspace = MemoryWorkspace(self.root, self.filesystem, uid=self.uid)
+
+    def with_uid(self, uid: int) -> Workspace:
+        return MemoryWorkspace(self.root, self.filesystem, uid=uid)
+
+    def mkdir(self, path: str, mode: int = 0o700) -> None:
+        self.filesystem.mkdir(path, mode=mode, uid=self.uid)
+
+    def makedirs(self, path: str) -> None:
+        self.filesystem.makedirs(path, mode=0o700, uid=self.uid)
+
+    def write(self, path: str, data: bytes) -> None:
+        self.filesystem.write(path, data, uid=self.uid)
+
+    def append(self, path: str, data: bytes) -> None:
+        self.filesystem.append(path, data)
+
+    def read(self, path: str) -> bytes:
+        return self.filesystem.read(path)
+
+    def symlink(self, target: str, path: str) -> None:
+        self.filesystem.symlink(target, path, uid=self.uid)
+
+    def mkfifo(self, path: str) -> None:
+        self.filesystem.mkfifo(path, uid=self.uid)
+
+    def chown(self, path: str, uid: int) -> None:
+        self.filesystem.chown(path, uid)
+
+    def chmod(self, path: str, mode: int) -> None:
+        self.filesystem.chmod(path, mode)
+
+    def mode(self, path: str) -> int:
+        node = self.filesystem.lookup(path)
+        assert node is not None, path
+        return node.mode
+
+    def kind_of(self, path: str) -> str:
+        node = self.filesystem.lookup(path)
+        assert node is not None, path
+        return node.kind
+
+    def exists(self, path: str) -> bool:
+        return self.filesystem.lookup(path) is not None
+
+    def rename(self, source: str, destination: str) -> None:
+        self.filesystem.rename(source, destination)
+
+    def copy_tree(self, source: str, destination: str) -> None:
+        self.filesystem.copy(source, destination)
+
+    def remove(self, path: str) -> None:
+        self.filesystem.remove(path)
+
+    def read_only(self, scenario: str, act: Callable[[Workspace], list[str]]) -> list[str]:
+        return _memory_read_only(self, scenario, act)
+
+    def listing(self) -> list[str]:
+        found: list[str] = []
+
+        def walk(prefix: str) -> None:
+            node = self.filesystem.lookup(prefix)
+            assert node is not None
+            for name, child in node.entries.items():
+                found.append(f"{prefix}/{name}")
+                if child.kind == "directory":
+                    walk(f"{prefix}/{name}")
+
+        walk(self.root)
+        return sorted(found)
+
+
+Harness = LocalHarness | MemoryHarness
+
+
+@pytest.fixture
+def world_readable_tmp() -> Iterator[Path]:
+    """A temporary directory others may traverse (pytest's own is 0700 for root)."""
+    base = Path(tempfile.mkdtemp(prefix="slurm-image-test-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=WORKSPACE_KINDS)
+def workspace_harness(request: pytest.FixtureRequest, world_readable_tmp: Path) -> Harness:
+    if request.param == "local":
+        return LocalHarness(world_readable_tmp)
+    return MemoryHarness()
+
+
+@pytest.fixture
+def profile_for() -> Callable[..., tuple[SiteProfile, ProfileSelection]]:
+    def build(root: str, **overrides: Any) -> tuple[SiteProfile, ProfileSelection]:
+        data: dict[str, Any] = {
+            "workspace_root": root,
+            "image_build": {
+                "partition": "cpu",
+                "cpus_per_task": 2,
+                "memory": "4G",
+                "time_limit": "1:00:00",
+            },
+            "submitter": {"kind": "fake"},
+        }
+        data.update(overrides)
+        profile = parse_profile(data)
+        return profile, ProfileSelection(how="explicit", profile_sha256=profile.sha256())
+
+    return build
+
+
+@pytest.fixture
+def import_request() -> Request:
+    return make_request(
+        "import_oci",
+        name="alpine",
+        role="client",
+        source=f"docker.io/library/alpine:3.19@sha256:{DIGEST}",
+    )
+
+
+@pytest.fixture
+def runtime_files() -> RuntimeFiles:
+    return RuntimeFiles(inspector=b"print('facts')\n", rc=b'exec python3 -I -B "$@"\n')
+
+
+# -- read-only workspaces --------------------------------------------------------------------
+#
+# Two ways a workspace is read-only, both reachable as root here without chattr:
+# - "mount": the workspace root is bind-mounted read-only (EROFS). The local harness forks, and
+#   the child enters a private mount namespace (unshare(CLONE_NEWNS), as `unshare -m` does) and
+#   remounts the root read-only there: the host's mounts are untouched. Skipped where unshare is
+#   not permitted.
+# - "permissions": an ordinary user whose directories are 0500 (EACCES). The local harness forks,
+#   and the child drops to that uid with setuid() before acting (root cannot be refused by modes).
+# The memory harness models both: MemoryFilesystem(read_only=True) and a non-root uid.
+
+READ_ONLY_UID = 65534
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+
+
+def _run_forked(action: Callable[[], list[str]]) -> list[str] | None:
+    """Run ``action`` in a forked child; its result as JSON, or None when it could not start."""
+    import json
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(read_end)
+            result = action()
+            os.write(write_end, json.dumps(result).encode())
+        except _Unavailable:
+            code = 3
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 3:
+        return None
+    assert code == 0, f"the child failed with {code}"
+    return list(json.loads(b"".join(chunks)))
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def _enter_read_only_mount(root: str) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        raise _Unavailable
+    target = root.encode()
+    if (
+        libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0
+        or libc.mount(target, target, None, _MS_BIND, None) != 0
+        or libc.mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None) != 0
+    ):
+        raise _Unavailable
+
+
+def _local_read_only(
+    self: LocalHarness, scenario: str, act: Callable[[Workspace], list[str]]
+) -> list[str]:
+    if scenario == "permissions":
+        for path in [self.root, *self.listing()]:
+            os.chown(path, READ_ONLY_UID, READ_ONLY_UID, follow_symlinks=False)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o500)
+
+        def action() -> list[str]:
+            os.setgid(READ_ONLY_UID)
+            os.setuid(READ_ONLY_UID)
+            return act(LocalWorkspace(self.root))
+
+    else:
+
+        def action() -> list[str]:
+            _enter_read_only_mount(self.root)
+            return act(LocalWorkspace(self.root))
+
+    try:
+        result = _run_forked(action)
+    finally:
+        for path in [self.root, *self.listing()]:
+            os.chown(path, 0, 0, follow_symlinks=False)
+            if os.path.isdir(path):
+                os.chmod(path, 0o700)
+    if result is None:
+        pytest.skip("a private read-only mount is not permitted here (unshare)")
+    return result
+
+
+def _memory_read_only(
+    self: MemoryHarness, scenario: str, act: Callable[[Workspace], list[str]]
+) -> list[str]:
+    if scenario == "permissions":
+        for path in [self.root, *self.listing()]:
+            self.filesystem.chown(path, READ_ONLY_UID)
+            if self.kind_of(path) == "directory":
+                self.filesystem.chmod(path, 0o500)
+        return act(self.with_uid(READ_ONLY_UID))
+    self.filesystem.read_only = True
+    try:
+        return act(self.workspace)
+    finally:
+        self.filesystem.read_only = False

@@ -1,0 +1,261 @@
+"""The BatchSubmitter contract, run against every adapter: fake, sbatch, rest-tcp, rest-unix.
+
+The real adapters run against the local cluster (``scripts/local-slurm up``), whose partitions
+are ``cpu`` (default) and ``build``; every job here goes to ``build`` so a spec's partition is
+seen to be honoured.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from adapters.memory import FakeSubmitter
+from adapters.retry import RetryPolicy
+from adapters.sbatch import SbatchSubmitter
+from adapters.slurmrest import RestSubmitter
+from domain.job import JobSpec, JobState, JobStatus
+from ports.submitter import (
+    BatchSubmitter,
+    SchedulerAuthError,
+    SchedulerRejected,
+    SchedulerUnavailable,
+    UnknownJob,
+)
+
+KINDS = [
+    "fake",
+    pytest.param("sbatch", marks=pytest.mark.slurm),
+    pytest.param("rest-tcp", marks=pytest.mark.slurm),
+    pytest.param("rest-unix", marks=pytest.mark.slurm),
+]
+FAST = RetryPolicy.immediate(attempts=2)
+
+
+def script(body: str) -> bytes:
+    return f"#!/bin/bash -p\n{body}\n".encode()
+
+
+@dataclass
+class Harness:
+    """One adapter under test, plus what the test needs to drive or inspect its scheduler."""
+
+    kind: str
+    make: Callable[..., BatchSubmitter]
+    """Build the adapter; keyword ``broken_auth=True`` gives it credentials that are refused."""
+    workdir: Path
+    local: object | None = None
+    fake: FakeSubmitter | None = None
+    submitter: BatchSubmitter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.submitter = self.make()
+
+    def spec(self, **changes: object) -> JobSpec:
+        values: dict[str, object] = {
+            "name": "slurm-image-client",
+            "partition": "build",
+            "cpus_per_task": 2,
+            "memory": "200M",
+            "time_limit": "0:05:00",
+            "working_directory": str(self.workdir),
+            "standard_output": str(self.workdir / "slurm-%j.out"),
+            "standard_error": str(self.workdir / "slurm-%j.err"),
+            "comment": f"slurm-image:img-{uuid.uuid4().hex}",
+        }
+        values.update(changes)
+        return JobSpec.model_validate(values)
+
+    def finish(self, job_id: str, exit_code: int) -> None:
+        """Fake only: play the job to its end (real jobs end by themselves)."""
+        if self.fake is not None:
+            self.fake.start(job_id)
+            self.fake.finish(job_id, exit_code)
+
+    def wait_terminal(self, job_id: str, timeout_s: float = 60) -> tuple[JobStatus, set[JobState]]:
+        seen: set[JobState] = set()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.submitter.states([job_id]).get(job_id)
+            assert status is not None, f"job {job_id} vanished"
+            seen.add(status.state)
+            if status.state.is_terminal or time.monotonic() > deadline:
+                return status, seen
+            time.sleep(0.3)
+
+
+@pytest.fixture(params=KINDS)
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    kind = request.param
+    if kind == "fake":
+        fake = FakeSubmitter(partitions={"cpu", "build"}, max_cpus_per_task=2, retry_policy=FAST)
+        yield Harness(kind, lambda **_: fake, tmp_path, fake=fake)
+        return
+    local = request.getfixturevalue("local_slurm")
+    tmp_path.chmod(0o755)
+
+    def make(broken_auth: bool = False, retry: RetryPolicy = FAST) -> BatchSubmitter:
+        if kind == "sbatch":
+            return SbatchSubmitter(
+                timeout_s=30, retry_policy=retry, environ={"SLURM_CONF": local.slurm_conf}
+            )
+        if kind == "rest-tcp":
+            token_file = local.token_file
+            if broken_auth:
+                bad = tmp_path / "bad-token"
+                bad.write_text("eyJhbGciOiJIUzI1NiJ9.e30.not-a-valid-signature\n")
+                token_file = str(bad)
+            return RestSubmitter(
+                url=local.rest_url,
+                user=local.rest_user,
+                token_file=token_file,
+                retry_policy=retry,
+            )
+        return RestSubmitter(url=f"unix://{local.rest_socket}", retry_policy=retry)
+
+    yield Harness(kind, make, tmp_path, local=local)
+
+
+def test_submitter_satisfies_the_port(harness: Harness) -> None:
+    assert isinstance(harness.submitter, BatchSubmitter)
+    assert harness.submitter.name in {"fake", "sbatch", "rest"}
+
+
+def test_job_lands_with_every_value_of_the_spec(harness: Harness) -> None:
+    spec = harness.spec()
+    payload = script("echo landed")
+    job_id = harness.submitter.submit(payload, spec)
+    assert job_id.isdigit()
+    if harness.fake is not None:
+        assert harness.fake.job(job_id).script == payload
+        assert harness.fake.job(job_id).spec == spec
+        return
+    job = harness.local.show_job(job_id)  # type: ignore[attr-defined]
+    assert job["Partition"] == "build"
+    assert job["NumCPUs"] == "2"
+    assert job["MinMemoryNode"] == "200M"
+    assert job["TimeLimit"] == "00:05:00"
+    assert job["JobName"] == "slurm-image-client"
+    assert job["WorkDir"] == str(harness.workdir)
+    assert job["StdOut"] == str(harness.workdir / f"slurm-{job_id}.out")
+    assert job["StdErr"] == str(harness.workdir / f"slurm-{job_id}.err")
+    assert job["Comment"] == spec.comment
+    assert job["NumNodes"] in {"1", "1-1"}  # a pending job shows the requested range
+    assert job["NumTasks"] == "1"
+
+
+def test_a_completed_job_is_observed(harness: Harness) -> None:
+    job_id = harness.submitter.submit(script("echo done"), harness.spec())
+    first = harness.submitter.states([job_id])[job_id]
+    assert first.state in {JobState.PENDING, JobState.RUNNING, JobState.COMPLETED}
+    harness.finish(job_id, 0)
+    status, seen = harness.wait_terminal(job_id)
+    assert status.state is JobState.COMPLETED
+    assert status.exit_code == 0
+    assert seen <= {JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.COMPLETED}
+
+
+def test_a_failed_job_reports_its_exit_code(harness: Harness) -> None:
+    job_id = harness.submitter.submit(script("exit 3"), harness.spec())
+    harness.finish(job_id, 3)
+    status, _ = harness.wait_terminal(job_id)
+    assert status.state is JobState.FAILED
+    assert status.exit_code == 3
+
+
+def test_states_of_many_jobs_in_one_call_leave_unknown_ids_out(harness: Harness) -> None:
+    first = harness.submitter.submit(script("true"), harness.spec())
+    second = harness.submitter.submit(script("true"), harness.spec())
+    if harness.fake is not None:
+        before = harness.fake.calls["states"]
+    states = harness.submitter.states([first, second, "4294967295", "not-an-id"])
+    assert set(states) == {first, second}
+    assert states[first].job_id == first
+    if harness.fake is not None:
+        assert harness.fake.calls["states"] == before + 1
+
+
+def test_states_of_an_unknown_job_is_empty(harness: Harness) -> None:
+    assert harness.submitter.states(["4294967295"]) == {}
+    assert harness.submitter.states([]) == {}
+
+
+def test_cancel_stops_a_job(harness: Harness) -> None:
+    job_id = harness.submitter.submit(script("sleep 120"), harness.spec())
+    harness.submitter.cancel(job_id)
+    status, _ = harness.wait_terminal(job_id)
+    assert status.state is JobState.CANCELLED
+    harness.submitter.cancel(job_id)  # cancelling a finished job is harmless
+
+
+def test_cancel_of_an_unknown_job_raises_unknown_job(harness: Harness) -> None:
+    with pytest.raises(UnknownJob) as caught:
+        harness.submitter.cancel("4294967295")
+    assert caught.value.field == "job_id"
+
+
+def test_a_submission_is_found_by_its_marker(harness: Harness) -> None:
+    spec = harness.spec()
+    assert harness.submitter.find_by_marker(spec.comment) is None
+    job_id = harness.submitter.submit(script("true"), spec)
+    assert harness.submitter.find_by_marker(spec.comment) == job_id
+
+
+def test_a_partition_the_cluster_lacks_is_refused_in_seconds_naming_it(harness: Harness) -> None:
+    started = time.monotonic()
+    with pytest.raises(SchedulerRejected) as caught:
+        harness.submitter.submit(script("true"), harness.spec(partition="no-such-partition"))
+    assert caught.value.field == "partition"
+    assert "no-such-partition" in str(caught.value)
+    assert time.monotonic() - started < 15  # no retries for a permanent refusal
+
+
+def test_too_many_cpus_is_refused(harness: Harness) -> None:
+    with pytest.raises(SchedulerRejected):
+        harness.submitter.submit(script("true"), harness.spec(cpus_per_task=64))
+
+
+def test_refused_credentials_raise_an_auth_error(harness: Harness) -> None:
+    if harness.kind in ("sbatch", "rest-unix"):
+        pytest.skip(f"{harness.kind} authenticates as the calling user: no credentials to refuse")
+    if harness.fake is not None:
+        harness.fake.fail_next("auth")
+        submitter = harness.submitter
+    else:
+        submitter = harness.make(broken_auth=True)
+    with pytest.raises(SchedulerAuthError):
+        submitter.submit(script("true"), harness.spec())
+
+
+def test_an_unreachable_controller_is_retried_then_reported(harness: Harness) -> None:
+    spec = harness.spec()
+    if harness.fake is not None:
+        harness.fake.fail_next("transient", times=FAST.attempts)
+        with pytest.raises(SchedulerUnavailable):
+            harness.submitter.submit(script("true"), spec)
+        assert harness.fake.calls["submit"] == FAST.attempts
+        assert harness.fake.jobs == {}
+        return
+    local = harness.local
+    local.run("controller", "stop")  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(SchedulerUnavailable) as caught:
+            harness.submitter.submit(script("true"), spec)
+        assert f"after {FAST.attempts} attempt" in caught.value.reason
+    finally:
+        local.run("controller", "start")  # type: ignore[attr-defined]
+    assert harness.submitter.find_by_marker(spec.comment) is None
+
+
+def test_an_ambiguous_failure_does_not_submit_twice(harness: Harness) -> None:
+    if harness.fake is None:
+        pytest.skip("real adapters: see tests/integration/test_exactly_once.py")
+    spec = harness.spec()
+    harness.fake.fail_next("ambiguous")
+    job_id = harness.submitter.submit(script("true"), spec)
+    assert list(harness.fake.jobs) == [job_id]

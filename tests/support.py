@@ -1,0 +1,87 @@
+"""Builders shared by the unit tests: fixed digests, profiles, plans and a fixed clock."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+from domain.plan import Plan, RuntimeDigests, derive_plan
+from domain.profile import ProfileSelection, SiteProfile, parse_profile
+from domain.request import make_request
+
+HEX = "0123456789abcdef" * 4
+OTHER_HEX = "f" * 64
+DIGEST = f"sha256:{HEX}"
+LIFECYCLE_ID = "img-00000000000000000000000000000001"
+CREATED_AT = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+RUNTIME = RuntimeDigests(inspector_sha256="1" * 64, rc_sha256="2" * 64)
+PYTORCH = f"nvcr.io/nvidia/pytorch:24.05-py3@{DIGEST}"
+PYTORCH_URI = f"docker://nvcr.io#nvidia/pytorch:24.05-py3@{DIGEST}"
+SQSH = "/lustre/images/serving.sqsh"
+
+PROFILE: dict[str, Any] = {
+    "workspace_root": "/lustre/site/images",
+    "image_build": {
+        "partition": "cpu",
+        "cpus_per_task": 4,
+        "memory": "16G",
+        "time_limit": "1:00:00",
+    },
+}
+
+FULL_PROFILE: dict[str, Any] = {
+    "workspace_root": "/lustre/site/images",
+    "image_build": {
+        "partition": "cpu",
+        "account": "research",
+        "qos": "normal",
+        "cpus_per_task": 8,
+        "memory": "32G",
+        "time_limit": "2:30:00",
+        "local_scratch": "/local/scratch",
+        "job_path": "/opt/enroot/bin:/usr/local/bin:/usr/bin:/bin",
+    },
+    "inspection": {"client_distributions": ["pip", "numpy"]},
+    "enroot": {
+        "environment": {
+            "ENROOT_SQUASH_OPTIONS": "-comp zstd -Xcompression-level 3",
+            "ENROOT_TRANSFER_RETRIES": "5",
+        }
+    },
+    "submitter": {"kind": "fake"},
+}
+
+
+def profile_data(**image_build: Any) -> dict[str, Any]:
+    """A deep copy of the minimal profile, with ``image_build`` keys replaced."""
+    data = copy.deepcopy(PROFILE)
+    data["image_build"].update(image_build)
+    return data
+
+
+def selection_for(profile: SiteProfile) -> ProfileSelection:
+    return ProfileSelection(
+        how="explicit", catalog_sha256="3" * 64, profile_sha256=profile.sha256()
+    )
+
+
+def make_plan(
+    operation: str = "import_oci",
+    *,
+    source: str = PYTORCH,
+    role: str = "client",
+    name: str = "torch",
+    profile: dict[str, Any] | None = None,
+    lifecycle_id: str = LIFECYCLE_ID,
+) -> Plan:
+    site = parse_profile(copy.deepcopy(profile if profile is not None else PROFILE))
+    request = make_request(operation, name=name, role=role, source=source)  # type: ignore[arg-type]
+    return derive_plan(
+        request,
+        site,
+        selection_for(site),
+        lifecycle_id=lifecycle_id,
+        created_at=CREATED_AT,
+        runtime=RUNTIME,
+    )

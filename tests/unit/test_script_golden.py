@@ -1,0 +1,264 @@
+"""The rendered batch script: golden files byte for byte, bash -n, and what it must (not) ask.
+
+Regenerate the golden files after an intended renderer change with
+``SLURM_IMAGE_UPDATE_GOLDEN=1 scripts/test tests/unit/test_script_golden.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, reject
+from hypothesis import strategies as st
+
+from domain import paths
+from domain.errors import DomainError
+from domain.plan import Plan
+from domain.script import EXIT_CODES, render_script
+from support import FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+UPDATE = os.environ.get("SLURM_IMAGE_UPDATE_GOLDEN") == "1"
+
+CASES: dict[str, dict[str, Any]] = {
+    "import_client.sbatch": {},
+    "inspect_serving.sbatch": {"operation": "inspect_sqsh", "source": SQSH, "role": "serving"},
+    "import_client_site_options.sbatch": {"profile": FULL_PROFILE},
+}
+
+
+def bash_syntax_ok(script: str) -> None:
+    done = subprocess.run(
+        ["bash", "-n"], input=script.encode(), capture_output=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def directives(script: str) -> list[str]:
+    """The #SBATCH lines sbatch reads: those before the first line that is not a comment."""
+    lines = []
+    for line in script.splitlines()[1:]:
+        if line.strip() and not line.startswith("#"):
+            break
+        if line.startswith("#SBATCH"):
+            lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("golden", sorted(CASES))
+def test_rendered_script_matches_its_golden_file(golden: str) -> None:
+    script = render_script(make_plan(**CASES[golden]))
+    path = GOLDEN / golden
+    if UPDATE:
+        path.write_text(script, encoding="utf-8")
+    assert path.exists(), f"missing {path}: run with SLURM_IMAGE_UPDATE_GOLDEN=1 to create it"
+    assert script.encode("utf-8") == path.read_bytes()
+
+
+@pytest.mark.parametrize("golden", sorted(CASES))
+def test_golden_script_passes_bash_n(golden: str) -> None:
+    bash_syntax_ok((GOLDEN / golden).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("golden", sorted(CASES))
+def test_rendering_is_deterministic(golden: str) -> None:
+    assert render_script(make_plan(**CASES[golden])) == render_script(make_plan(**CASES[golden]))
+
+
+def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
+    plan = make_plan()
+    script = render_script(plan)
+    lines = directives(script)
+    for expected in [
+        "#SBATCH --partition=cpu",
+        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --mem=16G",
+        "#SBATCH --time=1:00:00",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --no-requeue",
+        "#SBATCH --job-name=slurm-image-client",
+        f"#SBATCH --chdir={plan.paths.job_dir}",
+        f"#SBATCH --output={plan.paths.job_dir}/slurm-%j.out",
+        f"#SBATCH --error={plan.paths.job_dir}/slurm-%j.err",
+        f"#SBATCH --comment=slurm-image:{plan.lifecycle_id}",
+    ]:
+        assert expected in lines
+    assert not any("--account" in line or "--qos" in line for line in lines)
+    assert not re.search(r"--gres|--gpus|--gpu|gpu", "\n".join(lines), re.IGNORECASE)
+    assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
+    assert re.search(r'^enroot import -o "\$PARTIAL" "\$SOURCE_URI"$', script, re.MULTILINE)
+    assert f"# plan sha256: {plan.sha256()}" in script
+
+
+def test_site_options_reach_directives_and_environment() -> None:
+    script = render_script(make_plan(profile=FULL_PROFILE))
+    lines = directives(script)
+    assert "#SBATCH --account=research" in lines
+    assert "#SBATCH --qos=normal" in lines
+    assert "readonly LOCAL_SCRATCH=/local/scratch" in script
+    assert "readonly JOB_PATH=/opt/enroot/bin:/usr/local/bin:/usr/bin:/bin" in script
+    assert "export ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3'" in script
+    assert "export ENROOT_TRANSFER_RETRIES=5" in script
+    assert "readonly REQUIRE=pip,numpy" in script
+
+
+def test_inspect_script_has_no_enroot_import() -> None:
+    script = render_script(make_plan("inspect_sqsh", source=SQSH, role="serving"))
+    assert "enroot import" not in script
+    assert f"readonly SQSH={SQSH}" in script
+    assert "readonly REQUIRE=''" in script
+    assert "#SBATCH --job-name=slurm-image-serving" in directives(script)
+
+
+def test_script_isolates_the_job_environment() -> None:
+    script = render_script(make_plan())
+    assert script.startswith("#!/bin/bash -p\n")
+    for needed in [
+        "exec /usr/bin/env -i PATH=",
+        "set -Eeuo pipefail",
+        "umask 077",
+        "export NVIDIA_VISIBLE_DEVICES=void",
+        "export MELLANOX_VISIBLE_DEVICES=void",
+        "export ENROOT_LOGIN_SHELL=no",
+        "export ENROOT_MOUNT_HOME=no",
+        "export ENROOT_MAX_PROCESSORS=",
+        "SLURM_RESTART_COUNT",
+        "enroot create -f --name",
+        "enroot start --root --rc",
+    ]:
+        assert needed in script
+
+
+@pytest.mark.parametrize("code", sorted(EXIT_CODES))
+def test_every_documented_job_exit_code_is_used_by_the_script(code: int) -> None:
+    assert f"die {code} " in render_script(make_plan())
+
+
+# -- generated plans -----------------------------------------------------------------------------
+
+_segment = st.one_of(
+    st.text(alphabet="ab-_.$`'\" ;&|*?~!(){}[]<>=:,%#\\é☃", min_size=1, max_size=8),
+    st.text(
+        alphabet=st.characters(
+            codec="utf-8", exclude_characters="/\x00", exclude_categories=["Cc", "Cs"]
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+# Workspace-like paths: shell-special but within the mount and #SBATCH rules, so few are rejected.
+_safe_segment = st.text(alphabet="ab-_$`;&|*?~!(){}[]<>=+@^é☃.", min_size=1, max_size=8).filter(
+    lambda segment: segment not in {".", ".."}
+)
+_safe_root = st.lists(_safe_segment, min_size=1, max_size=3).map(
+    lambda parts: "/" + "/".join(parts)
+)
+# Roots the workspace rule must refuse because sbatch would reinterpret them.
+_sbatch_special_root = st.builds(
+    lambda root, special: f"{root}{special}x", _safe_root, st.sampled_from(["#", "'", '"', "%"])
+)
+_root = st.lists(_segment, min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
+_sqsh = st.builds(lambda root, stem: f"{root}/{stem}.sqsh", _root, _segment)
+_slurm = st.from_regex(paths.SLURM_NAME_PATTERN, fullmatch=True)
+_env_value = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]), max_size=30
+)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    profile = copy.deepcopy(PROFILE)
+    profile["workspace_root"] = draw(st.one_of(_safe_root, _root, _sbatch_special_root))
+    build = profile["image_build"]
+    build["partition"] = draw(_slurm)
+    if draw(st.booleans()):
+        build["account"] = draw(_slurm)
+    if draw(st.booleans()):
+        build["qos"] = draw(_slurm)
+    build["cpus_per_task"] = draw(st.integers(1, 99999))
+    build["memory"] = f"{draw(st.integers(1, 10**6))}{draw(st.sampled_from('KMGT'))}"
+    build["time_limit"] = (
+        f"{draw(st.integers(0, 999))}:{draw(st.integers(0, 59)):02}:{draw(st.integers(1, 59)):02}"
+    )
+    if draw(st.booleans()):
+        build["local_scratch"] = draw(_safe_root)
+    if draw(st.booleans()):
+        build["job_path"] = ":".join(draw(st.lists(_safe_root, min_size=1, max_size=3)))
+    profile["enroot"] = {
+        "environment": draw(
+            st.dictionaries(
+                st.sampled_from(
+                    ["ENROOT_SQUASH_OPTIONS", "ENROOT_TRANSFER_RETRIES", "ENROOT_ALLOW_HTTP"]
+                ),
+                _env_value,
+                max_size=2,
+            )
+        )
+    }
+    role = draw(st.sampled_from(["client", "serving"]))
+    try:
+        if draw(st.booleans()):
+            return make_plan(profile=profile, role=role)
+        return make_plan("inspect_sqsh", source=draw(_sqsh), profile=profile, role=role)
+    except DomainError:
+        reject()
+
+
+@given(plans())
+def test_generated_scripts_pass_bash_n_and_read_back_every_value(plan: Plan) -> None:
+    script = render_script(plan)
+    bash_syntax_ok(script)
+    assert not re.search(r"--gres|--gpus", script)
+    if plan.operation == "inspect_sqsh":
+        assert "enroot import" not in script
+    # Run the assignments and the site environment (only) and read the values back.
+    settings = [
+        line
+        for line in script.splitlines()
+        if line.startswith("readonly ") or line.startswith("export ENROOT_")
+    ]
+    env = plan.profile.enroot.environment
+    probe = "\n".join(
+        [
+            *settings,
+            'printf \'%s\\0\' "$SQSH" "$JOB_DIR" "$LOCAL_SCRATCH" "$SOURCE_URI" "$JOB_PATH"',
+        ]
+        + [f"printf '%s\\0' \"${key}\"" for key in sorted(env)]
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", probe],
+        capture_output=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"},
+        timeout=30,
+    )
+    expected = [
+        plan.paths.sqsh,
+        plan.paths.job_dir,
+        plan.profile.image_build.local_scratch or "",
+        plan.enroot_uri or "",
+        plan.profile.image_build.job_path,
+        *[env[key] for key in sorted(env)],
+    ]
+    assert done.stdout.split(b"\0")[:-1] == [value.encode() for value in expected]
+
+
+_SBATCH_SPECIAL = re.compile(r"[\s#'\"\\]")
+
+
+@given(plans())
+def test_generated_directives_hold_nothing_sbatch_would_reinterpret(plan: Plan) -> None:
+    lines = directives(render_script(plan))
+    assert len(lines) >= 12
+    for line in lines:
+        value = line.removeprefix("#SBATCH ")
+        assert not _SBATCH_SPECIAL.search(value), line
+    expected_percent = 2  # the %j of --output and --error, and nothing else
+    assert sum(line.count("%") for line in lines) == expected_percent
