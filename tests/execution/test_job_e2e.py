@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import HTTP, JobFactory, Standin
+from harness import HTTP, JobFactory, Standin
 
 from domain.inspection import validate_inspection
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from conftest import DEFAULT_JOB_PATH, Job, JobFactory, Standin
+from harness import DEFAULT_JOB_PATH, Job, JobFactory, Standin
 
 CONTAINER = "slurm-image-{}"
 NEVER_PASSED = {

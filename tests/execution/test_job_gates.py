@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import JobFactory, Standin
+from harness import JobFactory, Standin
 
 UNREACHABLE = "127.0.0.1:9/slurm-image-test/none:1@sha256:" + "a" * 64
 

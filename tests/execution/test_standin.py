@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import STANDIN, Standin, busybox_root, mksquashfs, need, need_squashfs_tools
+from harness import STANDIN, Standin, busybox_root, mksquashfs, need, need_squashfs_tools
 
 DIGEST = "sha256:" + "a" * 64
 
