@@ -1,0 +1,252 @@
+"""The batch script's flow under bash: call order, environment, isolation (design §5)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from harness import DEFAULT_JOB_PATH, Job, JobFactory, Standin
+
+CONTAINER = "slurm-image-{}"
+NEVER_PASSED = {
+    *("BASH_ENV", "ENV", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP"),
+    *("XDG_RUNTIME_DIR", "SHELLOPTS", "ENROOT_ALLOW_SUPERUSER"),
+}
+
+
+def report(job: Job) -> str:
+    return Path(job.paths.result).read_text()
+
+
+def test_inspect_calls_version_create_start_remove_in_order(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    source = image("report")
+    job = make_job(operation="inspect_sqsh", role="client", source=str(source))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    create, start, remove = (call["argv"] for call in standin.calls()[1:])
+    name = CONTAINER.format(job.job_id)
+    assert create == ["create", "-f", "--name", name, str(source)]
+    assert start[:4] == ["start", "--root", "--rc", job.paths.rc]
+    assert start[start.index(name) :] == [
+        name,
+        "--",
+        "client",
+        start[-2],
+        "/.slurm-image/output/inspection.json",
+    ]
+    assert remove == ["remove", "-f", name]
+    # the rc saw a literal `--` (ENROOT_LOGIN_SHELL=no), dropped it, and ran python3 -I -B
+    lines = report(job).splitlines()
+    assert lines[:7] == [
+        "argc=6",
+        "arg=-I",
+        "arg=-B",
+        "arg=/.slurm-image/inspect_image.py",
+        "arg=client",
+        f"arg={start[-2]}",
+        "arg=/.slurm-image/output/inspection.json",
+    ]
+
+
+def test_the_digest_handed_to_the_inspector_is_the_image_sha256(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    import hashlib
+
+    source = image("report")
+    job = make_job(operation="inspect_sqsh", role="serving", source=str(source))
+
+    assert job.run().returncode == 0
+    start = standin.calls()[2]["argv"]
+    assert start[-2] == hashlib.sha256(source.read_bytes()).hexdigest()
+    # serving images get no SLURM_IMAGE_REQUIRE (a usage error for the inspector)
+    assert not any(arg.startswith("SLURM_IMAGE_REQUIRE=") for arg in start)
+
+
+def test_client_inspection_passes_the_required_distributions(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+    assert job.run().returncode == 0
+    start = standin.calls()[2]["argv"]
+    assert start[start.index("-e", 4) : start.index("-e", 4) + 4] == [
+        "-e",
+        "SHELL=/bin/sh",
+        "-e",
+        "SLURM_IMAGE_REQUIRE=pip",
+    ]
+
+
+def test_hostile_environment_reaches_neither_the_script_tools_nor_enroot(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    poison = tmp_path / "poison"
+    poison.mkdir()
+    for tool in ("enroot", "openssl", "sha256sum", "stat", "mktemp", "env", "bash", "mkdir"):
+        fake = poison / tool
+        fake.write_text(f"#!/bin/sh\ntouch {marks}/path-{tool}\nexit 0\n")
+        fake.chmod(0o755)
+    (tmp_path / "bash_env.sh").write_text(f"touch {marks}/bash-env\n")
+    function = "() {{ touch {}/function-{}; }}"
+    hostile = {
+        "PATH": f"{poison}:/usr/bin:/bin",
+        "HOME": str(tmp_path / "user-home"),
+        "BASH_ENV": str(tmp_path / "bash_env.sh"),
+        "ENV": str(tmp_path / "bash_env.sh"),
+        "LD_PRELOAD": str(poison / "libpoison.so"),
+        "LD_LIBRARY_PATH": str(poison),
+        "PYTHONPATH": str(poison),
+        "PYTHONSTARTUP": str(tmp_path / "bash_env.sh"),
+        "TMPDIR": str(tmp_path / "user-tmp"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "user-run"),
+        "ENROOT_DATA_PATH": str(tmp_path / "user-data"),
+        "ENROOT_CONFIG_PATH": str(tmp_path / "user-config"),
+        "ENROOT_MOUNT_HOME": "yes",
+        "ENROOT_ALLOW_SUPERUSER": "yes",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "SHELLOPTS": "xtrace",
+        "IFS": "/",
+    }
+    for tool in ("sha256sum", "enroot", "openssl", "stat", "mktemp", "rm", "mkdir", "exit"):
+        hostile[f"BASH_FUNC_{tool}%%"] = function.format(marks, tool)
+    source = image("report")
+    job = make_job(operation="inspect_sqsh", role="client", source=str(source))
+
+    result = job.run(hostile)
+
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(marks)) == []
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    for call in standin.calls():
+        env = call["env"]
+        leaked = {key for key in env if key.startswith("BASH_FUNC_")}
+        leaked |= set(env) & NEVER_PASSED
+        assert not leaked, leaked
+        assert env["PATH"] == f"{standin.bin}:{DEFAULT_JOB_PATH}"
+        assert env["HOME"] == job.paths.home
+        assert env["ENROOT_DATA_PATH"].startswith(str(job.scratch) + "/")
+        assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
+        assert env["ENROOT_MOUNT_HOME"] == "no"
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+        assert env["LC_ALL"] == "C"
+    inside = report(job)
+    for name in ("LD_PRELOAD", "BASH_ENV", "PYTHONPATH", "BASH_FUNC_"):
+        assert name not in inside
+    assert len(standin.event("start")["mounts"]) == 2  # no $HOME mount
+
+
+def test_job_private_paths_are_0700_and_the_scratch_is_gone_afterwards(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+) -> None:
+    modes = tmp_path / "modes"
+    standin.configure(
+        hooks={
+            "create": 'for d in "$HOME" "$TMPDIR" "$ENROOT_CONFIG_PATH" "$ENROOT_CACHE_PATH" '
+            '"$ENROOT_DATA_PATH" "$ENROOT_TEMP_PATH" "$ENROOT_RUNTIME_PATH" '
+            '"$(dirname "$ENROOT_DATA_PATH")"; do stat -c "%a %U %n" "$d"; done >' + str(modes)
+        }
+    )
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    assert job.run().returncode == 0
+    lines = modes.read_text().splitlines()
+    assert len(lines) == 8
+    for line in lines:
+        mode, owner, _ = line.split(" ", 2)
+        assert (mode, owner) == ("700", "root"), line
+    env = standin.calls()[0]["env"]
+    private = Path(env["ENROOT_DATA_PATH"]).parent
+    assert private.parent == job.scratch
+    assert private.name.startswith(f"slurm-image-{job.job_id}.")
+    for key in ("ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_TEMP_PATH", "ENROOT_RUNTIME_PATH"):
+        assert Path(env[key]).parent == private
+    assert env["TMPDIR"] == env["ENROOT_TEMP_PATH"]
+    # Enroot's temp, data (the unpacked root) and runtime are gone with the job
+    assert job.leftover_scratch() == []
+    for directory in (job.paths.home, job.paths.enroot_config):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+
+
+def test_without_local_scratch_the_nodes_tmpdir_holds_enroots_directories(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+) -> None:
+    node_tmp = tmp_path / "node-tmp"
+    node_tmp.mkdir()
+    job = make_job(
+        operation="inspect_sqsh", role="client", source=str(image("report")), local_scratch=False
+    )
+
+    assert job.run({"TMPDIR": str(node_tmp)}).returncode == 0
+    data = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"])
+    assert data.parent.parent == node_tmp
+    assert list(node_tmp.iterdir()) == []
+
+
+def test_gpu_variables_are_void_and_an_image_asking_for_gpus_still_starts(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # the image's /etc/environment sets NVIDIA_VISIBLE_DEVICES=all (as CUDA images do)
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    assert job.run().returncode == 0
+    for call in standin.calls():
+        assert call["env"]["NVIDIA_VISIBLE_DEVICES"] == "void"
+        assert call["env"]["MELLANOX_VISIBLE_DEVICES"] == "void"
+
+
+def test_the_job_directory_is_never_mounted(make_job: JobFactory, image, standin: Standin) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    assert job.run().returncode == 0
+    mounts = standin.event("start")["mounts"]
+    assert [(m["source"], m["target"]) for m in mounts] == [
+        (job.paths.inspector, "/.slurm-image/inspect_image.py"),
+        (job.paths.output_dir, "/.slurm-image/output"),
+    ]
+    assert [m["options"] for m in mounts] == [
+        "x-create=file,bind,ro,nosuid,nodev,noexec",
+        "x-create=dir,bind,rw,nosuid,nodev,noexec",
+    ]
+    # seen from inside: what of the host's job directory is visible is exactly those two
+    inside = report(job).split("--- mountinfo\n")[1].split("--- ")[0]
+    visible = [line.split()[3] for line in inside.splitlines()]
+    from_job = [root for root in visible if root.startswith(job.paths.job_dir)]
+    assert from_job == [job.paths.inspector, job.paths.output_dir]
+    assert "inspector=readonly" in report(job)
+    assert "root=readonly" in report(job)
+
+
+def test_site_enroot_environment_reaches_enroot(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    job = make_job(
+        operation="inspect_sqsh",
+        role="client",
+        source=str(image("report")),
+        environment={"ENROOT_SQUASH_OPTIONS": "-comp gzip", "ENROOT_TRANSFER_RETRIES": "3"},
+    )
+
+    assert job.run().returncode == 0
+    for call in standin.calls():
+        assert call["env"]["ENROOT_SQUASH_OPTIONS"] == "-comp gzip"
+        assert call["env"]["ENROOT_TRANSFER_RETRIES"] == "3"
+
+
+def test_default_squash_options_bound_mksquashfs_memory(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    assert job.run().returncode == 0
+    # 4G allocation: half of it for mksquashfs; -exit-on-error from Enroot 4.1.0 on
+    assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == (
+        "-comp lzo -noD -exit-on-error -mem 2048M"
+    )

@@ -1,0 +1,198 @@
+"""The script's gates before and around Enroot: requeue, staged files, CPUs, Enroot's version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import JobFactory, Standin
+
+UNREACHABLE = "127.0.0.1:9/slurm-image-test/none:1@sha256:" + "a" * 64
+
+
+def test_requeued_job_exits_75_before_anything(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run({"SLURM_RESTART_COUNT": "1"})
+
+    assert result.returncode == 75
+    assert standin.calls() == []
+    assert job.leftover_scratch() == []
+
+
+@pytest.mark.parametrize("staged", ["inspector", "rc"])
+@pytest.mark.parametrize("how", ["changed", "symlink"])
+def test_staged_file_mismatch_exits_70_before_any_enroot_call(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path, staged: str, how: str
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+    path = Path(getattr(job.paths, staged))
+    if how == "changed":
+        path.chmod(0o700)
+        with path.open("ab") as handle:
+            handle.write(b"\n# tampered\n")
+    else:
+        copy = tmp_path / "same-bytes"
+        copy.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(copy)
+
+    result = job.run()
+
+    assert result.returncode == 70, result.stderr
+    assert standin.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("on_node", "per_node", "expected"),
+    [
+        ("4", None, "4"),
+        (None, "4(x2)", "4"),
+        (None, "4,2", "4"),
+        (None, "16", "16"),
+        ("3", "4(x2)", "3"),
+    ],
+)
+def test_cpu_count_reaches_enroot_as_max_processors(
+    make_job: JobFactory,
+    image,
+    standin: Standin,
+    on_node: str | None,
+    per_node: str | None,
+    expected: str,
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+    env = {}
+    unset = []
+    for key, value in (("SLURM_CPUS_ON_NODE", on_node), ("SLURM_JOB_CPUS_PER_NODE", per_node)):
+        if value is None:
+            unset.append(key)
+        else:
+            env[key] = value
+
+    result = job.run(env, unset=tuple(unset))
+
+    assert result.returncode == 0, result.stderr
+    assert {call["env"]["ENROOT_MAX_PROCESSORS"] for call in standin.calls()} == {expected}
+    assert "-processors" not in standin.calls()[1]["argv"]  # create: Enroot passes it itself
+
+
+@pytest.mark.parametrize(
+    ("on_node", "per_node"),
+    [(None, None), ("0", None), ("02", None), ("abc", None), (None, "0"), (None, "02(x2)"),
+     (None, "abc"), ("", ""), ("100000", None)],
+)  # fmt: skip
+def test_unusable_cpu_count_exits_64_before_any_enroot_call(
+    make_job: JobFactory, image, standin: Standin, on_node: str | None, per_node: str | None
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+    env = {}
+    unset = []
+    for key, value in (("SLURM_CPUS_ON_NODE", on_node), ("SLURM_JOB_CPUS_PER_NODE", per_node)):
+        if value is None:
+            unset.append(key)
+        else:
+            env[key] = value
+
+    result = job.run(env, unset=tuple(unset))
+
+    assert result.returncode == 64, result.stderr
+    assert standin.calls() == []
+    assert job.leftover_scratch() == []
+
+
+def test_missing_job_id_exits_64(make_job: JobFactory, image, standin: Standin) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+    assert job.run(unset=("SLURM_JOB_ID",)).returncode == 64
+    assert standin.calls() == []
+
+
+def test_import_refuses_enroot_3_5_with_78_before_any_other_call(
+    make_job: JobFactory, standin: Standin
+) -> None:
+    standin.configure(version="3.5.0")
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+
+    result = job.run()
+
+    assert result.returncode == 78
+    assert standin.commands() == ["version"]
+    assert "3.5.0" in result.stderr and "4.0.0" in result.stderr
+    assert job.leftover_scratch() == []
+
+
+def test_import_accepts_enroot_4_0_0(make_job: JobFactory, standin: Standin) -> None:
+    standin.configure(version="4.0.0")
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+
+    result = job.run()
+
+    # accepted: it imports (here from a registry that is not there: curl's exit 7)
+    assert standin.commands() == ["version", "import"]
+    assert standin.calls()[1]["argv"] == [
+        "import",
+        "-o",
+        job.paths.partial,
+        "docker://127.0.0.1:9#slurm-image-test/none:1@sha256:" + "a" * 64,
+    ]
+    assert result.returncode == 7
+    assert not Path(job.paths.partial).exists()
+    assert not Path(job.paths.candidate).exists()
+    # Enroot 4.0.x has no -exit-on-error in its default squash options
+    assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == "-comp lzo -noD -mem 2048M"
+
+
+@pytest.mark.parametrize("version", ["3.5.0", "4.1.2", "3.5.0-rc1", "10.0.0+build.7"])
+def test_inspect_accepts_enroot_3_5_and_newer(
+    make_job: JobFactory, image, standin: Standin, version: str
+) -> None:
+    standin.configure(version=version)
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+
+
+@pytest.mark.parametrize("version", ["3.4.1", "2.9.9", "3.4.99"])
+def test_inspect_refuses_enroot_older_than_3_5_with_78(
+    make_job: JobFactory, image, standin: Standin, version: str
+) -> None:
+    standin.configure(version=version)
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run()
+
+    assert result.returncode == 78
+    assert standin.commands() == ["version"]
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["", "\n", "4.1\n", "enroot 4.1.2\n", "4.1.2 \n", "v4.1.2\n", "4.1.2\n4.1.2\n", "4.1.x\n",
+     "4.1.2_rc\n", "4..2\n"],
+)  # fmt: skip
+def test_malformed_version_output_exits_78(
+    make_job: JobFactory, image, standin: Standin, output: str
+) -> None:
+    standin.configure(version_output=output)
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run()
+
+    assert result.returncode == 78, result.stderr
+    assert standin.commands() == ["version"]
+
+
+def test_enroot_missing_from_job_path_exits_78(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    (standin.bin / "enroot").unlink()
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run({"PATH": f"{standin.bin}:/usr/bin:/bin"})
+
+    assert result.returncode == 78

@@ -1,0 +1,183 @@
+"""The script's checks of the image and the result: exits 73, 66, 69, 74, 76 and what is left."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+from harness import JobFactory, Standin
+
+UNREACHABLE = "127.0.0.1:9/slurm-image-test/none:1@sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("which", ["candidate", "partial"])
+@pytest.mark.parametrize("kind", ["file", "dangling-symlink", "symlink-to-file", "directory"])
+def test_import_refuses_an_existing_candidate_or_partial_with_73(
+    make_job: JobFactory, standin: Standin, tmp_path: Path, which: str, kind: str
+) -> None:
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+    target = Path(getattr(job.paths, which))
+    elsewhere = tmp_path / "elsewhere.sqsh"
+    if kind == "file":
+        target.write_bytes(b"earlier")
+    elif kind == "dangling-symlink":
+        target.symlink_to(elsewhere)
+    elif kind == "symlink-to-file":
+        elsewhere.write_bytes(b"precious")
+        target.symlink_to(elsewhere)
+    else:
+        target.mkdir()
+
+    result = job.run()
+
+    assert result.returncode == 73, result.stderr
+    assert standin.commands() == ["version"]  # never `enroot import -o` through a link
+    if kind == "file":
+        assert target.read_bytes() == b"earlier"
+    elif kind == "dangling-symlink":
+        assert target.is_symlink() and os.readlink(target) == str(elsewhere)
+        assert not elsewhere.exists()
+    elif kind == "symlink-to-file":
+        assert target.is_symlink() and elsewhere.read_bytes() == b"precious"
+    else:
+        assert target.is_dir()
+    assert job.leftover_scratch() == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink", "missing", "dangling-symlink"])
+def test_inspect_refuses_a_source_that_is_not_a_regular_file_with_66(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path, kind: str
+) -> None:
+    real = image("report")
+    source = tmp_path / "images" / f"{kind}.sqsh"
+    if kind == "fifo":
+        os.mkfifo(source)
+    elif kind == "directory":
+        source.mkdir()
+    elif kind == "symlink":
+        source.symlink_to(real)
+    elif kind == "dangling-symlink":
+        source.symlink_to(tmp_path / "nothing.sqsh")
+    job = make_job(operation="inspect_sqsh", role="client", source=str(source))
+
+    result = job.run(timeout=30)  # a FIFO opened for reading would block: it must not be
+
+    assert result.returncode == 66, result.stderr
+    assert standin.commands() == ["version"]
+    assert job.leftover_scratch() == []
+
+
+def test_image_without_python_exits_69_and_cleans_up(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("nopython")))
+
+    result = job.run()
+
+    assert result.returncode == 69, result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    assert "no python3" in result.stderr
+    assert list(Path(job.paths.output_dir).iterdir()) == []
+    assert job.leftover_scratch() == []
+
+
+def _touch(path: Path) -> str:
+    return f"sleep 0.01; touch {shlex.quote(str(path))}"
+
+
+def _swap(path: Path) -> str:
+    quoted = shlex.quote(str(path))
+    return f"cp {quoted} {quoted}.new && printf x >>{quoted}.new && mv {quoted}.new {quoted}"
+
+
+def _swap_same_bytes(path: Path) -> str:
+    quoted = shlex.quote(str(path))
+    return f"cp -p {quoted} {quoted}.new && mv {quoted}.new {quoted}"
+
+
+def _rename_away_and_back(path: Path) -> str:
+    quoted = shlex.quote(str(path))
+    return f"sleep 0.01; mv {quoted} {quoted}.away && mv {quoted}.away {quoted}"
+
+
+CHANGES = {
+    "touched": _touch,
+    "swapped": _swap,
+    "swapped-same-bytes-and-times": _swap_same_bytes,
+    "renamed-away-and-back": _rename_away_and_back,
+}
+
+
+@pytest.mark.parametrize("during", ["create", "start"])
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_image_changed_during_the_job_exits_74(
+    make_job: JobFactory, image, standin: Standin, during: str, change: str
+) -> None:
+    source = image("report")
+    standin.configure(hooks={during: CHANGES[change](source)})
+    job = make_job(operation="inspect_sqsh", role="client", source=str(source))
+
+    result = job.run()
+
+    assert result.returncode == 74, result.stderr
+    expected = ["version", "create", "remove"] if during == "create" else None
+    assert standin.commands() == (expected or ["version", "create", "start", "remove"])
+    assert not Path(job.paths.result).exists()
+    assert job.leftover_scratch() == []
+
+
+@pytest.mark.parametrize("mode", ["silent", "empty", "fail-after-writing"])
+def test_no_or_empty_or_failed_result_exits_76_and_leaves_no_result(
+    make_job: JobFactory, image, standin: Standin, mode: str
+) -> None:
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image(mode)))
+
+    result = job.run()
+
+    assert result.returncode == 76, result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    assert not Path(job.paths.result).exists()
+    assert job.leftover_scratch() == []
+
+
+def test_result_replaced_by_a_symlink_exits_76(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"planted": true}')
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("silent")))
+    standin.configure(hooks={"start": f"ln -s {outside} {job.paths.result}"})
+
+    result = job.run()
+
+    assert result.returncode == 76
+    assert outside.read_text() == '{"planted": true}'
+
+
+def test_failed_start_removes_the_container_and_the_scratch(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    standin.configure(fail={"start": 3})
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run()
+
+    assert result.returncode == 76
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    assert not Path(job.paths.result).exists()
+    assert job.leftover_scratch() == []
+
+
+def test_failed_create_still_removes_the_container(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    standin.configure(fail={"create": 1})
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run()
+
+    assert result.returncode == 1
+    assert standin.commands() == ["version", "create", "remove"]
+    assert job.leftover_scratch() == []
