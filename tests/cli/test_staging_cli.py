@@ -172,13 +172,13 @@ def _created(site: Path) -> list[str]:
         (["import", "registry.example.org/app:latest", "--name", "app", "--role", "client"], None),
         (["import", SOURCE, "--name", "-bad", "--role", "client", "--no-submit"], None),
         (["inspect", "relative.sqsh", "--name", "app", "--role", "client", "--no-submit"], None),
-        (["import", SOURCE, "--name", "app", "--role", "client"], "sbatch-not-registered"),
+        (["import", SOURCE, "--name", "app", "--role", "client"], "kind-not-registered"),
     ],
 )
 def test_invalid_input_exits_2_before_anything_is_created(site: Path, args, env_kind) -> None:
     if env_kind:
         profile = site / "slurm-image.toml"
-        profile.write_text(profile.read_text().replace('kind = "fake"', 'kind = "sbatch"'))
+        profile.write_text(profile.read_text().replace('kind = "fake"', 'kind = "nosuchsite"'))
     result = run(*args, cwd=site)
     assert result.returncode == 2, result.stderr
     assert _created(site) == []

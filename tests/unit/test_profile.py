@@ -356,7 +356,7 @@ def test_profile_path_prefers_option_then_environment_then_cwd() -> None:
             '["pip", "numpy"]',
             lambda p: p.inspection.client_distributions,
         ),
-        ("SLURM_IMAGE_SUBMITTER__KIND", "rest", lambda p: p.submitter.kind),
+        ("SLURM_IMAGE_SUBMITTER__KIND", "fake", lambda p: p.submitter.kind),
         (
             "SLURM_IMAGE_SUBMITTER__REST__URL",
             "http://10.0.0.1:6820",
