@@ -129,6 +129,17 @@ class Enroot(BaseModel):
 
     environment: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: object) -> object:
+        """``ENROOT_TRANSFER_RETRIES = 3`` is natural TOML; Enroot reads every value as text."""
+        if not isinstance(value, dict):
+            return value
+        return {
+            key: str(item) if isinstance(item, int) and not isinstance(item, bool) else item
+            for key, item in value.items()
+        }
+
     @field_validator("environment")
     @classmethod
     def _allowlisted(cls, value: dict[str, str]) -> dict[str, str]:

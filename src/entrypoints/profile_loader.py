@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import stat
 import tomllib
 import types
 import typing
@@ -122,6 +123,25 @@ def host_names() -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
+def _read_profile(path: Path) -> bytes:
+    """The profile's bytes, through one descriptor that never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InvalidProfile("profile", f"no profile file at {path}") from None
+    except OSError as error:
+        raise InvalidProfile("profile", f"cannot read {path}: {error.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidProfile("profile", f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(PROFILE_MAX_BYTES + 1)
+    except OSError as error:
+        raise InvalidProfile("profile", f"cannot read {path}: {error.strerror}") from None
+    finally:
+        os.close(fd)
+
+
 def load_profile(
     path: Path,
     *,
@@ -131,13 +151,7 @@ def load_profile(
 ) -> tuple[SiteProfile, ProfileSelection]:
     """Load and validate the profile at ``path``. Raises ``InvalidProfile``; writes nothing."""
     environ = os.environ if environ is None else environ
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(PROFILE_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InvalidProfile("profile", f"no profile file at {path}") from None
-    except OSError as error:
-        raise InvalidProfile("profile", f"cannot read {path}: {error.strerror}") from None
+    data = _read_profile(path)
     if len(data) > PROFILE_MAX_BYTES:
         raise InvalidProfile("profile", f"must be at most {PROFILE_MAX_BYTES} bytes")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("inspection.server_distributions", ["vllm"]),
     ("enroot", "yes"),
     ("enroot.environment", "ENROOT_SQUASH_OPTIONS=-comp zstd"),
-    ("enroot.environment.ENROOT_TRANSFER_RETRIES", 3),
+    ("enroot.environment.ENROOT_TRANSFER_RETRIES", True),
     ("enroot.options", {}),
     ("submitter.kind", ""),
     ("submitter.kind", "Rest"),
@@ -588,3 +589,41 @@ def test_example_site_profile_is_valid() -> None:
     profile, selection = load_profile(example, cluster=None, environ={}, hostnames=["h"])
     assert profile.submitter.kind == "fake"
     assert selection.how == "explicit"
+
+
+def test_enroot_environment_takes_integers_as_their_text() -> None:
+    data = {
+        "workspace_root": "/srv/ws",
+        "image_build": {
+            "partition": "cpu",
+            "cpus_per_task": 1,
+            "memory": "1G",
+            "time_limit": "1:00:00",
+        },
+        "enroot": {"environment": {"ENROOT_TRANSFER_RETRIES": 3}},
+    }
+    assert parse_profile(data).enroot.environment == {"ENROOT_TRANSFER_RETRIES": "3"}
+
+
+@pytest.mark.parametrize("value", [True, 1.5, ["x"]])
+def test_enroot_environment_refuses_other_non_text_values(value: object) -> None:
+    data = {
+        "workspace_root": "/srv/ws",
+        "image_build": {
+            "partition": "cpu",
+            "cpus_per_task": 1,
+            "memory": "1G",
+            "time_limit": "1:00:00",
+        },
+        "enroot": {"environment": {"ENROOT_TRANSFER_RETRIES": value}},
+    }
+    with pytest.raises(InvalidProfile) as refused:
+        parse_profile(data)
+    assert refused.value.field.startswith("enroot.environment")
+
+
+def test_a_profile_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "slurm-image.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidProfile, match="not a regular file"):
+        load_profile(fifo, cluster=None, environ={}, hostnames=["h"])
