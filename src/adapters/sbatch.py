@@ -46,29 +46,6 @@ class _Completed:
     stderr: str
 
 
-def sbatch_options(spec: JobSpec) -> list[str]:
-    """The sbatch options carrying every ``JobSpec`` value (``--opt=value``: never re-parsed)."""
-    options = [
-        f"--job-name={spec.name}",
-        f"--partition={spec.partition}",
-        f"--nodes={spec.nodes}",
-        f"--ntasks={spec.ntasks}",
-        f"--cpus-per-task={spec.cpus_per_task}",
-        f"--mem={spec.memory}",
-        f"--time={spec.time_limit}",
-        f"--chdir={spec.working_directory}",
-        f"--output={spec.standard_output}",
-        f"--error={spec.standard_error}",
-        f"--comment={spec.comment}",
-        "--requeue" if spec.requeue else "--no-requeue",
-    ]
-    if spec.account is not None:
-        options.append(f"--account={spec.account}")
-    if spec.qos is not None:
-        options.append(f"--qos={spec.qos}")
-    return options
-
-
 def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStatus]:
     """Parse ``squeue -h -O JobID:|,State:|,Reason:|,exit_code:|`` output for ``wanted`` ids."""
     requested = set(wanted)
@@ -163,7 +140,7 @@ class SbatchSubmitter:
     # -- one command each ----------------------------------------------------------------
 
     def _submit_once(self, script: bytes, spec: JobSpec) -> str:
-        argv = ["--parsable", "--export=NIL", *sbatch_options(spec)]
+        argv = ["--parsable", "--export=NIL", *spec.sbatch_options()]
         done = self._run("sbatch", argv, stdin=script, ambiguous=True)
         if done.returncode != 0:
             raise classify("sbatch", done.stderr, done.returncode)

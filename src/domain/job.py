@@ -34,6 +34,29 @@ class JobSpec(BaseModel):
     """The submission marker ``slurm-image:<lifecycle id>``; unique per attempt."""
     requeue: bool = False
 
+    def sbatch_options(self) -> list[str]:
+        """Every value as an sbatch option, in one fixed order: the script's ``#SBATCH`` lines
+        and the sbatch command line are both made from this list."""
+        options = [f"--job-name={self.name}"]
+        if self.account:
+            options.append(f"--account={self.account}")
+        if self.qos:
+            options.append(f"--qos={self.qos}")
+        options += [
+            f"--partition={self.partition}",
+            f"--nodes={self.nodes}",
+            f"--ntasks={self.ntasks}",
+            f"--cpus-per-task={self.cpus_per_task}",
+            f"--mem={self.memory}",
+            f"--time={self.time_limit}",
+            f"--chdir={self.working_directory}",
+            f"--output={self.standard_output}",
+            f"--error={self.standard_error}",
+            "--requeue" if self.requeue else "--no-requeue",
+            f"--comment={self.comment}",
+        ]
+        return options
+
     @property
     def memory_mib(self) -> int:
         """``memory`` in MiB, as slurmrestd's ``memory_per_node`` wants it."""

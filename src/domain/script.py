@@ -30,26 +30,8 @@ EXIT_CODES: dict[int, str] = {
 
 
 def directives(spec: JobSpec) -> list[str]:
-    """The ``#SBATCH`` lines, in a fixed order. Values are validated to stand bare."""
-    lines = [f"--job-name={spec.name}"]
-    if spec.account:
-        lines.append(f"--account={spec.account}")
-    if spec.qos:
-        lines.append(f"--qos={spec.qos}")
-    lines += [
-        f"--partition={spec.partition}",
-        f"--nodes={spec.nodes}",
-        f"--ntasks={spec.ntasks}",
-        f"--cpus-per-task={spec.cpus_per_task}",
-        f"--mem={spec.memory}",
-        f"--time={spec.time_limit}",
-        f"--chdir={spec.working_directory}",
-        f"--output={spec.standard_output}",
-        f"--error={spec.standard_error}",
-        "--no-requeue",
-        f"--comment={spec.comment}",
-    ]
-    return [f"#SBATCH {line}" for line in lines]
+    """The ``#SBATCH`` lines. Values are validated to stand bare."""
+    return [f"#SBATCH {option}" for option in spec.sbatch_options()]
 
 
 def _squash_options(plan: Plan) -> str:

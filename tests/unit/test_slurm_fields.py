@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.retry import TransientFailure
-from adapters.sbatch import parse_squeue_marker, parse_squeue_states, sbatch_options
+from adapters.sbatch import parse_squeue_marker, parse_squeue_states
 from adapters.sbatch_errors import classify
 from adapters.slurm_fields import (
     bounded,
@@ -109,8 +109,10 @@ def test_every_spec_value_becomes_an_sbatch_option() -> None:
         standard_error="/w/e",
         comment="slurm-image:img-1",
     )
-    assert sbatch_options(spec) == [
+    assert spec.sbatch_options() == [
         "--job-name=n",
+        "--account=acct",
+        "--qos=q",
         "--partition=build",
         "--nodes=1",
         "--ntasks=1",
@@ -120,10 +122,8 @@ def test_every_spec_value_becomes_an_sbatch_option() -> None:
         "--chdir=/w",
         "--output=/w/o",
         "--error=/w/e",
-        "--comment=slurm-image:img-1",
         "--no-requeue",
-        "--account=acct",
-        "--qos=q",
+        "--comment=slurm-image:img-1",
     ]
 
 
