@@ -11,10 +11,9 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from domain import paths
-from domain.canonical import canonical_json
+from domain.canonical import SHA256_HEX, canonical_json
 from domain.errors import DomainError, InvalidRecord
 from domain.identity import FileIdentity
-from domain.plan import HEX64
 
 RECORD_MAX_BYTES = 64 * 1024
 Record = TypeVar("Record", bound=BaseModel)
@@ -24,7 +23,7 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 def _check_hex(record: BaseModel, fields: tuple[str, ...]) -> None:
     for field in fields:
-        if not HEX64.fullmatch(getattr(record, field)):
+        if not SHA256_HEX.fullmatch(getattr(record, field)):
             raise InvalidRecord(field, "must be 64 lowercase hex")
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
+
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+"""A SHA-256 digest as this product writes it everywhere: 64 lowercase hex characters."""
 
 
 def canonical_json(value: Any) -> bytes:

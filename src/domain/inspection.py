@@ -23,13 +23,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from domain.canonical import SHA256_HEX
 from domain.errors import InvalidInspection
 
 SCHEMA_VERSION = 1
 MAX_INSPECTION_BYTES = 1024 * 1024
 MAX_DISTRIBUTIONS = 10_000
 
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Sha256 = Annotated[str, StringConstraints(pattern=f"^{SHA256_HEX.pattern}$")]
 DistributionName = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9](?:-?[a-z0-9])*$", max_length=200)
 ]

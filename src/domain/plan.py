@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from domain import paths
-from domain.canonical import canonical_json, sha256_hex
+from domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from domain.errors import DomainError, PlanInvariantViolation
 from domain.job import JobSpec
 from domain.profile import ProfileSelection, SiteProfile
@@ -18,7 +17,6 @@ from domain.request import Operation, Request
 
 SCHEMA_VERSION = 1
 PLAN_MAX_BYTES = 1 << 20
-HEX64 = re.compile(r"[0-9a-f]{64}")
 CONTAINER_PREFIX = "/.slurm-image"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -35,7 +33,7 @@ class RuntimeDigests(BaseModel):
     @model_validator(mode="after")
     def _hex(self) -> RuntimeDigests:
         for field in ("inspector_sha256", "rc_sha256"):
-            if not HEX64.fullmatch(getattr(self, field)):
+            if not SHA256_HEX.fullmatch(getattr(self, field)):
                 raise PlanInvariantViolation(f"runtime.{field}", "must be 64 lowercase hex")
         return self
 
