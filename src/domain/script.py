@@ -198,6 +198,11 @@ partial_owned=0
 succeeded=0
 cleanup() {
     local status=$?
+    # Every step runs whatever the others do (errexit would end the trap at the first failure,
+    # e.g. a directory the image planted at the result, leaving scratch behind and replacing
+    # the exit code), and a second TERM or INT cannot cut it short.
+    set +e
+    trap '' TERM INT
     if ((container_created)); then
         enroot remove -f "$CONTAINER_NAME" >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"

@@ -181,3 +181,19 @@ def test_failed_create_still_removes_the_container(
     assert result.returncode == 1
     assert standin.commands() == ["version", "create", "remove"]
     assert job.leftover_scratch() == []
+
+
+def test_a_directory_planted_at_the_result_still_lets_the_cleanup_finish(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # The image's code owns output/: a non-empty directory at inspection.json makes `rm -f`
+    # fail in the EXIT trap. The trap must still remove the scratch and keep the exit code.
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("silent")))
+    planted = shlex.quote(job.paths.result + "/planted")
+    standin.configure(hooks={"start": f"mkdir -p {planted}"})
+
+    result = job.run()
+
+    assert result.returncode == 76, result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+    assert job.leftover_scratch() == []
