@@ -204,7 +204,7 @@ cleanup() {
     set +e
     trap '' TERM INT
     if ((container_created)); then
-        enroot remove -f "$CONTAINER_NAME" >/dev/null 2>&1 ||
+        enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
     fi
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
@@ -279,9 +279,10 @@ check_identity() {
     [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
 }
 
-# 8. Unpack under a name of this job's own.
+# 8. Unpack under a name of this job's own. No Enroot command inherits fd 9: Enroot execs down
+# to the image's shell, whose code could reopen /proc/self/fd/9 for writing.
 container_created=1
-enroot create -f --name "$CONTAINER_NAME" "$SQSH"
+enroot create -f --name "$CONTAINER_NAME" "$SQSH" 9<&-
 check_identity
 
 # 9. Run the inspector inside, with exactly two mounts and never the job directory.
@@ -292,7 +293,7 @@ set +e
 enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
     -m "$INSPECTOR:$CONTAINER_PREFIX/inspect_image.py:x-create=file,bind,ro,nosuid,nodev,noexec" \
     -m "$OUTPUT_DIR:$CONTAINER_PREFIX/output:x-create=dir,bind,rw,nosuid,nodev,noexec" \
-    "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
+    "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json" 9<&-
 status=$?
 set -e
 ((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"

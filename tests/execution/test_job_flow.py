@@ -250,3 +250,22 @@ def test_default_squash_options_bound_mksquashfs_memory(
     assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == (
         "-comp lzo -noD -exit-on-error -mem 2048M"
     )
+
+
+def test_enroot_and_the_image_inherit_no_descriptor_of_the_job(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # The job holds the .sqsh open on fd 9. Enroot execs down to the image's shell, so an
+    # inherited fd 9 would let the image's code reopen /proc/self/fd/9 for writing: the
+    # inspected file, outside every mount.
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    assert job.run().returncode == 0
+    calls = standin.calls()
+    assert [call["argv"][0] for call in calls] == ["version", "create", "start", "remove"]
+    assert {call["argv"][0]: call["fds"] for call in calls} == {
+        "version": [],
+        "create": [],
+        "start": [],
+        "remove": [],
+    }
