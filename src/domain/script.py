@@ -261,11 +261,16 @@ if [ -L "$SQSH" ] || [ ! -f "$SQSH" ]; then
     die 66 "$SQSH is not a regular file"
 fi
 exec 9<"$SQSH"
-identity() {
-    stat -L -c '%d:%i:%s:%.9Y:%.9Z:%F' -- "$1"
+# The descriptor is followed to the open file; the path never is, so a symlink swapped in after
+# the check above reads as a different file even when it leads to the same one.
+open_identity() {
+    stat -L -c '%d:%i:%s:%.9Y:%.9Z:%F' /dev/fd/9
 }
-fd_identity=$(identity /dev/fd/9) || die 66 "cannot stat the open image"
-path_identity=$(identity "$SQSH") || die 74 "$SQSH disappeared"
+path_identity() {
+    stat -c '%d:%i:%s:%.9Y:%.9Z:%F' -- "$SQSH"
+}
+fd_identity=$(open_identity) || die 66 "cannot stat the open image"
+path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 [ "$fd_identity" = "$path_identity" ] || die 74 "$SQSH changed while it was opened"
 [[ $fd_identity == *:"regular file" ]] || die 66 "$SQSH is not a regular file"
 sqsh_sha256=$(hash_file <&9) || die 65 "cannot compute the digest of $SQSH"
@@ -273,9 +278,9 @@ say "image sha256 $sqsh_sha256"
 
 check_identity() {
     local now
-    now=$(identity "$SQSH") || die 74 "$SQSH disappeared during the job"
+    now=$(path_identity) || die 74 "$SQSH disappeared during the job"
     [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
-    now=$(identity /dev/fd/9) || die 74 "the open image is unreadable"
+    now=$(open_identity) || die 74 "the open image is unreadable"
     [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
 }
 

@@ -197,3 +197,32 @@ def test_a_directory_planted_at_the_result_still_lets_the_cleanup_finish(
     assert result.returncode == 76, result.stderr
     assert standin.commands() == ["version", "create", "start", "remove"]
     assert job.leftover_scratch() == []
+
+
+def test_a_symlink_swapped_in_right_after_the_open_exits_74(
+    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+) -> None:
+    # Between the symlink check and the first identity, the path becomes a symlink to the very
+    # file the job opened (renamed away): descriptor and path reach one inode, but the path is
+    # no longer a regular file and the job must not go on with it.
+    source = image("report")
+    moved = source.with_name("moved.sqsh")
+    done = tmp_path / "swapped"
+    stat_tool = standin.bin / "stat"
+    stat_tool.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {done} ]; then\n"
+        f"    : >{done}\n"
+        f"    mv {source} {moved} && ln -s {moved} {source}\n"
+        "fi\n"
+        'exec /usr/bin/stat "$@"\n'
+    )
+    stat_tool.chmod(0o755)
+    job = make_job(operation="inspect_sqsh", role="client", source=str(source))
+
+    result = job.run()
+
+    assert done.exists() and source.is_symlink()
+    assert result.returncode == 74, result.stderr
+    assert standin.commands() == ["version"]
+    assert job.leftover_scratch() == []
