@@ -102,12 +102,15 @@ def render_script(plan: Plan) -> str:
 
 # Step 0: bash -p has neither read BASH_ENV nor imported functions. Re-exec once under env -i
 # with only SLURM_* kept: Slurm 22.05 loads the submitter's login environment even with
-# --export=NIL. The marker is an argument, which no environment can forge.
+# --export=NIL. The marker is an argument, which no environment can forge. The product's own
+# SLURM_IMAGE_* settings share Slurm's prefix and are dropped (SLURM_IMAGE_REQUIRE is the
+# inspector's).
 _REEXEC = r"""IFS=$' \t\n'
 if [ "${1-}" != "--clean-environment" ]; then
     keep=()
     for variable in $(compgen -e); do
         case $variable in
+            SLURM_IMAGE_*) ;;
             SLURM_*) keep+=("$variable=${!variable}") ;;
         esac
     done

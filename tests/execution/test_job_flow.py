@@ -269,3 +269,26 @@ def test_enroot_and_the_image_inherit_no_descriptor_of_the_job(
         "start": [],
         "remove": [],
     }
+
+
+def test_the_submitters_slurm_image_settings_stay_out_of_the_job(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # SLURM_* is kept for Slurm's own variables. The product's SLURM_IMAGE_* settings (a user's
+    # login environment holds SLURM_IMAGE_PROFILE) share the prefix; SLURM_IMAGE_REQUIRE would
+    # reach the inspector and change what a serving (usage error) or client image must hold.
+    job = make_job(operation="inspect_sqsh", role="serving", source=str(image("report")))
+
+    result = job.run(
+        {
+            "SLURM_IMAGE_REQUIRE": "numpy",
+            "SLURM_IMAGE_PROFILE": "/home/user/slurm-image.toml",
+            "SLURM_IMAGE_SUBMITTER__KIND": "rest",
+        }
+    )
+
+    assert result.returncode == 0, result.stderr
+    for call in standin.calls():
+        assert not [key for key in call["env"] if key.startswith("SLURM_IMAGE_")]
+        assert call["env"]["SLURM_JOB_ID"] == job.job_id
+    assert "SLURM_IMAGE_" not in report(job)
