@@ -166,7 +166,11 @@ def validate_inspection(
             object_pairs_hook=_refuse_duplicate_keys,
             parse_constant=_refuse_constant,
         )
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except InvalidInspection:
+        raise
+    except (ValueError, RecursionError) as error:
+        # ValueError: not UTF-8, not JSON, or an integer past int()'s digit limit;
+        # RecursionError: nesting deeper than the parser's stack, well within the size bound.
         raise InvalidInspection(
             field="inspection", rule="one UTF-8 JSON object", value=str(error)
         ) from None

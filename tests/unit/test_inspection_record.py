@@ -103,6 +103,20 @@ def test_refuses_what_is_not_one_json_object(data: bytes) -> None:
     assert refusal(data).field == "inspection"
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"facts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"schema_version": 1' + b"0" * 5000 + b"}",
+    ],
+    ids=["nested-100000-deep", "integer-of-5001-digits"],
+)
+def test_refuses_hostile_json_within_the_size_bound_as_invalid(data: bytes) -> None:
+    # both fit in the size bound; the parser must not escape with RecursionError / ValueError
+    assert len(data) <= MAX_INSPECTION_BYTES
+    assert refusal(data).field == "inspection"
+
+
 def test_refuses_duplicate_keys() -> None:
     data = encode(CLIENT)[:-1] + b', "role": "client"}'
     error = refusal(data)
