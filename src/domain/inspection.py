@@ -37,9 +37,10 @@ DistributionName = Annotated[
 """A PEP 503 normalized distribution name."""
 Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!_-]{0,127}$")]
 ExecutablePath = Annotated[
-    str, StringConstraints(pattern=r"^(?:/[^/\x00-\x1f\x7f]+)+$", max_length=4096)
+    str, StringConstraints(pattern=r"^(?:/[^/\x00-\x1f\x7f-\x9f]+)+$", max_length=4096)
 ]
-"""Absolute, without empty components or control characters."""
+"""Absolute, without empty components or control characters (C0, DEL and C1, as the path rules
+of ``domain.paths``: a C1 CSI would reach the terminal of whoever lists the facts)."""
 Role = Literal["client", "serving"]
 
 

@@ -214,6 +214,9 @@ def test_refuses_malformed_versions(version: str) -> None:
         "/usr/./bin/pip",
         "//usr/bin/pip",
         "/usr/bin/pi\np",
+        "/usr/bin/pi\x7fp",
+        "/usr/bin/pi\x9b2Jp",
+        "/usr/bin/pi\x85p",
         "/",
     ],
 )
