@@ -144,6 +144,34 @@ def test_import_accepts_enroot_4_0_0(make_job: JobFactory, standin: Standin) -> 
     assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == "-comp lzo -noD -mem 2048M"
 
 
+@pytest.mark.parametrize(
+    ("operation", "version"), [("import_oci", "3.1000.0"), ("inspect_sqsh", "2.1500.0")]
+)
+def test_a_large_minor_version_does_not_count_as_a_major_one(
+    make_job: JobFactory, image, standin: Standin, operation: str, version: str
+) -> None:
+    standin.configure(version=version)
+    source = UNREACHABLE if operation == "import_oci" else str(image("report"))
+    job = make_job(operation=operation, role="client", source=source)
+
+    result = job.run()
+
+    assert result.returncode == 78, result.stderr
+    assert standin.commands() == ["version"]
+
+
+def test_squash_options_of_a_4_0_release_never_get_exit_on_error(
+    make_job: JobFactory, standin: Standin
+) -> None:
+    standin.configure(version="4.0.1000")
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+
+    job.run()
+
+    assert standin.commands() == ["version", "import"]
+    assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == "-comp lzo -noD -mem 2048M"
+
+
 @pytest.mark.parametrize("version", ["3.5.0", "4.1.2", "3.5.0-rc1", "10.0.0+build.7"])
 def test_inspect_accepts_enroot_3_5_and_newer(
     make_job: JobFactory, image, standin: Standin, version: str
