@@ -149,7 +149,8 @@ say() {
 # 1. An attempt directory is used once: a requeued run would find it dirty.
 restart_count=${SLURM_RESTART_COUNT:-0}
 [[ $restart_count =~ ^[0-9]+$ ]] || die 75 "SLURM_RESTART_COUNT is not a number"
-((10#$restart_count == 0)) || die 75 "the job was requeued (SLURM_RESTART_COUNT=$restart_count)"
+# compared as text: 10#18446744073709551616 wraps to 0 in bash arithmetic
+[[ $restart_count =~ ^0+$ ]] || die 75 "the job was requeued (SLURM_RESTART_COUNT=$restart_count)"
 [[ ${SLURM_JOB_ID-} =~ ^[1-9][0-9]{0,9}$ ]] || die 64 "SLURM_JOB_ID is missing or not a job id"
 readonly CONTAINER_NAME="slurm-image-$SLURM_JOB_ID"
 

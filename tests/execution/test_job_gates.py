@@ -10,12 +10,14 @@ from harness import JobFactory, Standin
 UNREACHABLE = "127.0.0.1:9/slurm-image-test/none:1@sha256:" + "a" * 64
 
 
+@pytest.mark.parametrize("count", ["1", "007", "18446744073709551616", "x"])
 def test_requeued_job_exits_75_before_anything(
-    make_job: JobFactory, image, standin: Standin
+    make_job: JobFactory, image, standin: Standin, count: str
 ) -> None:
+    # 2^64 wraps to 0 in bash arithmetic: it is a restart all the same
     job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
 
-    result = job.run({"SLURM_RESTART_COUNT": "1"})
+    result = job.run({"SLURM_RESTART_COUNT": count})
 
     assert result.returncode == 75
     assert standin.calls() == []
