@@ -26,8 +26,8 @@ from adapters.slurm_fields import (
     exit_code_from_wait_status,
     is_job_id,
     naming_the_value,
-    parse_job_id,
     parse_state,
+    submitted_job_id,
 )
 from domain.job import JobSpec, JobStatus
 from ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
@@ -144,7 +144,8 @@ class SbatchSubmitter:
         done = self._run("sbatch", argv, stdin=script, ambiguous=True)
         if done.returncode != 0:
             raise classify("sbatch", done.stderr, done.returncode)
-        return parse_job_id(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+        answer = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        return submitted_job_id(answer, spec.comment)
 
     def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         remaining = list(job_ids)
