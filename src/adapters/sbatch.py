@@ -10,6 +10,7 @@ value is also passed as an option, so the job matches the spec even if the scrip
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -36,6 +37,7 @@ _log = logging.getLogger(__name__)
 
 CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _STATES_FORMAT = "JobID:|,State:|,Reason:|,exit_code:|"
+_NOT_STARTED = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR})
 _REFUSED_ID = re.compile(r"Invalid job id: ([0-9]+)")
 
 
@@ -197,7 +199,10 @@ class SbatchSubmitter:
             )
             if located:
                 return located
-        raise SchedulerUnavailable(f"{command} not found (sbatch = {self._sbatch!r})", "sbatch")
+        # Nothing was sent: a permanent, certain non-submission (the claim is released).
+        raise SchedulerRejected(
+            f"{command} not found or not executable (sbatch = {self._sbatch!r})", "sbatch"
+        )
 
     def _run(
         self, command: str, args: Sequence[str], *, stdin: bytes = b"", ambiguous: bool = False
@@ -220,6 +225,10 @@ class SbatchSubmitter:
                 ambiguous=ambiguous,
             ) from exc
         except OSError as exc:
+            if exc.errno in _NOT_STARTED:  # exec failed: the command never ran, nothing was sent
+                raise SchedulerRejected(
+                    f"{command} could not be run: {exc.strerror}", "sbatch"
+                ) from exc
             raise SchedulerUnavailable(f"{command} could not be run: {exc}", "sbatch") from exc
         stdout = done.stdout.decode("utf-8", "replace")
         stderr = done.stderr.decode("utf-8", "replace")

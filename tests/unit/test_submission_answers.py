@@ -130,3 +130,27 @@ def _spec() -> JobSpec:
         standard_error="/w/e",
         comment="slurm-image:img-00000000000000000000000000000002",
     )
+
+
+@pytest.mark.parametrize("problem", ["missing", "not executable"])
+def test_an_sbatch_that_cannot_be_run_leaves_the_attempt_free_to_submit_again(
+    tmp_path: Path, workspace_harness, profile_for, import_request, runtime_files, problem: str
+) -> None:
+    # Nothing reached the scheduler, so no claim may stay behind to block the next submit.
+    broken = tmp_path / "broken" / "sbatch"
+    if problem == "not executable":
+        broken.parent.mkdir()
+        broken.write_text("#!/bin/sh\nexit 0\n")
+        broken.chmod(0o644)
+    workspace = workspace_harness.workspace
+    profile, selection = profile_for(workspace_harness.root)
+    clock = FakeClock()
+    Prepare(clock, runtime_files, workspace)(import_request, profile, selection, LIFECYCLE)
+    unusable = SbatchSubmitter(sbatch=str(broken), retry_policy=RetryPolicy.immediate(2))
+    with pytest.raises(SchedulerRejected, match="sbatch"):
+        Submit(workspace, unusable, clock).staged(LIFECYCLE)
+    claim = AttemptLayout(workspace_harness.root, LIFECYCLE).submission_claim
+    assert not workspace_harness.exists(claim)
+    working, calls = _sbatch_answering(tmp_path, "77")
+    assert Submit(workspace, working, clock).staged(LIFECYCLE).job_id == "77"
+    assert calls() == 1
