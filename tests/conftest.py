@@ -31,6 +31,7 @@ from domain.profile import ProfileSelection, SiteProfile, parse_profile
 from domain.request import Request, make_request
 from domain.runtime import RuntimeFiles
 from ports.workspace import Workspace
+from support import unavailable
 
 # CI runs derandomized so a failure reproduces from the log alone; locally examples vary.
 settings.register_profile(
@@ -443,7 +444,7 @@ def _local_read_only(
             if os.path.isdir(path):
                 os.chmod(path, 0o700)
     if result is None:
-        pytest.skip("a private read-only mount is not permitted here (unshare)")
+        unavailable("a private read-only mount is not permitted here (unshare)")
     return result
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from domain.plan import Plan, RuntimeDigests, derive_plan
 from domain.profile import ProfileSelection, SiteProfile, parse_profile
@@ -85,3 +88,11 @@ def make_plan(
         created_at=CREATED_AT,
         runtime=RUNTIME,
     )
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A prerequisite is missing: skip locally, but fail when ``CI=true`` — CI must never pass
+    by silently skipping what it is there to check."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (required when CI=true)")
+    pytest.skip(reason)

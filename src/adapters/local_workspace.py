@@ -129,7 +129,8 @@ class LocalWorkspace:
                 except NotFound:
                     if not create:
                         raise
-                    self._mkdir(fd, part, walked, 0o700)
+                    with suppress(AlreadyExists):  # made meanwhile, e.g. by a concurrent prepare:
+                        self._mkdir(fd, part, walked, 0o700)  # verified below like any other
                     child = self._open_dir(fd, part, walked)
                 os.close(fd)
                 fd = child

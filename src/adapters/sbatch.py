@@ -10,6 +10,7 @@ value is also passed as an option, so the job matches the spec even if the scrip
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -26,8 +27,8 @@ from adapters.slurm_fields import (
     exit_code_from_wait_status,
     is_job_id,
     naming_the_value,
-    parse_job_id,
     parse_state,
+    submitted_job_id,
 )
 from domain.job import JobSpec, JobStatus
 from ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
@@ -36,6 +37,7 @@ _log = logging.getLogger(__name__)
 
 CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _STATES_FORMAT = "JobID:|,State:|,Reason:|,exit_code:|"
+_NOT_STARTED = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR})
 _REFUSED_ID = re.compile(r"Invalid job id: ([0-9]+)")
 
 
@@ -144,7 +146,8 @@ class SbatchSubmitter:
         done = self._run("sbatch", argv, stdin=script, ambiguous=True)
         if done.returncode != 0:
             raise classify("sbatch", done.stderr, done.returncode)
-        return parse_job_id(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+        answer = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        return submitted_job_id(answer, spec.comment)
 
     def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         remaining = list(job_ids)
@@ -196,7 +199,10 @@ class SbatchSubmitter:
             )
             if located:
                 return located
-        raise SchedulerUnavailable(f"{command} not found (sbatch = {self._sbatch!r})", "sbatch")
+        # Nothing was sent: a permanent, certain non-submission (the claim is released).
+        raise SchedulerRejected(
+            f"{command} not found or not executable (sbatch = {self._sbatch!r})", "sbatch"
+        )
 
     def _run(
         self, command: str, args: Sequence[str], *, stdin: bytes = b"", ambiguous: bool = False
@@ -219,6 +225,10 @@ class SbatchSubmitter:
                 ambiguous=ambiguous,
             ) from exc
         except OSError as exc:
+            if exc.errno in _NOT_STARTED:  # exec failed: the command never ran, nothing was sent
+                raise SchedulerRejected(
+                    f"{command} could not be run: {exc.strerror}", "sbatch"
+                ) from exc
             raise SchedulerUnavailable(f"{command} could not be run: {exc}", "sbatch") from exc
         stdout = done.stdout.decode("utf-8", "replace")
         stderr = done.stderr.decode("utf-8", "replace")

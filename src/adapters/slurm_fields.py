@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 
 from domain.job import JobSpec, JobState
-from ports.submitter import SchedulerRejected
+from ports.submitter import SchedulerRejected, SubmissionUnconfirmed
 
 MAX_JOB_ID = 2**32 - 1
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
@@ -34,6 +34,29 @@ def parse_job_id(text: str, *, field: str = "job_id") -> str:
     if not _JOB_ID.fullmatch(value) or int(value) > MAX_JOB_ID:
         raise SchedulerRejected(f"not a job id: {bounded(value)!r}", field)
     return value
+
+
+def submitted_job_id(text: str, marker: str) -> str:
+    """The job id in the answer to a submission the scheduler *accepted*.
+
+    An answer that is not a plain job id is not a refusal: the job may exist (see
+    ``unconfirmed``).
+    """
+    try:
+        return parse_job_id(text)
+    except SchedulerRejected as unusable:
+        raise unconfirmed(unusable, marker) from None
+
+
+def unconfirmed(unusable: SchedulerRejected, marker: str) -> SubmissionUnconfirmed:
+    """The error for an accepted submission whose answer names no usable job id: never
+    retried, so the claim on the attempt is kept and only a look-up of ``marker`` settles it."""
+    return SubmissionUnconfirmed(
+        f"the scheduler accepted the submission but its answer names no job id we can use "
+        f"({unusable.reason}); a job may be queued: look for the marker {marker!r} before "
+        "submitting again",
+        "job_id",
+    )
 
 
 def is_job_id(text: str) -> bool:

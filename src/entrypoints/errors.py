@@ -17,6 +17,7 @@ from ports.submitter import SubmitterError
 from ports.workspace import (
     AccessDenied,
     IdentityChanged,
+    NotFound,
     NotRegularFile,
     TooLarge,
     UnsafePath,
@@ -46,6 +47,9 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (HashError, EXIT_VERIFICATION),
     # A read-only or unwritable workspace root is a profile problem; nothing was created.
     (AccessDenied, EXIT_INVALID),
+    # Use cases turn a missing staged file or attempt into their own errors; what reaches here
+    # is the profile's workspace root (or a directory on the way) that does not exist.
+    (NotFound, EXIT_INVALID),
     (UnknownLifecycle, EXIT_INVALID),
     (WrongWorkspace, EXIT_INVALID),
     (LifecycleExists, EXIT_CONFLICT),

@@ -7,6 +7,9 @@ Error contract (every adapter):
   invalid request); never retried. ``field`` names the offending value where known.
 - ``SchedulerAuthError``: credentials refused (bad or expired token, no auth).
 - ``UnknownJob``: ``cancel`` of a job id the scheduler does not know.
+- ``SubmissionUnconfirmed``: the scheduler accepted a submission (sbatch exited 0, slurmrestd
+  answered success) but its answer names no usable job id. A job may exist: it is never a
+  refusal, never retried, and only a look-up of the marker may settle it.
 Adapters never raise anything else for scheduler trouble.
 """
 
@@ -41,6 +44,12 @@ class SchedulerAuthError(SubmitterError):
 
 class UnknownJob(SubmitterError):
     """The scheduler does not know the job id."""
+
+
+class SubmissionUnconfirmed(SubmitterError):
+    """The scheduler accepted the submission, but its answer does not name a job we can use
+    (e.g. a cluster-qualified id). A job may be queued: look for the marker before any new
+    submission, never resubmit blindly."""
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ import entrypoints.cli as cli
 from adapters.memory import FakeSubmitter
 from domain.canonical import canonical_json
 from domain.paths import AttemptLayout
+from support import unavailable
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
@@ -196,7 +197,7 @@ def test_import_into_a_read_only_workspace_exits_2_and_creates_nothing(site: Pat
     root = str(site / "ws")
     probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True, check=False)
     if unshare is None or probe.returncode != 0:
-        pytest.skip("unshare -m is not permitted here")
+        unavailable("unshare -m is not permitted here")
     wrapper = (
         unshare,
         "-m",

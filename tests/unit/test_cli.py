@@ -347,6 +347,19 @@ def test_unsafe_workspace_from_the_environment_is_refused(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("extra", [[], ["--no-submit"]], ids=["submit", "no-submit"])
+def test_a_missing_workspace_root_exits_2_and_creates_nothing(
+    run: Run, tmp_path: Path, profile: Path, workspace: Path, extra: list[str]
+) -> None:
+    before = snapshot(tmp_path)
+    done = run(
+        "--profile", str(profile), "import", PYTORCH, "--name", "t", "--role", "client", *extra
+    )
+    assert_refused(done, str(workspace))
+    assert "does not exist" in done.stderr
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize(
     ("old", "new", "field"),
     [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 from pathlib import Path
 
 import httpx
@@ -106,3 +108,40 @@ def test_a_token_from_an_environment_variable(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("MY_JWT")
     with pytest.raises(SchedulerAuthError):
         TokenSource(token_env="MY_JWT").read()
+
+
+BAD_TOKEN_FILES = {
+    "non-ASCII": "eyJhbGciOiJIUzI1NiJ9.c2Vj\u00e9cmV0.c2ln\n".encode(),
+    "not UTF-8": b"eyJhbGciOiJIUzI1NiJ9.c2Vj\xffcmV0.c2ln\n",
+}
+
+
+@pytest.mark.parametrize("content", BAD_TOKEN_FILES.values(), ids=BAD_TOKEN_FILES.keys())
+def test_a_token_that_cannot_be_a_header_is_an_auth_error_before_any_request(
+    tmp_path: Path, content: bytes
+) -> None:
+    submitter, seen = _submitter(
+        tmp_path, lambda r: httpx.Response(200, json={"errors": [], "job_id": 5})
+    )
+    (tmp_path / "jwt").write_bytes(content)
+    with pytest.raises(SchedulerAuthError) as caught:
+        submitter.submit(b"#!/bin/bash\ntrue\n", SPEC)
+    assert seen == []
+    assert "c2Vj" not in str(caught.value)
+
+
+def test_a_token_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "jwt"
+    os.mkfifo(fifo)
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError("reading the token blocked")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(5)  # a blocking open fails the test instead of hanging it
+    try:
+        with pytest.raises(SchedulerAuthError, match="not a regular file"):
+            TokenSource(token_file=str(fifo)).read()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ports.submitter import SchedulerAuthError
 _log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
+MAX_TOKEN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -46,21 +48,45 @@ class TokenSource:
         return f"TokenSource({where})"
 
     def read(self) -> str:
-        try:
-            if self._file is not None:
-                token = self._file.read_text(encoding="utf-8").strip()
-            else:
-                token = os.environ.get(self._env or "", "").strip()
-        except OSError as exc:
-            raise SchedulerAuthError(
-                f"cannot read the token file {self._file}: {exc.strerror}", "token_file"
-            ) from None
+        if self._file is not None:
+            token = _read_token_file(self._file)
+        else:
+            token = os.environ.get(self._env or "", "").strip()
         if token.startswith("SLURM_JWT="):
             token = token.removeprefix("SLURM_JWT=")
-        if not token or any(c.isspace() or not c.isprintable() for c in token):
+        # A header value must be ASCII: anything else would fail inside httpx, outside the
+        # submitter's error contract. A JWT is base64url and dots.
+        if (
+            not token
+            or not token.isascii()
+            or any(c.isspace() or not c.isprintable() for c in token)
+        ):
             where = f"token file {self._file}" if self._file else f"variable {self._env}"
             raise SchedulerAuthError(f"no usable token in the {where}", "token")
         return token
+
+
+def _read_token_file(path: Path) -> str:
+    """The token file's text, through one descriptor that never blocks on a FIFO, bounded."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SchedulerAuthError(
+            f"cannot read the token file {path}: {exc.strerror}", "token_file"
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SchedulerAuthError(f"the token file {path} is not a regular file", "token_file")
+        data = os.read(fd, MAX_TOKEN_BYTES + 1)
+    except OSError as exc:
+        raise SchedulerAuthError(
+            f"cannot read the token file {path}: {exc.strerror}", "token_file"
+        ) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_BYTES:
+        raise SchedulerAuthError(f"the token file {path} is too large for a token", "token")
+    return data.decode("ascii", "replace").strip()
 
 
 class RestClient:

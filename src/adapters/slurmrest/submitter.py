@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
-from adapters.slurm_fields import bounded, is_job_id, naming_the_value
+from adapters.slurm_fields import bounded, is_job_id, naming_the_value, unconfirmed
 from adapters.slurmrest.client import Answer, RestClient, TokenSource
 from adapters.slurmrest.errors import classify
 from adapters.slurmrest.mapping import ApiMapping, JobRecord
@@ -133,7 +133,10 @@ class RestSubmitter:
             self._check("submit", answer, sent=True)
         except UnknownJob as exc:  # 2017 cannot mean an unknown job on submit
             raise SchedulerRejected(exc.reason, "job") from None
-        return api.submitted_job_id(answer.body or {})
+        try:
+            return api.submitted_job_id(answer.body or {})
+        except SchedulerRejected as unusable:  # accepted: the job may exist
+            raise unconfirmed(unusable, spec.comment) from None
 
     def _jobs_once(self) -> list[JobRecord]:
         api = self._api()
