@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
+from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
 from domain.identity import FileIdentity
 from domain.job import JobSpec, JobState, JobStatus
 from ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
@@ -145,11 +145,8 @@ class FakeSubmitter:
     # -- the port ------------------------------------------------------------------------
 
     def submit(self, script: bytes, spec: JobSpec) -> str:
-        return submit_exactly_once(
-            self._retry,
-            spec.comment,
-            lambda: self._submit_once(bytes(script), spec),
-            self._find_once,
+        return submit_spec_exactly_once(
+            self._retry, spec, lambda: self._submit_once(bytes(script), spec), self._find_once
         )
 
     def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:

@@ -9,7 +9,8 @@ rules are written once:
   refusals, which are never retried.
 - ``with_retries`` retries transient failures under a ``RetryPolicy`` (bounded attempts,
   exponential backoff with jitter) and turns the last one into ``SchedulerUnavailable``.
-- ``submit_exactly_once`` adds the marker rule: once a submission attempt failed ambiguously
+- ``submit_exactly_once`` (and ``submit_spec_exactly_once``, which also names the value a
+  refusal is about) adds the marker rule: once a submission attempt failed ambiguously
   (the request may have reached the controller), every later attempt first looks the marker up
   and returns the job it finds instead of submitting a second one.
 """
@@ -24,7 +25,9 @@ from typing import TypeVar
 
 import tenacity
 
-from ports.submitter import SchedulerUnavailable
+from adapters.slurm_fields import naming_the_value
+from domain.job import JobSpec
+from ports.submitter import SchedulerRejected, SchedulerUnavailable
 
 _log = logging.getLogger(__name__)
 
@@ -140,3 +143,16 @@ def submit_exactly_once(
     job_id = with_retries(policy, f"submit {marker}", attempt)
     _log.info("%s: submitted as job %s", marker, job_id)
     return job_id
+
+
+def submit_spec_exactly_once(
+    policy: RetryPolicy,
+    spec: JobSpec,
+    submit_once: Callable[[], str],
+    find_once: Callable[[str], str | None],
+) -> str:
+    """``submit_exactly_once`` for ``spec``'s marker; a refusal names the offending value."""
+    try:
+        return submit_exactly_once(policy, spec.comment, submit_once, find_once)
+    except SchedulerRejected as exc:
+        raise naming_the_value(exc, spec) from None

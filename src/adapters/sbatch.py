@@ -20,13 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
+from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
 from adapters.sbatch_errors import classify
 from adapters.slurm_fields import (
     bounded,
     exit_code_from_wait_status,
     is_job_id,
-    naming_the_value,
     parse_state,
     submitted_job_id,
 )
@@ -115,15 +114,9 @@ class SbatchSubmitter:
 
     def submit(self, script: bytes, spec: JobSpec) -> str:
         payload = bytes(script)
-        try:
-            return submit_exactly_once(
-                self._retry,
-                spec.comment,
-                lambda: self._submit_once(payload, spec),
-                self._find_once,
-            )
-        except SchedulerRejected as exc:
-            raise naming_the_value(exc, spec) from None
+        return submit_spec_exactly_once(
+            self._retry, spec, lambda: self._submit_once(payload, spec), self._find_once
+        )
 
     def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         wanted = [job_id for job_id in dict.fromkeys(job_ids) if is_job_id(job_id)]

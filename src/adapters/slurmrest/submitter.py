@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
-from adapters.slurm_fields import bounded, is_job_id, naming_the_value, unconfirmed
+from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
+from adapters.slurm_fields import bounded, is_job_id, unconfirmed
 from adapters.slurmrest.client import Answer, RestClient, TokenSource
 from adapters.slurmrest.errors import classify
 from adapters.slurmrest.mapping import ApiMapping, JobRecord
@@ -73,15 +73,9 @@ class RestSubmitter:
             text = bytes(script).decode("utf-8")
         except UnicodeDecodeError:
             raise SchedulerRejected("the script is not UTF-8 text", "script") from None
-        try:
-            return submit_exactly_once(
-                self._retry,
-                spec.comment,
-                lambda: self._submit_once(text, spec),
-                self._find_once,
-            )
-        except SchedulerRejected as exc:
-            raise naming_the_value(exc, spec) from None
+        return submit_spec_exactly_once(
+            self._retry, spec, lambda: self._submit_once(text, spec), self._find_once
+        )
 
     def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         wanted = {job_id for job_id in job_ids if is_job_id(job_id)}
