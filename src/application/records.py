@@ -6,7 +6,27 @@ from application.errors import UnknownLifecycle, VerificationFailed
 from domain import paths
 from domain.attempt import RECORD_MAX_BYTES, SubmissionRecord, load_submission_record
 from domain.errors import DomainError
+from domain.identity import FileIdentity
 from ports.workspace import NotFound, Workspace, WorkspaceError
+
+
+def attempt_directory(
+    workspace: Workspace, lifecycle_id: str
+) -> tuple[paths.AttemptLayout, FileIdentity]:
+    """The attempt's layout and its directory's identity as this host sees it.
+
+    Raises ``UnknownLifecycle`` when no such attempt exists and ``VerificationFailed`` when the
+    way to it is unsafe (a symlink, a foreign owner, not a directory).
+    """
+    layout = paths.AttemptLayout(workspace.root, lifecycle_id)
+    try:
+        return layout, workspace.directory_identity(layout.job_dir)
+    except NotFound:
+        raise UnknownLifecycle(
+            "lifecycle_id", f"no staged attempt {lifecycle_id} in {workspace.root}"
+        ) from None
+    except WorkspaceError as error:
+        raise VerificationFailed(error.field, error.reason) from None
 
 
 def read_submission(workspace: Workspace, lifecycle_id: str) -> SubmissionRecord | None:
@@ -15,18 +35,13 @@ def read_submission(workspace: Workspace, lifecycle_id: str) -> SubmissionRecord
     Raises ``UnknownLifecycle`` when no such attempt exists and ``VerificationFailed`` when the
     record is unreadable, not a regular file, or names another lifecycle.
     """
-    layout = paths.AttemptLayout(workspace.root, lifecycle_id)
+    layout, identity = attempt_directory(workspace, lifecycle_id)
     try:
-        identity = workspace.directory_identity(layout.job_dir)
         if not workspace.exists(layout.submission_record):
             return None
         data = workspace.read_verified(
             layout.submission_record, max_bytes=RECORD_MAX_BYTES, within=identity
         ).data
-    except NotFound:
-        raise UnknownLifecycle(
-            "lifecycle_id", f"no staged attempt {lifecycle_id} in {workspace.root}"
-        ) from None
     except WorkspaceError as error:
         raise VerificationFailed(error.field, error.reason) from None
     try:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from application.errors import (
     AlreadySubmitted,
     SubmissionInDoubt,
-    UnknownLifecycle,
     VerificationFailed,
 )
 from application.prepare import RECORD_MODE, PreparedLifecycle
+from application.records import attempt_directory
 from domain import paths
 from domain.attempt import (
     RECORD_MAX_BYTES,
@@ -39,7 +39,7 @@ from domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from domain.script import render_script
 from ports.clock import Clock
 from ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerRejected
-from ports.workspace import AlreadyExists, NotFound, Workspace, WorkspaceError
+from ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,7 @@ class Submit:
 
     def staged(self, lifecycle_id: str) -> Submission:
         """Submit an attempt staged earlier (``--no-submit``), found by its id alone."""
-        layout = paths.AttemptLayout(self._workspace.root, lifecycle_id)
-        try:
-            identity = self._workspace.directory_identity(layout.job_dir)
-        except NotFound:
-            raise UnknownLifecycle(
-                "lifecycle_id", f"no staged attempt {lifecycle_id} in {self._workspace.root}"
-            ) from None
-        except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+        layout, identity = attempt_directory(self._workspace, lifecycle_id)
         data = self._read(layout.staged_record, RECORD_MAX_BYTES, identity)
         try:
             record = load_staged_record(data)
