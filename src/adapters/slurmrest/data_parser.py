@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.slurm_fields import parse_job_id, parse_state, parse_state_list
-from adapters.slurmrest.mapping import JobRecord, Json, RestError, common_errors
+from adapters.slurmrest.mapping import (
+    JobRecord,
+    Json,
+    RestError,
+    VersionedPaths,
+    common_errors,
+)
 from domain.job import JobSpec, JobState, JobStatus
 
 
@@ -44,21 +50,12 @@ def exit_code_of(value: Any) -> int | None:
     return _no_val_number(value.get("return_code"))
 
 
-class DataParserMapping:
+class DataParserMapping(VersionedPaths):
     def __init__(self, version: str) -> None:
         self.version = version
 
     def __repr__(self) -> str:
         return f"DataParserMapping({self.version!r})"
-
-    def submit_path(self) -> str:
-        return f"/slurm/{self.version}/job/submit"
-
-    def jobs_path(self) -> str:
-        return f"/slurm/{self.version}/jobs"
-
-    def job_path(self, job_id: str) -> str:
-        return f"/slurm/{self.version}/job/{job_id}"
 
     def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
         job: Json = {

@@ -53,6 +53,21 @@ class ApiMapping(Protocol):
     def errors(self, body: Json) -> list[RestError]: ...
 
 
+class VersionedPaths:
+    """The endpoint paths, the same shape in every supported version."""
+
+    version: str
+
+    def submit_path(self) -> str:
+        return f"/slurm/{self.version}/job/submit"
+
+    def jobs_path(self) -> str:
+        return f"/slurm/{self.version}/jobs"
+
+    def job_path(self, job_id: str) -> str:
+        return f"/slurm/{self.version}/job/{job_id}"
+
+
 def common_errors(body: Json) -> list[RestError]:
     """``errors`` entries: ``error_code`` (submit) or ``error_number`` (everything else)."""
     found = []

@@ -11,21 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from adapters.slurm_fields import exit_code_from_wait_status, parse_job_id, parse_state
-from adapters.slurmrest.mapping import JobRecord, Json, RestError, common_errors
+from adapters.slurmrest.mapping import (
+    JobRecord,
+    Json,
+    RestError,
+    VersionedPaths,
+    common_errors,
+)
 from domain.job import JobSpec, JobStatus
 
 
-class V0038:
+class V0038(VersionedPaths):
     version = "v0.0.38"
-
-    def submit_path(self) -> str:
-        return f"/slurm/{self.version}/job/submit"
-
-    def jobs_path(self) -> str:
-        return f"/slurm/{self.version}/jobs"
-
-    def job_path(self, job_id: str) -> str:
-        return f"/slurm/{self.version}/job/{job_id}"
 
     def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
         job: Json = {
