@@ -207,7 +207,11 @@ def test_profile_defaults_follow_the_design() -> None:
     ],
 )
 def test_profile_accepts_good_values(dotted: str, value: Any) -> None:
-    parse_profile(with_value(dotted, value))
+    profile: Any = parse_profile(with_value(dotted, value))
+    for key in dotted.split("."):
+        profile = getattr(profile, key)
+    expected = float(value) if isinstance(value, int) and dotted.endswith("timeout_s") else value
+    assert (list(profile) if isinstance(profile, tuple) else profile) == expected
 
 
 def test_profile_digest_changes_with_any_value() -> None:
