@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from adapters.sha256_hasher import Sha256Hasher
+from slurm_image.adapters.sha256_hasher import Sha256Hasher
 
 
 def _command(argv: list[str]) -> Callable[[str], str]:

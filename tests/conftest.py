@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from adapters.local_workspace import LocalWorkspace
-from adapters.memory import MemoryFilesystem, MemoryWorkspace
-from domain.profile import ProfileSelection, SiteProfile, parse_profile
-from domain.request import Request, make_request
-from domain.runtime import RuntimeFiles
-from ports.workspace import Workspace
+from slurm_image.adapters.local_workspace import LocalWorkspace
+from slurm_image.adapters.memory import MemoryFilesystem, MemoryWorkspace
+from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_profile
+from slurm_image.domain.request import Request, make_request
+from slurm_image.domain.runtime import RuntimeFiles
+from slurm_image.ports.workspace import Workspace
 from support import unavailable
 
 # CI runs derandomized so a failure reproduces from the log alone; locally examples vary.

@@ -9,9 +9,9 @@ from typing import Any, NoReturn
 
 import pytest
 
-from domain.plan import Plan, RuntimeDigests, derive_plan
-from domain.profile import ProfileSelection, SiteProfile, parse_profile
-from domain.request import make_request
+from slurm_image.domain.plan import Plan, RuntimeDigests, derive_plan
+from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_profile
+from slurm_image.domain.request import make_request
 
 HEX = "0123456789abcdef" * 4
 OTHER_HEX = "f" * 64

@@ -19,8 +19,8 @@ import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
-from domain.identity import FileIdentity
-from ports.workspace import (
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
     IdentityChanged,

@@ -16,11 +16,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
-from domain.identity import FileIdentity
-from domain.job import JobSpec, JobState, JobStatus
-from ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
-from ports.workspace import (
+from slurm_image.adapters.retry import (
+    RetryPolicy,
+    TransientFailure,
+    submit_spec_exactly_once,
+    with_retries,
+)
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
     IdentityChanged,

@@ -25,9 +25,9 @@ from typing import TypeVar
 
 import tenacity
 
-from adapters.slurm_fields import naming_the_value
-from domain.job import JobSpec
-from ports.submitter import SchedulerRejected, SchedulerUnavailable
+from slurm_image.adapters.slurm_fields import naming_the_value
+from slurm_image.domain.job import JobSpec
+from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable
 
 _log = logging.getLogger(__name__)
 

@@ -20,17 +20,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
-from adapters.sbatch_errors import classify
-from adapters.slurm_fields import (
+from slurm_image.adapters.retry import (
+    RetryPolicy,
+    TransientFailure,
+    submit_spec_exactly_once,
+    with_retries,
+)
+from slurm_image.adapters.sbatch_errors import classify
+from slurm_image.adapters.slurm_fields import (
     bounded,
     exit_code_from_wait_status,
     is_job_id,
     parse_state,
     submitted_job_id,
 )
-from domain.job import JobSpec, JobStatus
-from ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
+from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
 
 _log = logging.getLogger(__name__)
 

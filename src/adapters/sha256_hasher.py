@@ -8,8 +8,8 @@ import os
 import stat
 from pathlib import Path
 
-from domain.identity import FileIdentity
-from ports.hasher import ChangedWhileHashing, FileDigest, HashError, NotHashable
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.hasher import ChangedWhileHashing, FileDigest, HashError, NotHashable
 
 BUFFER_BYTES = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from domain.job import JobSpec, JobState
-from ports.submitter import SchedulerRejected, SubmissionUnconfirmed
+from slurm_image.domain.job import JobSpec, JobState
+from slurm_image.ports.submitter import SchedulerRejected, SubmissionUnconfirmed
 
 MAX_JOB_ID = 2**32 - 1
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from application.errors import ApplicationError
-from application.observe import LifecycleStatus, Observe, require_same_submitter
-from application.records import read_submission
-from domain import paths
-from ports.submitter import BatchSubmitter
-from ports.workspace import Workspace
+from slurm_image.application.errors import ApplicationError
+from slurm_image.application.observe import LifecycleStatus, Observe, require_same_submitter
+from slurm_image.application.records import read_submission
+from slurm_image.domain import paths
+from slurm_image.ports.submitter import BatchSubmitter
+from slurm_image.ports.workspace import Workspace
 
 
 class NotSubmitted(ApplicationError):

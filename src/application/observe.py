@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from application.errors import ApplicationError
-from application.records import read_submission, submission_claimed
-from domain import paths
-from domain.attempt import SubmissionRecord
-from domain.job import JobState
-from domain.script import EXIT_CODES
-from ports.submitter import BatchSubmitter
-from ports.workspace import Workspace
+from slurm_image.application.errors import ApplicationError
+from slurm_image.application.records import read_submission, submission_claimed
+from slurm_image.domain import paths
+from slurm_image.domain.attempt import SubmissionRecord
+from slurm_image.domain.job import JobState
+from slurm_image.domain.script import EXIT_CODES
+from slurm_image.ports.submitter import BatchSubmitter
+from slurm_image.ports.workspace import Workspace
 
 STAGED = "STAGED"
 """Staged and never submitted."""

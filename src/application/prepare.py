@@ -6,18 +6,18 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
-from domain import paths
-from domain.attempt import StagedRecord
-from domain.canonical import sha256_hex
-from domain.identity import FileIdentity
-from domain.plan import Plan, derive_plan
-from domain.profile import ProfileSelection, SiteProfile
-from domain.request import Request
-from domain.runtime import RuntimeFiles
-from domain.script import render_script
-from ports.clock import Clock
-from ports.workspace import AlreadyExists, Workspace, WorkspaceError
+from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
+from slurm_image.domain import paths
+from slurm_image.domain.attempt import StagedRecord
+from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.plan import Plan, derive_plan
+from slurm_image.domain.profile import ProfileSelection, SiteProfile
+from slurm_image.domain.request import Request
+from slurm_image.domain.runtime import RuntimeFiles
+from slurm_image.domain.script import render_script
+from slurm_image.ports.clock import Clock
+from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
 

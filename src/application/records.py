@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from application.errors import UnknownLifecycle, VerificationFailed
-from domain import paths
-from domain.attempt import RECORD_MAX_BYTES, SubmissionRecord, load_submission_record
-from domain.errors import DomainError
-from domain.identity import FileIdentity
-from ports.workspace import NotFound, Workspace, WorkspaceError
+from slurm_image.application.errors import UnknownLifecycle, VerificationFailed
+from slurm_image.domain import paths
+from slurm_image.domain.attempt import RECORD_MAX_BYTES, SubmissionRecord, load_submission_record
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.workspace import NotFound, Workspace, WorkspaceError
 
 
 def attempt_directory(

@@ -17,29 +17,29 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from application.errors import (
+from slurm_image.application.errors import (
     AlreadySubmitted,
     SubmissionInDoubt,
     VerificationFailed,
 )
-from application.prepare import RECORD_MODE, PreparedLifecycle
-from application.records import attempt_directory
-from domain import paths
-from domain.attempt import (
+from slurm_image.application.prepare import RECORD_MODE, PreparedLifecycle
+from slurm_image.application.records import attempt_directory
+from slurm_image.domain import paths
+from slurm_image.domain.attempt import (
     RECORD_MAX_BYTES,
     StagedRecord,
     SubmissionRecord,
     load_staged_record,
     load_submission_record,
 )
-from domain.canonical import sha256_hex
-from domain.errors import DomainError
-from domain.identity import FileIdentity
-from domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
-from domain.script import render_script
-from ports.clock import Clock
-from ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerRejected
-from ports.workspace import AlreadyExists, Workspace, WorkspaceError
+from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
+from slurm_image.domain.script import render_script
+from slurm_image.ports.clock import Clock
+from slurm_image.ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerRejected
+from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from domain import paths
-from domain.canonical import SHA256_HEX, canonical_json
-from domain.errors import DomainError, InvalidRecord
-from domain.identity import FileIdentity
+from slurm_image.domain import paths
+from slurm_image.domain.canonical import SHA256_HEX, canonical_json
+from slurm_image.domain.errors import DomainError, InvalidRecord
+from slurm_image.domain.identity import FileIdentity
 
 RECORD_MAX_BYTES = 64 * 1024
 Record = TypeVar("Record", bound=BaseModel)

@@ -23,8 +23,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from domain.canonical import SHA256_HEX
-from domain.errors import InvalidInspection
+from slurm_image.domain.canonical import SHA256_HEX
+from slurm_image.domain.errors import InvalidInspection
 
 SCHEMA_VERSION = 1
 MAX_INSPECTION_BYTES = 1024 * 1024

@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from domain.errors import InvalidIdentifier, InvalidPath
+from slurm_image.domain.errors import InvalidIdentifier, InvalidPath
 
 PATH_MAX = 1024
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from domain import paths
-from domain.canonical import SHA256_HEX, canonical_json, sha256_hex
-from domain.errors import DomainError, PlanInvariantViolation
-from domain.job import JobSpec
-from domain.profile import ProfileSelection, SiteProfile
-from domain.reference import parse_reference
-from domain.request import Operation, Request
+from slurm_image.domain import paths
+from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
+from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.domain.job import JobSpec
+from slurm_image.domain.profile import ProfileSelection, SiteProfile
+from slurm_image.domain.reference import parse_reference
+from slurm_image.domain.request import Operation, Request
 
 SCHEMA_VERSION = 1
 PLAN_MAX_BYTES = 1 << 20

@@ -17,9 +17,9 @@ from pydantic import (
     model_validator,
 )
 
-from domain import paths
-from domain.canonical import canonical_json, sha256_hex
-from domain.errors import DomainError, InvalidProfile
+from slurm_image.domain import paths
+from slurm_image.domain.canonical import canonical_json, sha256_hex
+from slurm_image.domain.errors import DomainError, InvalidProfile
 
 MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")

@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from domain.errors import InvalidReference
+from slurm_image.domain.errors import InvalidReference
 
 FIELD = "source"
 NAME_MAX = 255

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from domain import paths
-from domain.errors import DomainError, InvalidRequest
-from domain.reference import parse_reference
+from slurm_image.domain import paths
+from slurm_image.domain.errors import DomainError, InvalidRequest
+from slurm_image.domain.reference import parse_reference
 
 Role = Literal["client", "serving"]
 Operation = Literal["import_oci", "inspect_sqsh"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.canonical import sha256_hex
-from domain.plan import RuntimeDigests
+from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.plan import RuntimeDigests
 
 INSPECTOR_NAME = "inspect_image.py"
 RC_NAME = "enroot.rc"

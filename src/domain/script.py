@@ -7,9 +7,9 @@ validated by the plan's models and quoted by ``shell.quote``.
 
 from __future__ import annotations
 
-from domain.job import JobSpec
-from domain.plan import CONTAINER_PREFIX, Plan
-from domain.shell import quote
+from slurm_image.domain.job import JobSpec
+from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
+from slurm_image.domain.shell import quote
 
 MIN_ENROOT = {"import_oci": "4.0.0", "inspect_sqsh": "3.5.0"}
 SQUASH_DEFAULT = "-comp lzo -noD"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from domain.errors import InvalidIdentifier
+from slurm_image.domain.errors import InvalidIdentifier
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 

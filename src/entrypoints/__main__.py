@@ -1,5 +1,5 @@
-"""``python -m entrypoints``: the ``slurm-image`` command."""
+"""``python -m slurm_image.entrypoints``: the ``slurm-image`` command."""
 
-from entrypoints.cli import main
+from slurm_image.entrypoints.cli import main
 
 main()

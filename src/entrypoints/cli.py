@@ -11,13 +11,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from application.observe import LifecycleStatus
-from domain import paths
-from domain.profile import ProfileSelection, SiteProfile
-from domain.request import Operation, make_request
-from entrypoints.container import build_container, require_submitter
-from entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
-from entrypoints.profile_loader import load_profile, profile_path
+from slurm_image.application.observe import LifecycleStatus
+from slurm_image.domain import paths
+from slurm_image.domain.profile import ProfileSelection, SiteProfile
+from slurm_image.domain.request import Operation, make_request
+from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
+from slurm_image.entrypoints.profile_loader import load_profile, profile_path
 
 PROG = "slurm-image"
 SUBMITTED = "SUBMITTED"

@@ -7,20 +7,20 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
-from adapters.local_workspace import LocalWorkspace
-from adapters.memory import FakeSubmitter
-from adapters.sbatch import SbatchSubmitter
-from adapters.sha256_hasher import Sha256Hasher
-from adapters.slurmrest import RestSubmitter
-from adapters.system_clock import SystemClock
-from application.cancel import Cancel
-from application.observe import Observe
-from application.prepare import PlanLifecycle, Prepare
-from application.submit import Submit
-from domain.errors import InvalidProfile
-from domain.profile import SiteProfile
-from entrypoints.runtime_files import load_runtime_files
-from ports.submitter import BatchSubmitter
+from slurm_image.adapters.local_workspace import LocalWorkspace
+from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.adapters.sbatch import SbatchSubmitter
+from slurm_image.adapters.sha256_hasher import Sha256Hasher
+from slurm_image.adapters.slurmrest import RestSubmitter
+from slurm_image.adapters.system_clock import SystemClock
+from slurm_image.application.cancel import Cancel
+from slurm_image.application.observe import Observe
+from slurm_image.application.prepare import PlanLifecycle, Prepare
+from slurm_image.application.submit import Submit
+from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.profile import SiteProfile
+from slurm_image.entrypoints.runtime_files import load_runtime_files
+from slurm_image.ports.submitter import BatchSubmitter
 
 SUBMITTER_GROUP = "slurm_image.submitters"
 

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from application.cancel import NotSubmitted
-from application.errors import (
+from slurm_image.application.cancel import NotSubmitted
+from slurm_image.application.errors import (
     AlreadySubmitted,
     LifecycleExists,
     UnknownLifecycle,
     VerificationFailed,
     WrongWorkspace,
 )
-from application.observe import SubmitterMismatch
-from domain.errors import DomainError, PlanInvariantViolation
-from ports.hasher import HashError
-from ports.submitter import SubmitterError
-from ports.workspace import (
+from slurm_image.application.observe import SubmitterMismatch
+from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.ports.hasher import HashError
+from slurm_image.ports.submitter import SubmitterError
+from slurm_image.ports.workspace import (
     AccessDenied,
     IdentityChanged,
     NotFound,

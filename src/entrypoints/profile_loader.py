@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from domain.errors import InvalidProfile
-from domain.profile import ProfileSelection, SiteProfile, select_cluster
+from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.profile import ProfileSelection, SiteProfile, select_cluster
 
 PROFILE_ENV = "SLURM_IMAGE_PROFILE"
 OVERRIDE_PREFIX = "SLURM_IMAGE_"

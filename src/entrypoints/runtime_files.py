@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from importlib import resources
 
-from domain.runtime import INSPECTOR_NAME, RC_NAME, RuntimeFiles
+from slurm_image.domain.runtime import INSPECTOR_NAME, RC_NAME, RuntimeFiles
 
 
 def load_runtime_files() -> RuntimeFiles:
-    package = resources.files("inspector")
+    package = resources.files("slurm_image.inspector")
     return RuntimeFiles(
         inspector=package.joinpath(INSPECTOR_NAME).read_bytes(),
         rc=package.joinpath(RC_NAME).read_bytes(),

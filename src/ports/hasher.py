@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from domain.identity import FileIdentity
+from slurm_image.domain.identity import FileIdentity
 
 
 class HashError(Exception):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from domain.job import JobSpec, JobStatus
+from slurm_image.domain.job import JobSpec, JobStatus
 
 
 class SubmitterError(Exception):

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from domain.identity import FileIdentity
+from slurm_image.domain.identity import FileIdentity
 
 
 class WorkspaceError(Exception):

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import entrypoints.cli as cli
-from adapters.memory import FakeSubmitter
-from domain.canonical import canonical_json
-from domain.paths import AttemptLayout
+import slurm_image.entrypoints.cli as cli
+from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.domain.canonical import canonical_json
+from slurm_image.domain.paths import AttemptLayout
 from support import unavailable
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

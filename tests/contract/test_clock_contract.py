@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from adapters.memory import FakeClock
-from adapters.system_clock import SystemClock
-from ports.clock import Clock
+from slurm_image.adapters.memory import FakeClock
+from slurm_image.adapters.system_clock import SystemClock
+from slurm_image.ports.clock import Clock
 
 
 @pytest.fixture(params=["system", "fake"])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sha256_hasher import Sha256Hasher
-from ports.hasher import ChangedWhileHashing, Hasher, NotHashable
+from slurm_image.adapters.sha256_hasher import Sha256Hasher
+from slurm_image.ports.hasher import ChangedWhileHashing, Hasher, NotHashable
 
 
 @pytest.fixture(params=["sha256"])

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.memory import FakeSubmitter
-from adapters.retry import RetryPolicy
-from adapters.sbatch import SbatchSubmitter
-from adapters.slurmrest import RestSubmitter
-from domain.job import JobSpec, JobState, JobStatus
-from ports.submitter import (
+from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.adapters.retry import RetryPolicy
+from slurm_image.adapters.sbatch import SbatchSubmitter
+from slurm_image.adapters.slurmrest import RestSubmitter
+from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.ports.submitter import (
     BatchSubmitter,
     SchedulerAuthError,
     SchedulerRejected,

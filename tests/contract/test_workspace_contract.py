@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from domain.paths import AttemptLayout
-from ports.workspace import (
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
     IdentityChanged,

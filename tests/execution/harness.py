@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from domain.plan import Plan, derive_plan
-from domain.profile import select_cluster
-from domain.request import make_request
-from domain.runtime import RuntimeFiles
-from domain.script import render_script
-from entrypoints.runtime_files import load_runtime_files
+from slurm_image.domain.plan import Plan, derive_plan
+from slurm_image.domain.profile import select_cluster
+from slurm_image.domain.request import make_request
+from slurm_image.domain.runtime import RuntimeFiles
+from slurm_image.domain.script import render_script
+from slurm_image.entrypoints.runtime_files import load_runtime_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 STANDIN = FIXTURES / "enroot" / "enroot"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from harness import HTTP, JobFactory, Standin
 
-from domain.inspection import validate_inspection
+from slurm_image.domain.inspection import validate_inspection
 
 
 def sha256(path: Path) -> str:

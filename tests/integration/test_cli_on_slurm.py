@@ -53,7 +53,7 @@ class Site:
             "SLURM_CONF": self.local.slurm_conf,
             "HOME": str(self.base),
         }
-        command = [sys.executable, "-m", "entrypoints", *args]
+        command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
         return subprocess.run(
             command, cwd=self.base, env=env, capture_output=True, text=True, timeout=120
         )

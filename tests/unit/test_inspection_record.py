@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from domain.errors import InvalidInspection
-from domain.inspection import (
+from slurm_image.domain.errors import InvalidInspection
+from slurm_image.domain.inspection import (
     MAX_INSPECTION_BYTES,
     ClientFacts,
     InspectionRecord,

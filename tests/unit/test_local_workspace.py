@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local_workspace import LocalWorkspace
-from domain.paths import AttemptLayout
-from ports.workspace import UnsafePath
+from slurm_image.adapters.local_workspace import LocalWorkspace
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.ports.workspace import UnsafePath
 
 FIRST = "img-00000000000000000000000000000003"
 SECOND = "img-00000000000000000000000000000004"

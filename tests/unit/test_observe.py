@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from adapters.memory import FakeClock, FakeSubmitter
-from application.cancel import Cancel, NotSubmitted
-from application.errors import UnknownLifecycle, VerificationFailed
-from application.observe import IN_DOUBT, STAGED, Observe, SubmitterMismatch
-from application.prepare import Prepare
-from application.submit import Submit
-from domain.errors import InvalidIdentifier
-from domain.job import JobState
-from domain.paths import AttemptLayout
+from slurm_image.adapters.memory import FakeClock, FakeSubmitter
+from slurm_image.application.cancel import Cancel, NotSubmitted
+from slurm_image.application.errors import UnknownLifecycle, VerificationFailed
+from slurm_image.application.observe import IN_DOUBT, STAGED, Observe, SubmitterMismatch
+from slurm_image.application.prepare import Prepare
+from slurm_image.application.submit import Submit
+from slurm_image.domain.errors import InvalidIdentifier
+from slurm_image.domain.job import JobState
+from slurm_image.domain.paths import AttemptLayout
 
 IDS = [f"img-{n:032x}" for n in range(1, 4)]
 

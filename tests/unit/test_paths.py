@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain import paths
-from domain.errors import InvalidIdentifier, InvalidPath
+from slurm_image.domain import paths
+from slurm_image.domain.errors import InvalidIdentifier, InvalidPath
 
 # (value, words the rule must contain)
 BAD_WORKSPACES = [

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.canonical import canonical_json, sha256_hex
-from domain.errors import PlanInvariantViolation
-from domain.plan import PLAN_MAX_BYTES, derive_plan, load_plan
-from domain.profile import parse_profile
+from slurm_image.domain.canonical import canonical_json, sha256_hex
+from slurm_image.domain.errors import PlanInvariantViolation
+from slurm_image.domain.plan import PLAN_MAX_BYTES, derive_plan, load_plan
+from slurm_image.domain.profile import parse_profile
 from support import (
     CREATED_AT,
     DIGEST,

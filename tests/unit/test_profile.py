@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from domain.errors import InvalidProfile
-from domain.profile import parse_profile
-from entrypoints.profile_loader import apply_overrides, load_profile, profile_path
+from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.profile import parse_profile
+from slurm_image.entrypoints.profile_loader import apply_overrides, load_profile, profile_path
 from support import FULL_PROFILE, PROFILE
 
 # (dotted key, bad value); the error must name the dotted key.

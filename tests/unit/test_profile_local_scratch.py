@@ -2,8 +2,8 @@
 
 import pytest
 
-from domain.errors import InvalidProfile
-from domain.profile import parse_profile
+from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.profile import parse_profile
 
 
 def _profile(scratch: str) -> dict[str, object]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.errors import InvalidReference
-from domain.reference import parse_reference
+from slurm_image.domain.errors import InvalidReference
+from slurm_image.domain.reference import parse_reference
 from support import DIGEST, HEX
 
 HUB = "registry-1.docker.io"

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_exactly_once, with_retries
-from ports.submitter import SchedulerRejected, SchedulerUnavailable
+from slurm_image.adapters.retry import (
+    RetryPolicy,
+    TransientFailure,
+    submit_exactly_once,
+    with_retries,
+)
+from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable
 
 
 def test_transient_failures_are_retried_until_success() -> None:

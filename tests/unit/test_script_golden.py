@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
-from domain import paths
-from domain.errors import DomainError
-from domain.plan import Plan
-from domain.script import EXIT_CODES, render_script
+from slurm_image.domain import paths
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.plan import Plan
+from slurm_image.domain.script import EXIT_CODES, render_script
 from support import FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from domain.errors import InvalidIdentifier
-from domain.shell import quote
+from slurm_image.domain.errors import InvalidIdentifier
+from slurm_image.domain.shell import quote
 
 SHELLISH = "'\"$`\\\n\t !*?[]{}~#;&|<>()=:,%@+-^\u00e9\u2603\U0001f433"
 values = st.one_of(

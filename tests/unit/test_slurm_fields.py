@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.retry import TransientFailure
-from adapters.sbatch import parse_squeue_marker, parse_squeue_states
-from adapters.sbatch_errors import classify
-from adapters.slurm_fields import (
+from slurm_image.adapters.retry import TransientFailure
+from slurm_image.adapters.sbatch import parse_squeue_marker, parse_squeue_states
+from slurm_image.adapters.sbatch_errors import classify
+from slurm_image.adapters.slurm_fields import (
     bounded,
     exit_code_from_wait_status,
     parse_job_id,
     parse_state,
     parse_state_list,
 )
-from domain.job import JobSpec, JobState
-from ports.submitter import SchedulerAuthError, SchedulerRejected
+from slurm_image.domain.job import JobSpec, JobState
+from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected
 
 
 @pytest.mark.parametrize("text", ["1", "42\n", "4294967295"])

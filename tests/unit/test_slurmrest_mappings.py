@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from adapters.retry import TransientFailure
-from adapters.slurmrest.data_parser import exit_code_of
-from adapters.slurmrest.errors import classify
-from adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
-from domain.job import JobSpec, JobState
-from ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+from slurm_image.adapters.retry import TransientFailure
+from slurm_image.adapters.slurmrest.data_parser import exit_code_of
+from slurm_image.adapters.slurmrest.errors import classify
+from slurm_image.adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
+from slurm_image.domain.job import JobSpec, JobState
+from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurmrest"
 SPEC = JobSpec(

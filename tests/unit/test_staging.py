@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from adapters.memory import FakeClock, FakeSubmitter
-from application.errors import (
+from slurm_image.adapters.memory import FakeClock, FakeSubmitter
+from slurm_image.application.errors import (
     AlreadySubmitted,
     LifecycleExists,
     SubmissionInDoubt,
@@ -17,16 +17,16 @@ from application.errors import (
     VerificationFailed,
     WrongWorkspace,
 )
-from application.prepare import Prepare, PreparedLifecycle
-from application.submit import Submission, Submit
-from domain.attempt import load_staged_record, load_submission_record
-from domain.canonical import canonical_json, sha256_hex
-from domain.job import JobSpec
-from domain.paths import AttemptLayout
-from domain.profile import parse_profile
-from domain.script import render_script
-from ports.submitter import SchedulerRejected
-from ports.workspace import AccessDenied, UnsafePath, Workspace, WorkspaceError
+from slurm_image.application.prepare import Prepare, PreparedLifecycle
+from slurm_image.application.submit import Submission, Submit
+from slurm_image.domain.attempt import load_staged_record, load_submission_record
+from slurm_image.domain.canonical import canonical_json, sha256_hex
+from slurm_image.domain.job import JobSpec
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.domain.profile import parse_profile
+from slurm_image.domain.script import render_script
+from slurm_image.ports.submitter import SchedulerRejected
+from slurm_image.ports.workspace import AccessDenied, UnsafePath, Workspace, WorkspaceError
 
 LIFECYCLE = "img-00000000000000000000000000000001"
 

@@ -13,17 +13,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapters.memory import FakeClock
-from adapters.retry import RetryPolicy
-from adapters.sbatch import SbatchSubmitter
-from adapters.slurmrest import RestSubmitter
-from adapters.slurmrest.client import RestClient
-from application.errors import SubmissionInDoubt
-from application.prepare import Prepare
-from application.submit import Submit
-from domain.job import JobSpec
-from domain.paths import AttemptLayout
-from ports.submitter import (
+from slurm_image.adapters.memory import FakeClock
+from slurm_image.adapters.retry import RetryPolicy
+from slurm_image.adapters.sbatch import SbatchSubmitter
+from slurm_image.adapters.slurmrest import RestSubmitter
+from slurm_image.adapters.slurmrest.client import RestClient
+from slurm_image.application.errors import SubmissionInDoubt
+from slurm_image.application.prepare import Prepare
+from slurm_image.application.submit import Submit
+from slurm_image.domain.job import JobSpec
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.ports.submitter import (
     BatchSubmitter,
     SchedulerAuthError,
     SchedulerRejected,

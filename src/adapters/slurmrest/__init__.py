@@ -1,5 +1,5 @@
 """The slurmrestd submitter: an HTTP client, and one small mapping per REST API version."""
 
-from adapters.slurmrest.submitter import RestSubmitter
+from slurm_image.adapters.slurmrest.submitter import RestSubmitter
 
 __all__ = ["RestSubmitter"]

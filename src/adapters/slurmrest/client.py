@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from adapters.retry import TransientFailure
-from adapters.slurm_fields import bounded
-from ports.submitter import SchedulerAuthError
+from slurm_image.adapters.retry import TransientFailure
+from slurm_image.adapters.slurm_fields import bounded
+from slurm_image.ports.submitter import SchedulerAuthError
 
 _log = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.slurm_fields import parse_job_id, parse_state, parse_state_list
-from adapters.slurmrest.mapping import (
+from slurm_image.adapters.slurm_fields import parse_job_id, parse_state, parse_state_list
+from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
     Json,
     RestError,
     VersionedPaths,
     common_errors,
 )
-from domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.job import JobSpec, JobState, JobStatus
 
 
 def no_val(number: int) -> Json:

@@ -6,10 +6,15 @@ their meaning in later releases.
 
 from __future__ import annotations
 
-from adapters.retry import TransientFailure
-from adapters.slurm_fields import bounded
-from adapters.slurmrest.mapping import RestError
-from ports.submitter import SchedulerAuthError, SchedulerRejected, SubmitterError, UnknownJob
+from slurm_image.adapters.retry import TransientFailure
+from slurm_image.adapters.slurm_fields import bounded
+from slurm_image.adapters.slurmrest.mapping import RestError
+from slurm_image.ports.submitter import (
+    SchedulerAuthError,
+    SchedulerRejected,
+    SubmitterError,
+    UnknownJob,
+)
 
 CONTROLLER_UNREACHABLE = 1800  # "Unable to contact slurm controller (connect failure)"
 _AMBIGUOUS_CODES = {

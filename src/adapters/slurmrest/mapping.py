@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from domain.job import JobSpec, JobStatus
+from slurm_image.domain.job import JobSpec, JobStatus
 
 Json = dict[str, Any]
 

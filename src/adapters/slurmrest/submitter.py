@@ -10,14 +10,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from adapters.retry import RetryPolicy, TransientFailure, submit_spec_exactly_once, with_retries
-from adapters.slurm_fields import bounded, is_job_id, unconfirmed
-from adapters.slurmrest.client import Answer, RestClient, TokenSource
-from adapters.slurmrest.errors import classify
-from adapters.slurmrest.mapping import ApiMapping, JobRecord
-from adapters.slurmrest.versions import discover_once, mapping_for
-from domain.job import JobSpec, JobStatus
-from ports.submitter import SchedulerRejected, UnknownJob
+from slurm_image.adapters.retry import (
+    RetryPolicy,
+    TransientFailure,
+    submit_spec_exactly_once,
+    with_retries,
+)
+from slurm_image.adapters.slurm_fields import bounded, is_job_id, unconfirmed
+from slurm_image.adapters.slurmrest.client import Answer, RestClient, TokenSource
+from slurm_image.adapters.slurmrest.errors import classify
+from slurm_image.adapters.slurmrest.mapping import ApiMapping, JobRecord
+from slurm_image.adapters.slurmrest.versions import discover_once, mapping_for
+from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.ports.submitter import SchedulerRejected, UnknownJob
 
 _log = logging.getLogger(__name__)
 

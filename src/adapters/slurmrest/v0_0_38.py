@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adapters.slurm_fields import exit_code_from_wait_status, parse_job_id, parse_state
-from adapters.slurmrest.mapping import (
+from slurm_image.adapters.slurm_fields import exit_code_from_wait_status, parse_job_id, parse_state
+from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
     Json,
     RestError,
     VersionedPaths,
     common_errors,
 )
-from domain.job import JobSpec, JobStatus
+from slurm_image.domain.job import JobSpec, JobStatus
 
 
 class V0038(VersionedPaths):

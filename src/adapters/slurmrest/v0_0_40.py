@@ -7,6 +7,6 @@ shapes from a recorded 23.11 answer (fixture rackslab-slurm-web__23.11__slurm-jo
 
 from __future__ import annotations
 
-from adapters.slurmrest.data_parser import DataParserMapping
+from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
 MAPPING = DataParserMapping("v0.0.40")

@@ -7,6 +7,6 @@ rackslab-slurm-web__24.05__slurm-job-timeout).
 
 from __future__ import annotations
 
-from adapters.slurmrest.data_parser import DataParserMapping
+from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
 MAPPING = DataParserMapping("v0.0.41")

@@ -6,6 +6,6 @@ error shape from a recorded 24.11 answer (fixture rackslab-slurm-web__24.11__slu
 
 from __future__ import annotations
 
-from adapters.slurmrest.data_parser import DataParserMapping
+from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
 MAPPING = DataParserMapping("v0.0.42")

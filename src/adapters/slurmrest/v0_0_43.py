@@ -5,6 +5,6 @@ Same request and job shapes as v0.0.41 and v0.0.44 for every field this adapter 
 
 from __future__ import annotations
 
-from adapters.slurmrest.data_parser import DataParserMapping
+from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
 MAPPING = DataParserMapping("v0.0.43")

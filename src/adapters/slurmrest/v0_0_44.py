@@ -6,6 +6,6 @@ slinky-slurm-client__v0044__openapi): the submit answer has no ``result`` object
 
 from __future__ import annotations
 
-from adapters.slurmrest.data_parser import DataParserMapping
+from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
 MAPPING = DataParserMapping("v0.0.44")

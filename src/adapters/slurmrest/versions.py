@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from adapters.slurmrest import v0_0_38, v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44
-from adapters.slurmrest.client import Answer, RestClient
-from adapters.slurmrest.errors import classify
-from adapters.slurmrest.mapping import ApiMapping
-from ports.submitter import SchedulerRejected
+from slurm_image.adapters.slurmrest import v0_0_38, v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44
+from slurm_image.adapters.slurmrest.client import Answer, RestClient
+from slurm_image.adapters.slurmrest.errors import classify
+from slurm_image.adapters.slurmrest.mapping import ApiMapping
+from slurm_image.ports.submitter import SchedulerRejected
 
 SUPPORTED: dict[str, ApiMapping] = {
     mapping.version: mapping

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import inspector.inspect_image as inspect_image
+import slurm_image.inspector.inspect_image as inspect_image
 
 INSPECTOR = Path(inspect_image.__file__)
 RC_FILE = INSPECTOR.with_name("enroot.rc")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from inspector_env import INSPECTOR, RC_FILE, SHA
 
-import inspector.inspect_image as inspect_image
+import slurm_image.inspector.inspect_image as inspect_image
 
 pytestmark = pytest.mark.debian_roots
 
@@ -154,7 +154,7 @@ def test_client_facts_name_apts_pip_and_usr_bin_pip(suite: str) -> None:
     assert facts["python"]["implementation"] == "cpython"
     assert facts["python"]["version"].startswith(SUITES[suite] + ".")
     assert facts["python"]["abi"] == "cp" + SUITES[suite].replace(".", "")
-    from domain.inspection import validate_inspection
+    from slurm_image.domain.inspection import validate_inspection
 
     validate_inspection(json.dumps(run.record).encode(), role="client", sqsh_sha256=SHA)
 

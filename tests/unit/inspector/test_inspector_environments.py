@@ -19,8 +19,8 @@ from inspector_env import (
     site_packages,
 )
 
-import inspector.inspect_image as inspect_image
-from domain.inspection import validate_inspection
+import slurm_image.inspector.inspect_image as inspect_image
+from slurm_image.domain.inspection import validate_inspection
 
 
 def test_venv_client_facts_name_the_venvs_pip_and_every_distribution(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from inspector_env import SHA, output_dir_is_empty, run_inspector
 
-import inspector.inspect_image as inspect_image
+import slurm_image.inspector.inspect_image as inspect_image
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from inspector_env import pip_install, run_inspector, site_packages
 
-import inspector.inspect_image as inspect_image
+import slurm_image.inspector.inspect_image as inspect_image
 
 MINORS = range(8, 14)
 
