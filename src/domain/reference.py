@@ -10,8 +10,11 @@ from pydantic import BaseModel, ConfigDict
 from slurm_image.domain.errors import InvalidReference
 
 FIELD = "source"
-NAME_MAX = 255
-REFERENCE_MAX = 512
+PATH_MAX = 255
+"""The repository path as the registry receives it (Docker Hub's ``library/`` included), host
+not counted: distribution/reference's ``NameTotalLengthMax``."""
+REFERENCE_MAX = 1024
+"""An input bound only, above any reference the grammar accepts with a DNS-length host."""
 DOCKER_HUB = "registry-1.docker.io"
 _DOCKER_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", DOCKER_HUB})
 
@@ -21,6 +24,7 @@ _PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PORT = re.compile(r"[1-9][0-9]{0,4}")
+_IPV6_CHARACTERS = re.compile(r"[0-9A-Fa-f:]+")
 
 
 class OciReference(BaseModel):
@@ -94,6 +98,11 @@ def _check_registry(host_port: str, value: str) -> None:
         if end < 0:
             raise _fail("registry has an unclosed IPv6 bracket", value)
         host, rest = host_port[1:end], host_port[end + 1 :]
+        if not _IPV6_CHARACTERS.fullmatch(host):
+            raise _fail(
+                "registry IPv6 address in brackets must hold hexadecimal digits and colons only",
+                value,
+            )
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
@@ -139,8 +148,6 @@ def parse_reference(text: str) -> OciReference:
             raise _fail("the tag must match [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", text)
     if not name:
         raise _fail("the repository name must not be empty", text)
-    if len(name) > NAME_MAX:
-        raise _fail(f"the name must be at most {NAME_MAX} characters", text)
 
     components = name.split("/")
     registry: str | None = None
@@ -162,4 +169,13 @@ def parse_reference(text: str) -> OciReference:
                 " joined by '.', '_', '__' or '-'",
                 text,
             )
-    return OciReference(registry=registry, repository="/".join(components), tag=tag, digest=digest)
+    reference = OciReference(
+        registry=registry, repository="/".join(components), tag=tag, digest=digest
+    )
+    if len(reference.enroot_repository) > PATH_MAX:
+        raise _fail(
+            f"the repository path after the registry host must be at most {PATH_MAX} characters"
+            " (Docker Hub's library/ included)",
+            text,
+        )
+    return reference

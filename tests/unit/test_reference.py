@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import string
 
@@ -145,6 +146,25 @@ VALID: list[tuple[str, str | None, str, str | None, str]] = [
     ("repo:_tag.with-all_", None, "repo", "_tag.with-all_", f"{HUB}#library/repo:_tag.with-all_"),
     ("a/" * 127 + "a", None, "a/" * 127 + "a", None, f"{HUB}#" + "a/" * 127 + "a"),
     ("repo:" + "t" * 128, None, "repo", "t" * 128, f"{HUB}#library/repo:" + "t" * 128),
+    # the 255-character path limit counts the path after the host, never the host
+    ("nvcr.io/" + "a" * 255, "nvcr.io", "a" * 255, None, "nvcr.io#" + "a" * 255),
+    (
+        "registry.example.org:5000/" + "a/" * 127 + "a",
+        "registry.example.org:5000",
+        "a/" * 127 + "a",
+        None,
+        "registry.example.org:5000#" + "a/" * 127 + "a",
+    ),
+    ("a" * 247, None, "a" * 247, None, f"{HUB}#library/" + "a" * 247),
+    ("docker.io/" + "a" * 247, "docker.io", "a" * 247, None, f"{HUB}#library/" + "a" * 247),
+    # IPv6 literals: hexadecimal digits and colons, either case
+    (
+        "[2001:DB8::AbC]:5000/repo",
+        "[2001:DB8::AbC]:5000",
+        "repo",
+        None,
+        "[2001:DB8::AbC]:5000#repo",
+    ),
 ]
 
 
@@ -224,7 +244,7 @@ INVALID: list[tuple[str, str]] = [
     (f"nvcr.io:/x@{DIGEST}", "port"),
     (f"-bad.example.org/x@{DIGEST}", "host"),
     (f"[2001:db8::1/x@{DIGEST}", "bracket"),
-    (f"[not-ipv6]:5000/x@{DIGEST}", "ipv6"),
+    (f"[not-ipv6]:5000/x@{DIGEST}", "IPv6"),
     (f"[2001:db8::1]:5000@{DIGEST}", "bracket"),
     # tags
     (f"ubuntu:@{DIGEST}", "tag"),
@@ -233,8 +253,18 @@ INVALID: list[tuple[str, str]] = [
     ("ubuntu:" + "t" * 129 + f"@{DIGEST}", "tag"),
     # over-long names
     ("a/" * 128 + f"a@{DIGEST}", "255"),
-    ("nvcr.io/" + "a" * 248 + f"@{DIGEST}", "255"),
-    ("a" * 600 + f"@{DIGEST}", "512"),
+    ("nvcr.io/" + "a" * 256 + f"@{DIGEST}", "255"),
+    ("localhost:5000/" + "a/" * 128 + f"a@{DIGEST}", "255"),
+    # Docker Hub's official names are counted as the registry receives them: library/NAME
+    ("a" * 248 + f"@{DIGEST}", "255"),
+    ("index.docker.io/" + "a" * 248 + f"@{DIGEST}", "255"),
+    ("a" * 1100 + f"@{DIGEST}", "1024"),
+    # an IPv6 literal holds hexadecimal digits and colons only (no dotted IPv4 tail, no zone)
+    (f"[::ffff:192.0.2.1]:5000/x@{DIGEST}", "hexadecimal digits and colons"),
+    (f"[2001:db8::g]/x@{DIGEST}", "hexadecimal digits and colons"),
+    (f"[]/x@{DIGEST}", "bracket"),
+    (f"[:]/x@{DIGEST}", "ipv6"),
+    (f"[2001:db8::1:]/x@{DIGEST}", "ipv6"),
     # whitespace and control characters
     (f"ubuntu @{DIGEST}", "whitespace"),
     (f" ubuntu@{DIGEST}", "whitespace"),
@@ -362,3 +392,53 @@ def test_reference_parser_never_raises_anything_but_invalid_reference(text: str)
     else:
         assert ref.digest.startswith("sha256:")
         assert parse_reference(str(ref)) == ref
+
+
+# -- the length limit and IPv6 literals, as distribution/reference has them --------------------
+
+
+@given(_host, st.one_of(st.none(), _port), st.integers(1, 255))
+def test_reference_path_limit_never_counts_the_host(
+    host: str, port: str | None, length: int
+) -> None:
+    registry = host if port is None else f"{host}:{port}"
+    if registry == "localhost":
+        registry = "localhost:5000"
+    path = "a" * length
+    ref = parse_reference(f"{registry}/{path}@{DIGEST}")
+    assert (ref.registry, ref.repository) == (registry, path)
+    with pytest.raises(InvalidReference, match="255"):
+        parse_reference(f"{registry}/{path}{'b' * (256 - length)}@{DIGEST}")
+
+
+@given(st.lists(path_components(), min_size=1, max_size=40).map("/".join))
+def test_reference_path_limit_is_255_characters_of_the_registry_path(path: str) -> None:
+    text = f"ghcr.io/{path}@{DIGEST}"
+    if len(path) <= 255:
+        assert parse_reference(text).repository == path
+    else:
+        with pytest.raises(InvalidReference, match="255"):
+            parse_reference(text)
+
+
+_ipv6_int = st.integers(0, 2**128 - 1)
+
+
+@given(_ipv6_int, st.booleans(), st.booleans())
+def test_reference_accepts_every_ipv6_address_in_hexadecimal_and_colons(
+    number: int, compressed: bool, upper: bool
+) -> None:
+    address = ipaddress.IPv6Address(number)
+    text = address.compressed if compressed and "." not in address.compressed else address.exploded
+    text = text.upper() if upper else text
+    ref = parse_reference(f"[{text}]:5000/repo@{DIGEST}")
+    assert ref.registry == f"[{text}]:5000"
+    assert ref.enroot_uri.startswith(f"docker://[{text}]:5000#repo@")
+
+
+@given(_ipv6_int, st.sampled_from(["g", ".", ".1", "%eth0", "-", "_", "z"]))
+def test_reference_refuses_any_other_character_in_an_ipv6_literal(number: int, extra: str) -> None:
+    address = ipaddress.IPv6Address(number).exploded
+    with pytest.raises(InvalidReference) as caught:
+        parse_reference(f"[{address}{extra}]/repo@{DIGEST}")
+    assert caught.value.field == "source"
