@@ -1,0 +1,188 @@
+"""The built wheel: one import package, ``slurm_image``, that shares an environment with others.
+
+Builds the wheel with ``pip wheel --no-deps`` and installs it into a fresh venv beside the PyPI
+package ``entrypoints`` (a name the code once claimed at top level) and a site plugin that
+registers a submitter under ``slurm_image.submitters``. Needs the package index; CI reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from support import unavailable
+
+pytestmark = pytest.mark.packaging
+
+ROOT = Path(__file__).resolve().parents[2]
+PIP_TIMEOUT = 900
+
+
+def _run(argv: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=PIP_TIMEOUT
+    )
+
+
+def _pip(python: Path, *args: str) -> None:
+    done = _run([str(python), "-m", "pip", "--disable-pip-version-check", *args])
+    if done.returncode != 0:
+        text = done.stdout + done.stderr
+        if any(
+            sign in text for sign in ("No matching distribution", "NewConnectionError", "timed out")
+        ):
+            unavailable(f"the package index is not reachable: {text.strip().splitlines()[-1]}")
+        raise AssertionError(f"pip {' '.join(args)} failed:\n{text}")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    _pip(Path(sys.executable), "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT))
+    (built,) = out.glob("slurm_image_lifecycle-*.whl")
+    return built
+
+
+PLUGIN_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "mysite-submitter"
+version = "1.0"
+
+[project.entry-points."slurm_image.submitters"]
+mysite = "mysite_submitter:make"
+
+[tool.hatch.build.targets.wheel]
+packages = ["mysite_submitter"]
+"""
+
+PLUGIN_MODULE = """\
+from slurm_image.adapters.memory import FakeSubmitter
+
+
+class MySiteSubmitter(FakeSubmitter):
+    name = "mysite"
+
+    def __init__(self, settings):
+        super().__init__()
+        self.settings = dict(settings)
+
+
+def make(settings):
+    return MySiteSubmitter(settings)
+"""
+
+CHECK = """\
+import json, sys
+import entrypoints
+import slurm_image
+from slurm_image.domain.profile import parse_profile
+from slurm_image.entrypoints.container import build_container, require_submitter
+
+profile = parse_profile({
+    "workspace_root": "/srv/ws",
+    "image_build": {"partition": "cpu", "cpus_per_task": 1, "memory": "1G",
+                    "time_limit": "1:00:00"},
+    "submitter": {"kind": "mysite", "mysite": {"endpoint": "https://sched.example.org"}},
+})
+container = build_container(profile)
+require_submitter(container, profile)
+submitter = container.submitter()
+group = entrypoints.get_group_named("slurm_image.submitters")
+print(json.dumps({
+    "entrypoints_file": entrypoints.__file__,
+    "entrypoints_version": entrypoints.__version__,
+    "entrypoints_sees": {name: ep.module_name for name, ep in group.items()},
+    "slurm_image_file": slurm_image.__file__,
+    "submitter": type(submitter).__module__ + "." + type(submitter).__qualname__,
+    "settings": submitter.settings,
+}))
+"""
+
+
+def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    top = {name.split("/", 1)[0] for name in names}
+    dist_info = {name for name in top if name.endswith(".dist-info")}
+    assert len(dist_info) == 1
+    assert dist_info.pop().startswith("slurm_image_lifecycle-")
+    assert top - {n for n in top if n.endswith(".dist-info")} == {"slurm_image"}
+    for module in ("domain", "ports", "application", "adapters", "inspector", "entrypoints"):
+        assert f"slurm_image/{module}/__init__.py" in names
+    assert "slurm_image/inspector/inspect_image.py" in names
+    assert "slurm_image/entrypoints/cli.py" in names
+
+
+def test_the_wheel_installs_beside_pypi_entrypoints_and_a_site_plugin(
+    wheel: Path, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "plugin"
+    (plugin / "mysite_submitter").mkdir(parents=True)
+    (plugin / "pyproject.toml").write_text(PLUGIN_PYPROJECT)
+    (plugin / "mysite_submitter" / "__init__.py").write_text(PLUGIN_MODULE)
+    venv = tmp_path / "venv"
+    done = _run([sys.executable, "-m", "venv", str(venv)])
+    assert done.returncode == 0, done.stderr
+    python = venv / "bin" / "python"
+    _pip(python, "install", "-q", "entrypoints", str(wheel), str(plugin))
+
+    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    purelib = Path(site.stdout.strip())
+    for generic in ("domain", "ports", "application", "adapters", "inspector"):
+        assert not (purelib / generic).exists(), f"{generic} installed at top level"
+
+    checked = _run([str(python), "-c", CHECK], cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    facts = json.loads(checked.stdout)
+    assert Path(facts["entrypoints_file"]) == purelib / "entrypoints.py"
+    assert facts["entrypoints_version"].count(".") >= 1
+    assert facts["entrypoints_sees"] == {"mysite": "mysite_submitter"}
+    assert Path(facts["slurm_image_file"]) == purelib / "slurm_image" / "__init__.py"
+    assert facts["submitter"] == "mysite_submitter.MySiteSubmitter"
+    assert facts["settings"] == {"endpoint": "https://sched.example.org"}
+
+    helped = _run([str(venv / "bin" / "slurm-image"), "--help"], cwd=tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    for command in ("import", "inspect", "status", "cancel"):
+        assert command in helped.stdout
+
+
+def test_the_installed_cli_refuses_an_unknown_submitter_naming_the_plugins(
+    wheel: Path, tmp_path: Path
+) -> None:
+    profile = tmp_path / "site.toml"
+    profile.write_text(
+        textwrap.dedent(
+            """\
+            workspace_root = "/srv/ws"
+            [image_build]
+            partition = "cpu"
+            cpus_per_task = 1
+            memory = "1G"
+            time_limit = "1:00:00"
+            [submitter]
+            kind = "nosuch"
+            """
+        )
+    )
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    _pip(venv / "bin" / "python", "install", "-q", str(wheel))
+    done = _run(
+        [str(venv / "bin" / "slurm-image"), "--profile", str(profile), "status", "x"], cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "submitter.kind" in done.stderr
+    assert "Traceback" not in done.stderr
