@@ -24,6 +24,7 @@ from slurm_image.adapters.retry import (
 )
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -48,7 +49,7 @@ FailureKind = Literal["transient", "ambiguous", "permanent", "auth"]
 - ``auth``: credentials refused (``SchedulerAuthError``); not retried.
 """
 
-Operation = Literal["submit", "states", "cancel", "find_by_marker"]
+Operation = Literal["submit", "states", "cancel", "find_by_marker", "ping", "partition"]
 
 
 @dataclass
@@ -97,8 +98,13 @@ class FakeSubmitter:
             "states": 0,
             "cancel": 0,
             "find_by_marker": 0,
+            "ping": 0,
+            "partition": 0,
         }
         """Scheduler calls made per operation (attempts, retries included)."""
+        self._limits: dict[str, PartitionLimits] = {}
+        self.controller_up = True
+        """False: the controller answers DOWN (``ping`` fails as unreachable)."""
 
     # -- test controls -------------------------------------------------------------------
 
@@ -142,6 +148,11 @@ class FakeSubmitter:
         else:
             self.set_state(job_id, JobState.FAILED, reason="NonZeroExitCode", exit_code=exit_code)
 
+    def set_partition(self, limits: PartitionLimits) -> None:
+        """Give a partition the limits ``partition`` reports (it then exists)."""
+        with self._lock:
+            self._limits[limits.name] = limits
+
     def forget(self, job_id: str) -> None:
         """Drop a job, as a scheduler purges old records: it becomes unknown."""
         with self._lock:
@@ -162,6 +173,12 @@ class FakeSubmitter:
 
     def find_by_marker(self, marker: str) -> str | None:
         return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
+
+    def ping(self) -> str:
+        return with_retries(self._retry, "ping", self._ping_once)
+
+    def partition(self, name: str) -> PartitionLimits | None:
+        return with_retries(self._retry, f"partition {name}", lambda: self._partition_once(name))
 
     # -- one scheduler call each ---------------------------------------------------------
 
@@ -219,6 +236,24 @@ class FakeSubmitter:
                 job.state, job.reason = JobState.CANCELLED, None
             if kind == "ambiguous":
                 raise TransientFailure("response lost after cancel (injected)", ambiguous=True)
+
+    def _ping_once(self) -> str:
+        with self._lock:
+            self._raise_unless_accepted(self._injected("ping"))
+            if not self.controller_up:
+                raise TransientFailure("fake controller is DOWN", "controller", ambiguous=False)
+            return "fake controller UP"
+
+    def _partition_once(self, name: str) -> PartitionLimits | None:
+        with self._lock:
+            self._raise_unless_accepted(self._injected("partition"))
+            if not self.controller_up:
+                raise TransientFailure("fake controller is DOWN", "controller", ambiguous=False)
+            if name in self._limits:
+                return self._limits[name]
+            if self._partitions is not None and name not in self._partitions:
+                return None
+            return PartitionLimits(name=name, state="UP", max_cpus_per_node=self._max_cpus)
 
     def _find_once(self, marker: str) -> str | None:
         with self._lock:

@@ -34,7 +34,9 @@ from slurm_image.adapters.slurm_fields import (
     parse_state,
     submitted_job_id,
 )
+from slurm_image.adapters.slurm_partition import limits_from_scontrol
 from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
 
 _log = logging.getLogger(__name__)
@@ -137,6 +139,12 @@ class SbatchSubmitter:
     def find_by_marker(self, marker: str) -> str | None:
         return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
 
+    def ping(self) -> str:
+        return with_retries(self._retry, "ping", self._ping_once)
+
+    def partition(self, name: str) -> PartitionLimits | None:
+        return with_retries(self._retry, f"partition {name}", lambda: self._partition_once(name))
+
     # -- one command each ----------------------------------------------------------------
 
     def _submit_once(self, script: bytes, spec: JobSpec) -> str:
@@ -182,6 +190,30 @@ class SbatchSubmitter:
         if done.returncode != 0:
             raise classify("squeue", done.stderr, done.returncode)
         return parse_squeue_marker(done.stdout, marker)
+
+    def _ping_once(self) -> str:
+        done = self._run("scontrol", ["ping"])
+        answers = [line.strip() for line in done.stdout.splitlines() if " is " in line]
+        up = [line for line in answers if line.endswith(" is UP")]
+        if up:
+            return "; ".join(up)
+        if answers:  # "Slurmctld(primary) at HOST is DOWN": the controller is not answering
+            raise TransientFailure(bounded("; ".join(answers)), "controller", ambiguous=False)
+        raise classify("scontrol ping", done.stderr, done.returncode)
+
+    def _partition_once(self, name: str) -> PartitionLimits | None:
+        done = self._run("scontrol", ["show", "partition", "-o", "--", name])
+        if done.returncode != 0:
+            if "not found" in (done.stdout + done.stderr).lower():
+                return None  # 22.05 prints "Partition NAME not found" on stdout, exit 1
+            raise classify("scontrol show partition", done.stderr, done.returncode)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("PartitionName=")]
+        if not lines:
+            return None
+        nodes = self._run("sinfo", ["-h", "-N", "-p", name, "-o", "%c|%m"])
+        if nodes.returncode != 0:
+            raise classify("sinfo", nodes.stderr, nodes.returncode)
+        return limits_from_scontrol(lines[0], nodes.stdout)
 
     # -- running a command ---------------------------------------------------------------
 

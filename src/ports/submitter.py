@@ -11,6 +11,11 @@ Error contract (every adapter):
   answered success) but its answer names no usable job id. A job may exist: it is never a
   refusal, never retried, and only a look-up of the marker may settle it.
 Adapters never raise anything else for scheduler trouble.
+
+``ping`` and ``partition`` (read-only, for ``doctor``) raise the same errors: unreachable or a
+controller that answers DOWN is ``SchedulerUnavailable`` after the retries, refused credentials
+``SchedulerAuthError``, a client that cannot be run or an answer that cannot be read
+``SchedulerRejected``. An unknown partition is not an error: ``partition`` returns None.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 
 
 class SubmitterError(Exception):
@@ -77,4 +83,14 @@ class BatchSubmitter(Protocol):
 
     def find_by_marker(self, marker: str) -> str | None:
         """The id of a job whose comment equals ``marker``, or None."""
+        ...
+
+    def ping(self) -> str:
+        """Reach the scheduler's controller once (with the adapter's retries) and say who
+        answered, e.g. ``slurmctld vm (primary) UP``. Raises as the module docstring says."""
+        ...
+
+    def partition(self, name: str) -> PartitionLimits | None:
+        """The limits of partition ``name`` and the size of its largest node, or None when the
+        scheduler has no such partition."""
         ...

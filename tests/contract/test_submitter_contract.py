@@ -20,6 +20,7 @@ from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.sbatch import SbatchSubmitter
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.partition import fit_problems
 from slurm_image.ports.submitter import (
     BatchSubmitter,
     SchedulerAuthError,
@@ -253,6 +254,83 @@ def test_an_unreachable_controller_is_retried_then_reported(harness: Harness) ->
     finally:
         local.run("controller", "start")  # type: ignore[attr-defined]
     assert harness.submitter.find_by_marker(spec.comment) is None
+
+
+# -- ping and partition (doctor) ------------------------------------------------------------
+
+
+def test_ping_names_the_controller_that_answered_up(harness: Harness) -> None:
+    answer = harness.submitter.ping()
+    assert answer.endswith("UP")
+    if harness.fake is None:
+        assert "primary" in answer.lower()
+
+
+def test_an_existing_partition_reports_limits_the_spec_fits(harness: Harness) -> None:
+    limits = harness.submitter.partition("build")
+    assert limits is not None
+    assert (limits.name, limits.state) == ("build", "UP")
+    assert fit_problems(harness.spec(), limits) == []
+    too_big = fit_problems(harness.spec(cpus_per_task=64), limits)
+    assert too_big and "cpus_per_task 64" in too_big[0]
+    if harness.fake is None:  # the local cluster's one node: 2 CPUs, unlimited partition
+        assert limits.node_cpus == 2
+        assert limits.node_memory_mib is not None and limits.node_memory_mib > 200
+        assert limits.max_time_minutes is None
+
+
+def test_an_unknown_partition_is_none(harness: Harness) -> None:
+    assert harness.submitter.partition("no-such-partition") is None
+
+
+def test_ping_of_an_unreachable_controller_is_retried_then_reported(
+    harness: Harness, tmp_path: Path
+) -> None:
+    if harness.fake is not None:
+        harness.fake.controller_up = False
+        submitter = harness.submitter
+    elif harness.kind == "sbatch":
+        # The controller stays up for everyone else: this client is told a port nobody serves.
+        conf = Path(harness.local.slurm_conf).read_text()  # type: ignore[attr-defined]
+        lines = [
+            "SlurmctldPort=9" if line.startswith("SlurmctldPort=") else line
+            for line in conf.splitlines()
+        ]
+        (tmp_path / "slurm.conf").write_text("\n".join(lines) + "\n")
+        submitter = SbatchSubmitter(
+            timeout_s=30, retry_policy=FAST, environ={"SLURM_CONF": str(tmp_path / "slurm.conf")}
+        )
+    elif harness.kind == "rest-tcp":
+        submitter = RestSubmitter(
+            url="http://127.0.0.1:9",
+            user="root",
+            token_file=harness.local.token_file,  # type: ignore[attr-defined]
+            retry_policy=FAST,
+        )
+    else:
+        submitter = RestSubmitter(url=f"unix://{tmp_path}/absent.sock", retry_policy=FAST)
+    with pytest.raises(SchedulerUnavailable) as caught:
+        submitter.ping()
+    assert f"after {FAST.attempts} attempt" in caught.value.reason
+    with pytest.raises(SchedulerUnavailable):
+        submitter.partition("build")
+
+
+@pytest.mark.parametrize(
+    "harness", ["fake", pytest.param("rest-tcp", marks=pytest.mark.slurm)], indirect=True
+)
+def test_ping_with_refused_credentials_raises_an_auth_error(harness: Harness) -> None:
+    if harness.fake is not None:
+        harness.fake.fail_next("auth", operation="ping")
+        submitter = harness.submitter
+    else:
+        submitter = harness.make(broken_auth=True)
+    # slurmrestd 22.05 answers a refused token on /ping as it answers a down controller (-1):
+    # the error must then say that it may be either.
+    with pytest.raises((SchedulerAuthError, SchedulerUnavailable)) as caught:
+        submitter.ping()
+    if isinstance(caught.value, SchedulerUnavailable):
+        assert "token is refused" in caught.value.reason
 
 
 # The real adapters meet real ambiguous failures in tests/integration/test_exactly_once.py.

@@ -19,8 +19,11 @@ from slurm_image.adapters.slurmrest.mapping import (
     RestError,
     VersionedPaths,
     common_errors,
+    controller_entries,
+    largest_node_in,
 )
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 
 
 def no_val(number: int) -> Json:
@@ -113,3 +116,30 @@ class DataParserMapping(VersionedPaths):
 
     def errors(self, body: Json) -> list[RestError]:
         return common_errors(body)
+
+    def controllers(self, body: Json) -> list[tuple[str, bool]]:
+        return controller_entries(body)
+
+    def partition_limits(self, body: Json, nodes: Json, name: str) -> PartitionLimits | None:
+        """``partition_info``: ``maximums.{time,cpus_per_node,partition_memory_per_node,
+        partition_memory_per_cpu}`` are no-val numbers (unset or infinite: no limit),
+        ``partition.state`` a list."""
+        for entry in body.get("partitions") or []:
+            if not isinstance(entry, dict) or entry.get("name") != name:
+                continue
+            maximums: Json = entry["maximums"] if isinstance(entry.get("maximums"), dict) else {}
+            state = (entry.get("partition") or {}).get("state")
+            if isinstance(state, list):
+                state = state[0] if state else None
+            node_cpus, node_memory = largest_node_in(nodes, name)
+            return PartitionLimits(
+                name=name,
+                state=str(state or "UNKNOWN"),
+                max_time_minutes=_no_val_number(maximums.get("time")),
+                max_cpus_per_node=_no_val_number(maximums.get("cpus_per_node")),
+                max_memory_per_node_mib=_no_val_number(maximums.get("partition_memory_per_node")),
+                max_memory_per_cpu_mib=_no_val_number(maximums.get("partition_memory_per_cpu")),
+                node_cpus=node_cpus,
+                node_memory_mib=node_memory,
+            )
+        return None

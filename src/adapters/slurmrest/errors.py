@@ -26,8 +26,9 @@ _AMBIGUOUS_CODES = {
 BAD_TOKEN = 5005  # "Zero Bytes were transmitted or received": a refused JWT, measured
 UNSPECIFIED = -1  # 22.05 reads: controller down AND refused token both answer -1
 INVALID_JOB_ID = 2017
+INVALID_PARTITION = 2000
 _FIELDS = {
-    2000: "partition",  # Invalid partition name specified
+    INVALID_PARTITION: "partition",  # Invalid partition name specified
     2005: "cpus_per_task",  # More processors requested than permitted
     2014: "resources",  # Requested node configuration is not available
     2024: "account",  # Invalid account or account/partition combination

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 
 Json = dict[str, Any]
 
@@ -52,6 +53,20 @@ class ApiMapping(Protocol):
 
     def errors(self, body: Json) -> list[RestError]: ...
 
+    def ping_path(self) -> str: ...
+
+    def partition_path(self, name: str) -> str: ...
+
+    def nodes_path(self) -> str: ...
+
+    def controllers(self, body: Json) -> list[tuple[str, bool]]:
+        """``(description, up)`` for each controller in a ping answer."""
+        ...
+
+    def partition_limits(self, body: Json, nodes: Json, name: str) -> PartitionLimits | None:
+        """Partition ``name`` from a partition answer, sized by the nodes answer; None if absent."""
+        ...
+
 
 class VersionedPaths:
     """The endpoint paths, the same shape in every supported version."""
@@ -66,6 +81,43 @@ class VersionedPaths:
 
     def job_path(self, job_id: str) -> str:
         return f"/slurm/{self.version}/job/{job_id}"
+
+    def ping_path(self) -> str:
+        return f"/slurm/{self.version}/ping"
+
+    def partition_path(self, name: str) -> str:
+        return f"/slurm/{self.version}/partition/{name}"
+
+    def nodes_path(self) -> str:
+        return f"/slurm/{self.version}/nodes"
+
+
+def largest_node_in(nodes: Json, partition: str) -> tuple[int | None, int | None]:
+    """The most CPUs and memory (MiB) of the nodes answer's nodes that belong to ``partition``
+    (``cpus``, ``real_memory`` and ``partitions`` read the same in every version)."""
+    cpus: list[int] = []
+    memory: list[int] = []
+    for node in nodes.get("nodes") or []:
+        if not isinstance(node, dict) or partition not in (node.get("partitions") or []):
+            continue
+        if isinstance(node.get("cpus"), int):
+            cpus.append(node["cpus"])
+        if isinstance(node.get("real_memory"), int):
+            memory.append(node["real_memory"])
+    return (max(cpus) if cpus else None, max(memory) if memory else None)
+
+
+def controller_entries(body: Json) -> list[tuple[str, bool]]:
+    """Ping entries: ``ping``/``pinged`` "UP" (v0.0.38/40) or ``responding`` (v0.0.41+)."""
+    found = []
+    for entry in body.get("pings") or []:
+        if not isinstance(entry, dict):
+            continue
+        said = str(entry.get("pinged", entry.get("ping", ""))).upper()
+        up = entry.get("responding") is True or said == "UP"
+        mode = entry.get("mode") or ("primary" if entry.get("primary") else "backup")
+        found.append((f"slurmctld {entry.get('hostname', '?')} ({mode}) {said or up}", up))
+    return found
 
 
 def common_errors(body: Json) -> list[RestError]:

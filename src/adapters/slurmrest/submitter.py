@@ -18,10 +18,11 @@ from slurm_image.adapters.retry import (
 )
 from slurm_image.adapters.slurm_fields import bounded, is_job_id, unconfirmed
 from slurm_image.adapters.slurmrest.client import Answer, RestClient, TokenSource
-from slurm_image.adapters.slurmrest.errors import classify
+from slurm_image.adapters.slurmrest.errors import INVALID_PARTITION, classify
 from slurm_image.adapters.slurmrest.mapping import ApiMapping, JobRecord
 from slurm_image.adapters.slurmrest.versions import discover_once, mapping_for
 from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.submitter import SchedulerRejected, UnknownJob
 
 _log = logging.getLogger(__name__)
@@ -102,6 +103,12 @@ class RestSubmitter:
     def find_by_marker(self, marker: str) -> str | None:
         return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
 
+    def ping(self) -> str:
+        return with_retries(self._retry, "ping", self._ping_once)
+
+    def partition(self, name: str) -> PartitionLimits | None:
+        return with_retries(self._retry, f"partition {name}", lambda: self._partition_once(name))
+
     # -- one request each ----------------------------------------------------------------
 
     def _api(self) -> ApiMapping:
@@ -153,3 +160,36 @@ class RestSubmitter:
             if record.comment == marker:
                 return record.status.job_id
         return None
+
+    def _ping_once(self) -> str:
+        api = self._api()
+        answer = self._client.request("GET", api.ping_path(), sent=False)
+        self._check("ping", answer, sent=False)
+        controllers = api.controllers(answer.body or {})
+        up = [text for text, responding in controllers if responding]
+        if up:
+            return "; ".join(up)
+        said = "; ".join(text for text, _ in controllers) or "no controller in the answer"
+        raise TransientFailure(f"ping: {bounded(said)}", "controller", ambiguous=False)
+
+    def _partition_once(self, name: str) -> PartitionLimits | None:
+        api = self._api()
+        answer = self._client.request("GET", api.partition_path(name), sent=False)
+        if _names_no_partition(answer.body or {}):
+            return None
+        self._check(f"partition {name}", answer, sent=False)
+        nodes = self._client.request("GET", api.nodes_path(), sent=False)
+        self._check("nodes", nodes, sent=False)
+        return api.partition_limits(answer.body or {}, nodes.body or {}, name)
+
+
+def _names_no_partition(body: dict[str, object]) -> bool:
+    """Whether an answer says the partition does not exist: 22.05 answers HTTP 500 with
+    ``{"error": "Invalid partition name specified", "errno": 2000}``."""
+    for entry in body.get("errors") or []:  # type: ignore[attr-defined]
+        if not isinstance(entry, dict):
+            continue
+        codes = {entry.get(key) for key in ("errno", "error_number", "error_code")}
+        if INVALID_PARTITION in codes or "invalid partition" in str(entry.get("error", "")).lower():
+            return True
+    return False

@@ -17,8 +17,18 @@ from slurm_image.adapters.slurmrest.mapping import (
     RestError,
     VersionedPaths,
     common_errors,
+    controller_entries,
+    largest_node_in,
 )
 from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.partition import PartitionLimits
+
+
+def _limit(value: object) -> int | None:
+    """v0.0.38 writes an unlimited value as -1 (or null)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 class V0038(VersionedPaths):
@@ -76,6 +86,25 @@ class V0038(VersionedPaths):
 
     def errors(self, body: Json) -> list[RestError]:
         return common_errors(body)
+
+    def controllers(self, body: Json) -> list[tuple[str, bool]]:
+        return controller_entries(body)
+
+    def partition_limits(self, body: Json, nodes: Json, name: str) -> PartitionLimits | None:
+        for entry in body.get("partitions") or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                node_cpus, node_memory = largest_node_in(nodes, name)
+                return PartitionLimits(
+                    name=name,
+                    state=str(entry.get("state") or "UNKNOWN"),
+                    max_time_minutes=_limit(entry.get("max_time_limit")),
+                    max_cpus_per_node=_limit(entry.get("maximum_cpus_per_node")),
+                    max_memory_per_node_mib=_limit(entry.get("maximum_memory_per_node")),
+                    max_memory_per_cpu_mib=_limit(entry.get("maximum_memory_per_cpu")),
+                    node_cpus=node_cpus,
+                    node_memory_mib=node_memory,
+                )
+        return None
 
 
 MAPPING = V0038()
