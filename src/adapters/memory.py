@@ -25,6 +25,7 @@ from slurm_image.adapters.retry import (
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
 from slurm_image.domain.partition import PartitionLimits
+from slurm_image.ports.filesystem import FilesystemError
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -660,3 +661,15 @@ class FakeClock:
         if delta < timedelta(0):
             raise ValueError("time does not run backwards")
         self._now += delta
+
+
+class FakeFilesystems:
+    """A ``Filesystems`` that names every path's filesystem ``type_name`` (None: it fails)."""
+
+    def __init__(self, type_name: str | None = "memory") -> None:
+        self.name = type_name
+
+    def type_name(self, path: str) -> str:
+        if self.name is None:
+            raise FilesystemError(f"cannot describe the filesystem of {path} (injected)")
+        return self.name

@@ -16,6 +16,7 @@ from slurm_image.domain import paths
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.request import Operation, make_request
 from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.entrypoints.doctor_command import doctor_command
 from slurm_image.entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
 from slurm_image.entrypoints.profile_loader import load_profile, profile_path
 
@@ -264,6 +265,9 @@ def cancel_command(
         {"lifecycle_id": status.lifecycle_id, "state": status.state},
         f"lifecycle {status.lifecycle_id}: cancel requested; job {status.job_id} is {status.state}",
     )
+
+
+app.command("doctor")(doctor_command)
 
 
 def _describe_status(status: LifecycleStatus) -> str:

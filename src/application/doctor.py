@@ -1,0 +1,343 @@
+"""``Doctor``: is this site ready to build images? One check after another, each with a verdict.
+
+The checks, in order: ``profile`` (given by the caller, who read it), ``submitter`` (a ping
+through the configured adapter), ``partition`` (exists, is UP, and the profile's cpus, memory and
+time fit its limits), ``workspace`` (the root is writable, and which filesystem holds it), then a
+tiny job through the same isolation as real jobs: ``job`` (it ran), ``enroot`` (the compute
+node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``)
+and ``local_scratch`` (where Enroot's scratch goes, its filesystem and free space). A check that
+cannot run because an earlier one failed is reported as failed, saying which.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurm_image.domain.doctor_script import (
+    DOCTOR_ID_PREFIX,
+    NETWORK_FILESYSTEMS,
+    DoctorJob,
+    NodeReport,
+    doctor_job,
+    enroot_version_tuple,
+    minimum_enroot,
+    parse_report,
+    render_doctor_script,
+)
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.job import JobState, JobStatus
+from slurm_image.domain.partition import fit_problems
+from slurm_image.domain.profile import SiteProfile
+from slurm_image.ports.clock import Clock
+from slurm_image.ports.filesystem import FilesystemError, Filesystems
+from slurm_image.ports.submitter import BatchSubmitter, SubmitterError
+from slurm_image.ports.workspace import Workspace, WorkspaceError
+
+_log = logging.getLogger(__name__)
+
+REPORT_MAX_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_S = 300.0
+
+PROFILE = "profile"
+SUBMITTER = "submitter"
+PARTITION = "partition"
+WORKSPACE = "workspace"
+JOB = "job"
+ENROOT = "enroot"
+SQUASHFS_TOOLS = "squashfs_tools"
+LOCAL_SCRATCH = "local_scratch"
+CHECKS = (PROFILE, SUBMITTER, PARTITION, WORKSPACE, JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    checks: tuple[Check, ...]
+    enroot_version: str | None = None
+    job_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def first_failure(self) -> Check | None:
+        return next((check for check in self.checks if not check.ok), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checks": [check.as_dict() for check in self.checks],
+            "enroot_version": self.enroot_version,
+            "job_id": self.job_id,
+        }
+
+
+def profile_failed(reason: str) -> DoctorReport:
+    """The report when the profile itself cannot be read: nothing else can be checked."""
+    checks = [Check(PROFILE, False, reason)]
+    checks += [Check(name, False, "not run: no usable profile") for name in CHECKS[1:]]
+    return DoctorReport(tuple(checks))
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**30:.1f} GiB"
+
+
+def _explain(error: BaseException) -> str:
+    field_name = getattr(error, "field", None)
+    reason = getattr(error, "reason", None) or getattr(error, "rule", None) or str(error)
+    text = f"{field_name}: {reason}" if field_name else str(reason)
+    return " ".join(text.split())
+
+
+@dataclass
+class _Run:
+    """What the checks found so far."""
+
+    checks: list[Check] = field(default_factory=list)
+    enroot_version: str | None = None
+    job_id: str | None = None
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(Check(name, ok, detail))
+        return ok
+
+    def skip(self, names: tuple[str, ...], because: str) -> None:
+        for name in names:
+            self.add(name, False, f"not run: {because}")
+
+
+class Doctor:
+    """Run every check against one profile; never raises for what it checks."""
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace,
+        submitter: BatchSubmitter,
+        filesystems: Filesystems,
+        clock: Clock,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_s: float = 1.0,
+    ) -> None:
+        self._workspace = workspace
+        self._submitter = submitter
+        self._filesystems = filesystems
+        self._clock = clock
+        self._sleep = sleep
+        self._poll_s = poll_s
+
+    def __call__(
+        self,
+        profile: SiteProfile,
+        profile_detail: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        doctor_id: str | None = None,
+    ) -> DoctorReport:
+        run = _Run()
+        run.add(PROFILE, True, profile_detail)
+        job = doctor_job(profile, doctor_id or f"{DOCTOR_ID_PREFIX}{uuid.uuid4().hex}")
+        reachable = self._check_submitter(run)
+        fits = reachable and self._check_partition(run, profile, job)
+        if not reachable:
+            run.skip((PARTITION,), "the submitter is not reachable")
+        directory = self._check_workspace(run, profile, job)
+        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH)
+        if directory is None:
+            run.skip(node_checks, "the workspace root is not writable")
+        elif not fits:
+            run.skip(node_checks, f"the {SUBMITTER} or {PARTITION} check failed")
+        else:
+            report = self._run_job(run, profile, job, timeout_s)
+            if report is None:
+                run.skip(node_checks[1:], "the doctor's job did not report")
+            else:
+                self._judge_node(run, report)
+        if directory is not None:
+            self._remove(job, directory)
+        return DoctorReport(tuple(run.checks), run.enroot_version, run.job_id)
+
+    # -- the login node's checks ----------------------------------------------------------
+
+    def _check_submitter(self, run: _Run) -> bool:
+        try:
+            answer = self._submitter.ping()
+        except SubmitterError as error:
+            return run.add(SUBMITTER, False, f"{self._submitter.name}: {_explain(error)}")
+        return run.add(SUBMITTER, True, f"{self._submitter.name}: {answer}")
+
+    def _check_partition(self, run: _Run, profile: SiteProfile, job: DoctorJob) -> bool:
+        build = profile.image_build
+        try:
+            limits = self._submitter.partition(build.partition)
+        except SubmitterError as error:
+            return run.add(PARTITION, False, f"{build.partition}: {_explain(error)}")
+        if limits is None:
+            return run.add(
+                PARTITION, False, f"{build.partition}: the scheduler has no such partition"
+            )
+        wanted = job.spec.model_copy(
+            update={
+                "cpus_per_task": build.cpus_per_task,
+                "memory": build.memory,
+                "time_limit": build.time_limit,
+            }
+        )
+        problems = fit_problems(wanted, limits)
+        request = (
+            f"cpus_per_task {build.cpus_per_task}, memory {build.memory},"
+            f" time_limit {build.time_limit}"
+        )
+        if problems:
+            return run.add(PARTITION, False, f"{build.partition}: " + "; ".join(problems))
+        return run.add(PARTITION, True, f"{build.partition} is {limits.state}; {request} fit")
+
+    def _check_workspace(
+        self, run: _Run, profile: SiteProfile, job: DoctorJob
+    ) -> FileIdentity | None:
+        root = profile.workspace_root
+        try:
+            kind = self._filesystems.type_name(root)
+        except FilesystemError as error:
+            _log.info("cannot tell the filesystem of %s: %s", root, _explain(error))
+            kind = "an unknown filesystem"
+        try:
+            directory = self._workspace.create_directory(job.job_dir, parents=True)
+        except WorkspaceError as error:
+            run.add(WORKSPACE, False, f"{root} on {kind}: not writable: {_explain(error)}")
+            return None
+        try:
+            self._workspace.write_new(
+                f"{job.job_dir}/probe", b"slurm-image doctor\n", mode=0o600, within=directory
+            )
+        except WorkspaceError as error:
+            run.add(WORKSPACE, False, f"{root} on {kind}: not writable: {_explain(error)}")
+            self._remove(job, directory)
+            return None
+        run.add(WORKSPACE, True, f"{root} is writable, on {kind}")
+        return directory
+
+    def _remove(self, job: DoctorJob, directory: FileIdentity) -> None:
+        try:
+            self._workspace.remove_tree(job.job_dir, expected=directory)
+        except WorkspaceError as error:
+            _log.warning("could not remove %s: %s", job.job_dir, _explain(error))
+
+    # -- the compute node's checks --------------------------------------------------------
+
+    def _run_job(
+        self, run: _Run, profile: SiteProfile, job: DoctorJob, timeout_s: float
+    ) -> NodeReport | None:
+        script = render_doctor_script(job, profile).encode("utf-8")
+        try:
+            job_id = self._submitter.submit(script, job.spec)
+        except SubmitterError as error:
+            run.add(JOB, False, f"not submitted: {_explain(error)}")
+            return None
+        run.job_id = job_id
+        try:
+            status = self._wait(job_id, timeout_s)
+        except SubmitterError as error:
+            run.add(JOB, False, f"job {job_id}: {_explain(error)}")
+            return None
+        if status is None or not status.state.is_terminal:
+            state = status.state.value if status is not None else "unknown"
+            self._cancel(job_id)
+            run.add(JOB, False, f"job {job_id} still {state} after {timeout_s:g}s; cancelled")
+            return None
+        stdout = self._read(job.stdout(job_id))
+        if status.state is not JobState.COMPLETED:
+            errors = self._read(job.stderr(job_id)).strip().splitlines()
+            last = f": {errors[-1][:300]}" if errors else ""
+            run.add(
+                JOB,
+                False,
+                f"job {job_id} {status.state.value}, exit {status.exit_code}{last}",
+            )
+            return None
+        report = parse_report(stdout)
+        node = f" on {report.node}" if report.node else ""
+        run.add(JOB, True, f"job {job_id} ran{node} through the job's isolation")
+        return report
+
+    def _wait(self, job_id: str, timeout_s: float) -> JobStatus | None:
+        start = self._clock.now()
+        status: JobStatus | None = None
+        while True:
+            status = self._submitter.states([job_id]).get(job_id, status)
+            if status is not None and status.state.is_terminal:
+                return status
+            if (self._clock.now() - start).total_seconds() >= timeout_s:
+                return status
+            self._sleep(self._poll_s)
+
+    def _cancel(self, job_id: str) -> None:
+        try:
+            self._submitter.cancel(job_id)
+        except SubmitterError as error:
+            _log.warning("could not cancel the doctor's job %s: %s", job_id, _explain(error))
+
+    def _read(self, path: str) -> str:
+        try:
+            read = self._workspace.read_verified(path, max_bytes=REPORT_MAX_BYTES)
+        except WorkspaceError as error:
+            _log.warning("could not read %s: %s", path, _explain(error))
+            return ""
+        return read.data.decode("utf-8", "replace")
+
+    def _judge_node(self, run: _Run, report: NodeReport) -> None:
+        version = enroot_version_tuple(report.enroot_version)
+        if version is None:
+            found = repr(report.enroot_version) if report.enroot_version else "nothing"
+            run.add(ENROOT, False, f"enroot version printed {found} (job_path {report.job_path})")
+        else:
+            run.enroot_version = report.enroot_version
+            importing, inspecting = minimum_enroot("import_oci"), minimum_enroot("inspect_sqsh")
+            where = f"Enroot {report.enroot_version} at {report.enroot}"
+            if version >= importing:
+                run.add(ENROOT, True, f"{where}: import and inspect")
+            elif version >= inspecting:
+                run.add(ENROOT, False, f"{where}: inspect only; import needs 4.0.0 or newer")
+            else:
+                run.add(ENROOT, False, f"{where}: too old; inspect needs 3.5.0 or newer")
+        missing = [tool for tool in ("mksquashfs", "unsquashfs") if not getattr(report, tool)]
+        if missing:
+            run.add(
+                SQUASHFS_TOOLS,
+                False,
+                f"{' and '.join(missing)} not found on job_path {report.job_path}",
+            )
+        else:
+            run.add(SQUASHFS_TOOLS, True, f"{report.mksquashfs}, {report.unsquashfs}")
+        if report.scratch_free_bytes is None:
+            run.add(LOCAL_SCRATCH, False, f"cannot tell the free space of {report.scratch!r}")
+        elif report.scratch_filesystem.lower() in NETWORK_FILESYSTEMS:
+            run.add(
+                LOCAL_SCRATCH,
+                False,
+                f"{report.scratch} is on {report.scratch_filesystem}: Enroot's scratch must be"
+                " node-local (set image_build.local_scratch)",
+            )
+        else:
+            run.add(
+                LOCAL_SCRATCH,
+                True,
+                f"{report.scratch} on {report.scratch_filesystem},"
+                f" {_size(report.scratch_free_bytes)} free",
+            )

@@ -1,0 +1,199 @@
+"""The doctor's tiny batch job: the real jobs' isolation, then a report of the node's tools.
+
+The job runs through the same clean-environment re-exec, fixed ``job_path``, private scratch,
+``HOME`` and ``ENROOT_*`` paths as a lifecycle's job: those parts are taken from the lifecycle
+renderer (``script.py``) itself, never copied, so the doctor tests what real jobs will meet.
+It then prints one ``slurm-image-doctor: KEY=VALUE`` line per fact on stdout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from slurm_image.domain import paths
+from slurm_image.domain.job import JobSpec
+from slurm_image.domain.profile import SiteProfile
+from slurm_image.domain.script import _BODY, _REEXEC, MIN_ENROOT, directives
+from slurm_image.domain.shell import quote
+
+DOCTOR_ID_PREFIX = "doctor-"
+REPORT_PREFIX = "slurm-image-doctor: "
+REPORT_KEYS = (
+    "node",
+    "job_path",
+    "enroot_version",
+    "enroot",
+    "mksquashfs",
+    "unsquashfs",
+    "scratch",
+    "scratch_free_bytes",
+    "scratch_filesystem",
+)
+# Enroot needs mknod and trusted xattrs in its scratch (script.py, step 4): not a network one.
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb2", "beegfs"})
+TINY_CPUS = 1
+TINY_MEMORY = "256M"
+TINY_TIME = "0:05:00"
+
+
+def _section(start: str, end: str) -> str:
+    """The lifecycle script's text from ``start`` up to ``end`` (a ValueError at import time,
+    and so in every test, if the renderer no longer has these steps)."""
+    first = _BODY.index(start)
+    return _BODY[first : _BODY.index(end, first)]
+
+
+_HELPERS = _section("die() {", "# 1. An attempt directory")
+_JOB_ID = _section("[[ ${SLURM_JOB_ID-}", "hash_file() {")
+_ISOLATION = _section("# 4. Private, job-local scratch", "# 5. Enroot's version")
+
+
+class DoctorJob(BaseModel):
+    """Where the doctor's job lives in the workspace, and what it asks of the scheduler."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    doctor_id: str
+    job_dir: str
+    home: str
+    enroot_config: str
+    spec: JobSpec
+
+    def stdout(self, job_id: str) -> str:
+        return self.spec.standard_output.replace("%j", job_id)
+
+    def stderr(self, job_id: str) -> str:
+        return self.spec.standard_error.replace("%j", job_id)
+
+
+def doctor_job(profile: SiteProfile, doctor_id: str) -> DoctorJob:
+    """``<workspace>/images/.tmp/doctor/<id>/``, and a one-CPU job in the profile's partition,
+    account and QOS."""
+    paths.name(doctor_id, "doctor_id")
+    layout = paths.AttemptLayout(profile.workspace_root, doctor_id)
+    job_dir = f"{layout.tmp}/doctor/{doctor_id}"
+    build = profile.image_build
+    spec = JobSpec(
+        name="slurm-image-doctor",
+        partition=build.partition,
+        account=build.account,
+        qos=build.qos,
+        cpus_per_task=TINY_CPUS,
+        memory=TINY_MEMORY,
+        time_limit=TINY_TIME,
+        working_directory=job_dir,
+        standard_output=f"{job_dir}/slurm-%j.out",
+        standard_error=f"{job_dir}/slurm-%j.err",
+        comment=f"slurm-image:{doctor_id}",
+    )
+    return DoctorJob(
+        doctor_id=doctor_id,
+        job_dir=job_dir,
+        home=f"{job_dir}/home",
+        enroot_config=f"{job_dir}/enroot/config",
+        spec=spec,
+    )
+
+
+def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
+    """The doctor's batch script. The same job and profile always give the same bytes."""
+    build = profile.image_build
+    values = [
+        ("JOB_DIR", job.job_dir),
+        ("JOB_PATH", build.job_path),
+        ("LOCAL_SCRATCH", build.local_scratch or ""),
+        ("JOB_HOME", job.home),
+        ("JOB_ENROOT_CONFIG", job.enroot_config),
+        ("PARTIAL", ""),
+        ("RESULT", ""),
+    ]
+    header = [
+        "#!/bin/bash -p",
+        *directives(job.spec),
+        f"# slurm-image-lifecycle: doctor {job.doctor_id}",
+        "",
+        _REEXEC.replace("@JOB_PATH@", quote(build.job_path)),
+        "set -Eeuo pipefail",
+        "umask 077",
+        *(f"readonly {key}={quote(value, key)}" for key, value in values),
+        *(
+            f"export {key}={quote(value, key)}"
+            for key, value in sorted(profile.enroot.environment.items())
+        ),
+    ]
+    return "\n".join(header) + "\n" + _HELPERS + _JOB_ID + _ISOLATION + _REPORT
+
+
+_REPORT = r"""# The doctor's report: one line per fact, read by the login node.
+report() {
+    local value=${2%%$'\n'*}
+    printf 'slurm-image-doctor: %s=%s\n' "$1" "${value//[[:cntrl:]]/}"
+}
+report node "${SLURM_JOB_NODELIST-}"
+report job_path "$JOB_PATH"
+version_output=$(enroot version 2>/dev/null) || version_output=""
+report enroot_version "$version_output"
+for tool in enroot mksquashfs unsquashfs; do
+    report "$tool" "$(command -v "$tool" || true)"
+done
+report scratch "$scratch_base"
+if space=$(stat -f -c '%a %S %T' -- "$scratch_base"); then
+    read -r blocks block_size filesystem <<<"$space"
+    report scratch_free_bytes "$((blocks * block_size))"
+    report scratch_filesystem "$filesystem"
+fi
+succeeded=1
+"""
+
+
+class NodeReport(BaseModel):
+    """What the doctor's job found on the compute node (untrusted text, checked here)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    node: str = ""
+    job_path: str = ""
+    enroot_version: str = ""
+    enroot: str = ""
+    mksquashfs: str = ""
+    unsquashfs: str = ""
+    scratch: str = ""
+    scratch_free_bytes: int | None = None
+    scratch_filesystem: str = ""
+
+
+def parse_report(stdout: str) -> NodeReport:
+    """The ``slurm-image-doctor: KEY=VALUE`` lines of the job's stdout; other lines are ignored,
+    and so are unknown keys."""
+    found: dict[str, str] = {}
+    for line in stdout.splitlines():
+        if not line.startswith(REPORT_PREFIX):
+            continue
+        key, sep, value = line[len(REPORT_PREFIX) :].partition("=")
+        if sep and key in REPORT_KEYS:
+            found[key] = value.strip()[:4096]
+    free = found.pop("scratch_free_bytes", "")
+    values: Mapping[str, object] = {
+        **found,
+        "scratch_free_bytes": int(free) if free.isdigit() else None,
+    }
+    return NodeReport.model_validate(values)
+
+
+_VERSION = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})([-+][0-9A-Za-z.+-]*)?")
+
+
+def enroot_version_tuple(text: str) -> tuple[int, int, int] | None:
+    """``X.Y.Z[-suffix]`` as the job's version gate reads it; None when it does not parse."""
+    match = _VERSION.fullmatch(text)
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def minimum_enroot(operation: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(part) for part in MIN_ENROOT[operation].split("."))
+    return major, minor, patch

@@ -1,0 +1,119 @@
+"""``slurm-image doctor``: one line per check (``--json``: ``checks``, ``enroot_version``).
+
+Exit 0 only when every check passed; otherwise the code of the first failed check's kind
+(cli.md): 2 the profile or the workspace root, 3 the submitter or the partition, 4 the doctor's
+job or what it found on the compute node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any
+
+import typer
+
+from slurm_image.adapters.statfs import StatfsFilesystems
+from slurm_image.application.doctor import (
+    DEFAULT_TIMEOUT_S,
+    ENROOT,
+    JOB,
+    LOCAL_SCRATCH,
+    PARTITION,
+    PROFILE,
+    SQUASHFS_TOOLS,
+    SUBMITTER,
+    WORKSPACE,
+    Doctor,
+    DoctorReport,
+    profile_failed,
+)
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.profile import ProfileSelection
+from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.entrypoints.errors import (
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_SCHEDULER,
+    describe,
+)
+from slurm_image.entrypoints.profile_loader import PROFILE_ENV, load_profile, profile_path
+
+EXIT_FOR_CHECK = {
+    PROFILE: EXIT_INVALID,
+    WORKSPACE: EXIT_INVALID,
+    SUBMITTER: EXIT_SCHEDULER,
+    PARTITION: EXIT_SCHEDULER,
+    JOB: EXIT_JOB_FAILED,
+    ENROOT: EXIT_JOB_FAILED,
+    SQUASHFS_TOOLS: EXIT_JOB_FAILED,
+    LOCAL_SCRATCH: EXIT_JOB_FAILED,
+}
+
+
+def exit_code(report: DoctorReport) -> int:
+    failed = report.first_failure
+    return EXIT_OK if failed is None else EXIT_FOR_CHECK[failed.name]
+
+
+def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
+    """Which file, which cluster, and why each was chosen."""
+    path = profile_path(explicit, os.environ)
+    if explicit:
+        why_file = "--profile"
+    elif os.environ.get(PROFILE_ENV):
+        why_file = f"${PROFILE_ENV}"
+    else:
+        why_file = "the default in the working directory"
+    if selection.cluster is None:
+        cluster = "a single profile (no catalog)"
+    elif selection.how == "hostname":
+        cluster = f"cluster {selection.cluster} (this host matches {selection.pattern!r})"
+    elif selection.how == "default":
+        cluster = f"cluster {selection.cluster} (no host pattern matched: the catalog's default)"
+    else:
+        cluster = f"cluster {selection.cluster} (--cluster)"
+    return (
+        f"{path.resolve()} (from {why_file}); {cluster};"
+        f" profile sha256 {selection.profile_sha256[:12]}"
+    )
+
+
+def _diagnose(options: Any, timeout_s: float) -> DoctorReport:
+    try:
+        profile, selection = load_profile(
+            profile_path(options.profile, os.environ), cluster=options.cluster
+        )
+        container = build_container(profile)
+        require_submitter(container, profile)
+        submitter = container.submitter()
+    except DomainError as error:
+        return profile_failed(describe(error))
+    doctor = Doctor(
+        workspace=container.workspace(),
+        submitter=submitter,
+        filesystems=StatfsFilesystems(),
+        clock=container.clock(),
+    )
+    return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)
+
+
+def doctor_command(
+    ctx: typer.Context,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=1, help="Seconds to wait for the doctor's tiny job."),
+    ] = DEFAULT_TIMEOUT_S,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Check the profile, the scheduler, the partition, the workspace and a compute node."""
+    options = ctx.obj
+    report = _diagnose(options, timeout)
+    if json_output or options.json:
+        typer.echo(json.dumps(report.as_dict(), sort_keys=True))
+    elif not options.quiet or not report.ok:
+        for check in report.checks:
+            typer.echo(f"{'ok' if check.ok else 'FAIL':<4}  {check.name:<14}  {check.detail}")
+    # SystemExit, not typer.Exit: click's non-standalone main returns an Exit's code unread.
+    raise SystemExit(exit_code(report))

@@ -1,0 +1,293 @@
+"""``Doctor`` with the in-memory adapters: every check's verdict, and what the job's report means.
+
+The fake scheduler never runs jobs: the test's ``node`` plays the compute node when the doctor
+waits, writing the job's stdout into the workspace and ending the job.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slurm_image.adapters.memory import (
+    FakeClock,
+    FakeFilesystems,
+    FakeSubmitter,
+    MemoryFilesystem,
+    MemoryWorkspace,
+)
+from slurm_image.adapters.retry import RetryPolicy
+from slurm_image.application.doctor import CHECKS, Doctor, DoctorReport, profile_failed
+from slurm_image.domain.doctor_script import doctor_job, parse_report, render_doctor_script
+from slurm_image.domain.job import JobState
+from slurm_image.domain.partition import PartitionLimits
+from slurm_image.domain.profile import SiteProfile, parse_profile
+from support import profile_data
+
+ROOT = "/site/ws"
+DOCTOR_ID = "doctor-0123456789abcdef"
+GOOD_REPORT = (
+    "slurm-image: noise on stdout\n"
+    "slurm-image-doctor: node=node07\n"
+    "slurm-image-doctor: job_path=/opt/enroot/bin:/usr/bin:/bin\n"
+    "slurm-image-doctor: enroot_version=4.1.2\n"
+    "slurm-image-doctor: enroot=/opt/enroot/bin/enroot\n"
+    "slurm-image-doctor: mksquashfs=/usr/bin/mksquashfs\n"
+    "slurm-image-doctor: unsquashfs=/usr/bin/unsquashfs\n"
+    "slurm-image-doctor: scratch=/local/scratch\n"
+    "slurm-image-doctor: scratch_free_bytes=107374182400\n"
+    "slurm-image-doctor: scratch_filesystem=xfs\n"
+)
+
+
+class Site:
+    def __init__(self, **image_build: object) -> None:
+        data = profile_data(**image_build)
+        data["workspace_root"] = ROOT
+        self.profile: SiteProfile = parse_profile(data)
+        self.filesystem = MemoryFilesystem()
+        self.filesystem.makedirs(ROOT, mode=0o755, uid=1000)
+        self.workspace = MemoryWorkspace(ROOT, self.filesystem, uid=1000)
+        self.submitter = FakeSubmitter(
+            partitions={"cpu"}, max_cpus_per_task=64, retry_policy=RetryPolicy.immediate()
+        )
+        self.clock = FakeClock()
+        self.filesystems = FakeFilesystems("lustre")
+        self.job = doctor_job(self.profile, DOCTOR_ID)
+        self.stdout = GOOD_REPORT
+        self.stderr = ""
+        self.exit_code = 0
+        self.runs = True
+        self.seen_directory: list[str] = []
+
+    def node(self, seconds: float) -> None:
+        """Play the compute node while the doctor waits."""
+        self.clock.advance(timedelta(seconds=seconds))
+        if not self.runs:
+            return
+        for job_id, job in self.submitter.jobs.items():
+            if job.state.is_terminal:
+                continue
+            self.seen_directory = self.workspace.list_directory(self.job.job_dir)
+            self.filesystem.write(self.job.stdout(job_id), self.stdout.encode(), uid=1000)
+            self.filesystem.write(self.job.stderr(job_id), self.stderr.encode(), uid=1000)
+            self.submitter.start(job_id)
+            self.submitter.finish(job_id, self.exit_code)
+
+    def run(self, timeout_s: float = 60) -> DoctorReport:
+        doctor = Doctor(
+            workspace=self.workspace,
+            submitter=self.submitter,
+            filesystems=self.filesystems,
+            clock=self.clock,
+            sleep=self.node,
+        )
+        return doctor(self.profile, "site.toml", timeout_s=timeout_s, doctor_id=DOCTOR_ID)
+
+
+def verdicts(report: DoctorReport) -> dict[str, bool]:
+    return {check.name: check.ok for check in report.checks}
+
+
+def detail(report: DoctorReport, name: str) -> str:
+    return next(check.detail for check in report.checks if check.name == name)
+
+
+def test_a_ready_site_passes_every_check_in_order() -> None:
+    site = Site(cpus_per_task=4, memory="16G", time_limit="1:00:00")
+    report = site.run()
+    assert [check.name for check in report.checks] == list(CHECKS)
+    assert report.ok, report.checks
+    assert report.enroot_version == "4.1.2"
+    assert detail(report, "submitter") == "fake: fake controller UP"
+    assert detail(report, "partition") == (
+        "cpu is UP; cpus_per_task 4, memory 16G, time_limit 1:00:00 fit"
+    )
+    assert detail(report, "workspace") == f"{ROOT} is writable, on lustre"
+    assert detail(report, "job") == "job 1 ran on node07 through the job's isolation"
+    assert detail(report, "enroot") == "Enroot 4.1.2 at /opt/enroot/bin/enroot: import and inspect"
+    assert detail(report, "local_scratch") == "/local/scratch on xfs, 100.0 GiB free"
+
+
+def test_the_job_is_the_rendered_doctor_script_with_a_tiny_spec() -> None:
+    site = Site()
+    report = site.run()
+    (job,) = site.submitter.jobs.values()
+    assert job.script == render_doctor_script(site.job, site.profile).encode()
+    assert (job.spec.cpus_per_task, job.spec.memory, job.spec.partition) == (1, "256M", "cpu")
+    assert job.spec.comment == f"slurm-image:{DOCTOR_ID}"
+    assert report.job_id == "1"
+    assert site.seen_directory == ["probe"]  # the job ran in the doctor's own directory...
+    assert not site.workspace.exists(site.job.job_dir)  # ...which is gone afterwards
+
+
+def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
+    site = Site()
+    site.submitter.controller_up = False
+    report = site.run()
+    assert verdicts(report) == {
+        "profile": True,
+        "submitter": False,
+        "partition": False,
+        "workspace": True,
+        "job": False,
+        "enroot": False,
+        "squashfs_tools": False,
+        "local_scratch": False,
+    }
+    assert "DOWN" in detail(report, "submitter")
+    assert detail(report, "partition") == "not run: the submitter is not reachable"
+    assert site.submitter.jobs == {}
+    assert report.first_failure is not None and report.first_failure.name == "submitter"
+
+
+def test_a_missing_partition_is_named_and_no_job_is_submitted() -> None:
+    site = Site(partition="gpu")
+    report = site.run()
+    assert detail(report, "partition") == "gpu: the scheduler has no such partition"
+    assert not verdicts(report)["job"]
+    assert site.submitter.jobs == {}
+
+
+def test_every_limit_the_profile_breaks_is_named() -> None:
+    site = Site(cpus_per_task=48, memory="300G", time_limit="72:00:00")
+    site.submitter.set_partition(
+        PartitionLimits(
+            name="cpu", state="UP", max_time_minutes=2880, node_cpus=32, node_memory_mib=256000
+        )
+    )
+    report = site.run()
+    assert detail(report, "partition") == (
+        "cpu: cpus_per_task 48 exceeds the node limit of 32;"
+        " memory 300G (307200 MiB) exceeds the node limit of 256000 MiB;"
+        " time_limit 72:00:00 exceeds MaxTime 48:00:00"
+    )
+
+
+def test_a_workspace_root_that_is_not_writable_fails_and_no_job_runs() -> None:
+    site = Site()
+    site.filesystem.chmod(ROOT, 0o555)
+    report = site.run()
+    assert not verdicts(report)["workspace"]
+    assert "not writable" in detail(report, "workspace")
+    assert detail(report, "job") == "not run: the workspace root is not writable"
+    assert site.submitter.jobs == {}
+
+
+def test_a_failed_job_reports_its_state_exit_code_and_last_error_line() -> None:
+    site = Site()
+    site.exit_code = 64
+    site.stderr = "slurm-image: error: SLURM_JOB_ID is missing or not a job id (exit 64)\n"
+    report = site.run()
+    assert detail(report, "job") == (
+        "job 1 FAILED, exit 64: slurm-image: error: SLURM_JOB_ID is missing or not a job id"
+        " (exit 64)"
+    )
+    assert detail(report, "enroot") == "not run: the doctor's job did not report"
+    assert report.enroot_version is None
+
+
+def test_a_job_that_never_starts_is_cancelled_at_the_timeout() -> None:
+    site = Site()
+    site.runs = False
+    report = site.run(timeout_s=30)
+    assert detail(report, "job") == "job 1 still PENDING after 30s; cancelled"
+    assert site.submitter.job("1").state is JobState.CANCELLED
+    assert not site.workspace.exists(site.job.job_dir)
+
+
+@pytest.mark.parametrize(
+    ("version", "ok", "words"),
+    [
+        ("4.0.0", True, "import and inspect"),
+        ("3.5.0", False, "inspect only; import needs 4.0.0"),
+        ("3.4.9", False, "too old"),
+        ("", False, "printed nothing"),
+        ("garbage", False, "printed 'garbage'"),
+    ],
+)
+def test_the_enroot_version_is_judged_by_the_jobs_own_minimums(
+    version: str, ok: bool, words: str
+) -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("enroot_version=4.1.2", f"enroot_version={version}")
+    report = site.run()
+    assert verdicts(report)["enroot"] is ok
+    assert words in detail(report, "enroot")
+    assert (report.enroot_version == version) is (version[:1].isdigit())
+
+
+def test_missing_squashfs_tools_and_a_network_scratch_fail() -> None:
+    site = Site()
+    site.stdout = (
+        GOOD_REPORT.replace("mksquashfs=/usr/bin/mksquashfs", "mksquashfs=")
+        .replace("unsquashfs=/usr/bin/unsquashfs", "unsquashfs=")
+        .replace("scratch_filesystem=xfs", "scratch_filesystem=nfs")
+    )
+    report = site.run()
+    assert detail(report, "squashfs_tools") == (
+        "mksquashfs and unsquashfs not found on job_path /opt/enroot/bin:/usr/bin:/bin"
+    )
+    assert not verdicts(report)["local_scratch"]
+    assert "node-local" in detail(report, "local_scratch")
+
+
+def test_the_report_reader_takes_only_its_own_lines_and_known_keys() -> None:
+    report = parse_report(
+        "slurm-image-doctor: enroot_version=4.1.2\n"
+        "slurm-image-doctor: evil=1\n"
+        "enroot_version=9.9.9\n"
+        "slurm-image-doctor: scratch_free_bytes=-5\n"
+        "slurm-image-doctor: node\n"
+    )
+    assert report.enroot_version == "4.1.2"
+    assert report.scratch_free_bytes is None
+    assert report.node == ""
+
+
+def test_an_unreadable_profile_fails_every_check() -> None:
+    report = profile_failed("profile: no profile file at /nowhere.toml")
+    assert [check.name for check in report.checks] == list(CHECKS)
+    assert not any(check.ok for check in report.checks)
+    assert report.checks[0].detail == "profile: no profile file at /nowhere.toml"
+
+
+def test_the_doctor_script_reports_under_bash_through_the_isolation(tmp_path: Path) -> None:
+    """The rendered script itself, run by bash as Slurm would: clean environment, private HOME
+    and Enroot paths, and the report lines the login node reads."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "enroot").write_text(
+        '#!/bin/sh\n[ "$1" = version ] || exit 2\n'
+        'printf "%s\\n" "$HOME|$ENROOT_DATA_PATH|${LEAK-}" > "$ENROOT_CONFIG_PATH/seen"\n'
+        "echo 3.6.0\n"
+    )
+    (bin_dir / "enroot").chmod(0o755)
+    data = profile_data(job_path=f"{bin_dir}:/usr/bin:/bin", local_scratch=str(tmp_path))
+    data["workspace_root"] = str(tmp_path / "ws")
+    profile = parse_profile(data)
+    job = doctor_job(profile, DOCTOR_ID)
+    Path(job.job_dir).mkdir(parents=True)
+    script = tmp_path / "doctor.sbatch"
+    script.write_text(render_doctor_script(job, profile))
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "42", "LEAK": "x", "HOME": "/root"}
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    report = parse_report(done.stdout)
+    assert report.enroot_version == "3.6.0"
+    assert report.enroot == str(bin_dir / "enroot")
+    assert report.job_path == f"{bin_dir}:/usr/bin:/bin"
+    assert report.scratch == str(tmp_path)
+    assert report.scratch_free_bytes is not None and report.scratch_free_bytes > 0
+    assert report.scratch_filesystem
+    home, data_path, leak = (Path(job.enroot_config) / "seen").read_text().strip().split("|")
+    assert home == job.home
+    assert data_path.startswith(f"{tmp_path}/slurm-image-42.")
+    assert leak == ""
+    assert not Path(data_path).exists()  # the job's scratch is removed on exit
