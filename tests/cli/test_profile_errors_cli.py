@@ -1,0 +1,125 @@
+"""A profile that cannot be used — missing, a bad value, a catalog where no cluster matches this
+host, an unknown ``--cluster`` — is one clear line and exit 2 for every command that reads one,
+never a traceback; ``doctor`` reports it as its failed ``profile`` check, also exiting 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = str(Path(__file__).resolve().parents[2] / ".pkg")
+SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
+ID = "img-" + "0" * 32
+
+PROFILE = """\
+workspace_root = "{root}"
+[image_build]
+partition = "cpu"
+cpus_per_task = 2
+memory = "4G"
+time_limit = "1:00:00"
+[submitter]
+kind = "fake"
+"""
+
+CATALOG = """\
+[clusters.alpha]
+host_patterns = ["no-such-login-*.example.org"]
+workspace_root = "{root}"
+[clusters.alpha.image_build]
+partition = "cpu"
+cpus_per_task = 2
+memory = "4G"
+time_limit = "1:00:00"
+"""
+
+COMMANDS = {
+    "import": ["import", SOURCE, "--name", "app", "--role", "client"],
+    "import --dry-run": ["import", SOURCE, "--name", "app", "--role", "client", "--dry-run"],
+    "inspect": ["inspect", "/data/app.sqsh", "--name", "app", "--role", "client"],
+    "submit": ["submit", ID],
+    "status": ["status", ID],
+    "cancel": ["cancel", ID],
+}
+
+
+def run(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_IMAGE_")}
+    env["PYTHONPATH"] = PKG
+    command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
+    return subprocess.run(command, cwd=site, env=env, capture_output=True, text=True, timeout=60)
+
+
+def write_site(tmp_path: Path, case: str) -> list[str]:
+    """The profile of ``case`` in ``tmp_path``; returns the global options that select it."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    profile = tmp_path / "site.toml"
+    if case == "missing":
+        return ["--profile", str(tmp_path / "absent.toml")]
+    if case == "bad value":
+        profile.write_text(PROFILE.format(root=root).replace('"4G"', '"4 GB"'))
+    elif case == "no cluster matches this host":
+        profile.write_text(CATALOG.format(root=root))
+    elif case == "unknown cluster":
+        profile.write_text(CATALOG.format(root=root))
+        return ["--profile", str(profile), "--cluster", "gamma"]
+    return ["--profile", str(profile)]
+
+
+CASES = {
+    "missing": ("profile", "no profile file at"),
+    "bad value": ("image_build.memory", "must match"),
+    "no cluster matches this host": ("cluster", "no cluster matches host"),
+    "unknown cluster": ("cluster", "'gamma' is not in the catalog"),
+}
+
+
+def snapshot(root: Path) -> list[str]:
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unusable_profile_is_one_line_and_exit_2(
+    tmp_path: Path, case: str, command: str
+) -> None:
+    options = write_site(tmp_path, case)
+    before = snapshot(tmp_path)
+    done = run(tmp_path, *options, *COMMANDS[command])
+    field, words = CASES[case]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"slurm-image: error: {field}: ")
+    assert words in lines[0]
+    assert "Traceback" not in done.stderr
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_doctor_reports_an_unusable_profile_as_its_failed_first_check(
+    tmp_path: Path, case: str
+) -> None:
+    options = write_site(tmp_path, case)
+    before = snapshot(tmp_path)
+    field, words = CASES[case]
+    done = run(tmp_path, *options, "doctor")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == ""
+    first, *rest = done.stdout.splitlines()
+    assert first.split()[:3] == ["FAIL", "profile", f"{field}:"]
+    assert words in first
+    assert rest and all(line.endswith("not run: no usable profile") for line in rest)
+    report = json.loads(run(tmp_path, *options, "doctor", "--json").stdout)
+    assert report["ok"] is False
+    assert report["checks"][0]["name"] == "profile"
+    assert report["checks"][0]["detail"].startswith(f"{field}: ")
+    assert report["enroot_version"] is None
+    assert snapshot(tmp_path) == before

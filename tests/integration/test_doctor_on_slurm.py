@@ -1,0 +1,151 @@
+"""``slurm-image doctor`` against the local cluster, through each real submitter.
+
+The compute node has no Enroot: the stand-in (tests/fixtures/enroot/enroot) is put first on the
+profile's ``job_path``, set to report a version of its own, so the version the doctor prints can
+only have come from the job on the node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
+KINDS = ["sbatch", "rest-tcp", "rest-unix"]
+
+
+def _submitter_table(kind: str, local: Any) -> str:
+    if kind == "sbatch":
+        return '[submitter]\nkind = "sbatch"\n'
+    if kind == "rest-tcp":
+        return (
+            '[submitter]\nkind = "rest"\n[submitter.rest]\n'
+            f'url = "{local.rest_url}"\nuser = "{local.rest_user}"\n'
+            f'token_file = "{local.token_file}"\n'
+        )
+    return f'[submitter]\nkind = "rest"\n[submitter.rest]\nurl = "unix://{local.rest_socket}"\n'
+
+
+def _site(tmp_path: Path, kind: str, local: Any, *, job_path: str, **build: str) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tmp_path.chmod(0o755)
+    values = {
+        "partition": '"build"',
+        "cpus_per_task": "1",
+        "memory": '"200M"',
+        "time_limit": '"0:05:00"',
+        "job_path": f'"{job_path}"',
+        **build,
+    }
+    profile = tmp_path / "site.toml"
+    profile.write_text(
+        f'workspace_root = "{workspace}"\n[image_build]\n'
+        + "".join(f"{key} = {value}\n" for key, value in values.items())
+        + _submitter_table(kind, local)
+    )
+    return profile
+
+
+def _standin(tmp_path: Path, version: str) -> str:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy2(STANDIN, bin_dir / "enroot")
+    (bin_dir / "enroot-standin.json").write_text(json.dumps({"version": version}))
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def _doctor(profile: Path, local: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT / ".pkg"),
+        "SLURM_CONF": local.slurm_conf,
+        "HOME": str(profile.parent),
+    }
+    command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile)]
+    return subprocess.run(
+        [*command, "doctor", "--timeout", "120", *args],
+        cwd=profile.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_doctor_reports_the_compute_nodes_enroot_and_the_submitters_reachability(
+    tmp_path: Path, kind: str, local_slurm: Any
+) -> None:
+    profile = _site(tmp_path, kind, local_slurm, job_path=_standin(tmp_path, "4.0.7"))
+    done = _doctor(profile, local_slurm, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    checks = {check["name"]: check for check in report["checks"]}
+    assert all(check["ok"] for check in report["checks"]), report
+    assert report["enroot_version"] == "4.0.7"
+    assert checks["enroot"]["detail"].startswith(f"Enroot 4.0.7 at {tmp_path}/bin/enroot")
+    assert "UP" in checks["submitter"]["detail"]
+    assert checks["submitter"]["detail"].startswith("sbatch:" if kind == "sbatch" else "rest:")
+    assert str(profile) in checks["profile"]["detail"]
+    assert "/usr/bin/mksquashfs" in checks["squashfs_tools"]["detail"]
+    assert "GiB free" in checks["local_scratch"]["detail"]
+    job = local_slurm.show_job(report["job_id"])
+    assert (job["Partition"], job["JobState"]) == ("build", "COMPLETED")
+    assert job["Comment"].startswith("slurm-image:doctor-")
+    assert not (tmp_path / "ws" / "images" / ".tmp" / "doctor" / job["Comment"][12:]).exists()
+
+
+def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
+    tmp_path: Path, kind: str, local_slurm: Any
+) -> None:
+    profile = _site(tmp_path, kind, local_slurm, job_path="/usr/bin:/bin")
+    done = _doctor(profile, local_slurm)
+    assert done.returncode == 4, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines] == [
+        "profile",
+        "submitter",
+        "partition",
+        "workspace",
+        "job",
+        "enroot",
+        "squashfs_tools",
+        "local_scratch",
+    ]
+    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok"]
+    assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        ({"partition": '"nosuchpart"'}, "nosuchpart: the scheduler has no such partition"),
+        ({"cpus_per_task": "64"}, "cpus_per_task 64 exceeds the node limit of 2"),
+    ],
+)
+def test_doctor_exits_3_when_the_partition_cannot_take_the_profile(
+    tmp_path: Path, kind: str, local_slurm: Any, build: dict[str, str], words: str
+) -> None:
+    profile = _site(tmp_path, kind, local_slurm, job_path="/usr/bin:/bin", **build)
+    done = _doctor(profile, local_slurm)
+    assert done.returncode == 3, done.stdout + done.stderr
+    partition = next(line for line in done.stdout.splitlines() if " partition " in line)
+    assert partition.startswith("FAIL") and words in partition
+    job = next(line for line in done.stdout.splitlines() if " job " in line)
+    assert job.startswith("FAIL") and "not run" in job  # nothing was submitted
