@@ -6,10 +6,7 @@ waits, writing the job's stdout into the workspace and ending the job.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -254,40 +251,3 @@ def test_an_unreadable_profile_fails_every_check() -> None:
     assert [check.name for check in report.checks] == list(CHECKS)
     assert not any(check.ok for check in report.checks)
     assert report.checks[0].detail == "profile: no profile file at /nowhere.toml"
-
-
-def test_the_doctor_script_reports_under_bash_through_the_isolation(tmp_path: Path) -> None:
-    """The rendered script itself, run by bash as Slurm would: clean environment, private HOME
-    and Enroot paths, and the report lines the login node reads."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "enroot").write_text(
-        '#!/bin/sh\n[ "$1" = version ] || exit 2\n'
-        'printf "%s\\n" "$HOME|$ENROOT_DATA_PATH|${LEAK-}" > "$ENROOT_CONFIG_PATH/seen"\n'
-        "echo 3.6.0\n"
-    )
-    (bin_dir / "enroot").chmod(0o755)
-    data = profile_data(job_path=f"{bin_dir}:/usr/bin:/bin", local_scratch=str(tmp_path))
-    data["workspace_root"] = str(tmp_path / "ws")
-    profile = parse_profile(data)
-    job = doctor_job(profile, DOCTOR_ID)
-    Path(job.job_dir).mkdir(parents=True)
-    script = tmp_path / "doctor.sbatch"
-    script.write_text(render_doctor_script(job, profile))
-    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "42", "LEAK": "x", "HOME": "/root"}
-    done = subprocess.run(
-        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    report = parse_report(done.stdout)
-    assert report.enroot_version == "3.6.0"
-    assert report.enroot == str(bin_dir / "enroot")
-    assert report.job_path == f"{bin_dir}:/usr/bin:/bin"
-    assert report.scratch == str(tmp_path)
-    assert report.scratch_free_bytes is not None and report.scratch_free_bytes > 0
-    assert report.scratch_filesystem
-    home, data_path, leak = (Path(job.enroot_config) / "seen").read_text().strip().split("|")
-    assert home == job.home
-    assert data_path.startswith(f"{tmp_path}/slurm-image-42.")
-    assert leak == ""
-    assert not Path(data_path).exists()  # the job's scratch is removed on exit

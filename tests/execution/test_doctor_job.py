@@ -1,0 +1,89 @@
+"""The doctor's batch script under bash, as slurmd runs it, with the Enroot stand-in on its
+``job_path``: the same isolation as a lifecycle's job, and the report the login node reads."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness import Standin
+
+from slurm_image.domain.doctor_script import (
+    DoctorJob,
+    doctor_job,
+    parse_report,
+    render_doctor_script,
+)
+from slurm_image.domain.profile import parse_profile
+from support import profile_data
+
+DOCTOR_ID = "doctor-0123456789abcdef"
+
+
+def run_doctor_job(tmp_path: Path, standin: Standin, **image_build: str) -> tuple[DoctorJob, str]:
+    data = profile_data(job_path=f"{standin.bin}:/usr/bin:/bin", **image_build)
+    data["workspace_root"] = str(tmp_path / "ws")
+    profile = parse_profile(data)
+    job = doctor_job(profile, DOCTOR_ID)
+    Path(job.job_dir).mkdir(parents=True, mode=0o700)
+    spool = tmp_path / "spool" / "slurm_script"
+    spool.parent.mkdir()
+    spool.write_text(render_doctor_script(job, profile))
+    spool.chmod(0o500)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": "node1",
+        "SLURM_IMAGE_PROFILE": "/elsewhere.toml",
+        "LEAK": "from the submitting shell",
+        "TMPDIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [str(spool)],
+        cwd=job.job_dir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return job, done.stdout
+
+
+def test_the_doctor_job_runs_enroot_in_the_real_jobs_isolation(
+    tmp_path: Path, standin: Standin
+) -> None:
+    standin.configure(version="4.0.3")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    job, stdout = run_doctor_job(tmp_path, standin, local_scratch=str(scratch))
+    report = parse_report(stdout)
+    assert report.enroot_version == "4.0.3"
+    assert report.enroot == str(standin.bin / "enroot")
+    assert (report.node, report.scratch) == ("node1", str(scratch))
+    assert report.scratch_free_bytes is not None and report.scratch_free_bytes > 0
+    assert report.scratch_filesystem
+    for tool in ("mksquashfs", "unsquashfs"):
+        assert getattr(report, tool) == (shutil.which(tool, path="/usr/bin:/bin") or "")
+
+    (call,) = standin.calls()
+    assert call["argv"][:1] == ["version"]
+    environment = call["env"]
+    assert environment["PATH"] == f"{standin.bin}:/usr/bin:/bin"
+    assert environment["HOME"] == job.home
+    assert environment["ENROOT_CONFIG_PATH"] == job.enroot_config
+    for key in ("ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_TEMP_PATH"):
+        assert environment[key].startswith(f"{scratch}/slurm-image-42.")
+    assert "LEAK" not in environment
+    assert not any(key.startswith("SLURM_IMAGE_") for key in environment)
+    assert list(scratch.iterdir()) == []  # the job's scratch is gone when it ends
+
+
+def test_without_local_scratch_the_doctor_job_uses_the_nodes_tmpdir(
+    tmp_path: Path, standin: Standin
+) -> None:
+    _, stdout = run_doctor_job(tmp_path, standin)
+    assert parse_report(stdout).scratch == str(tmp_path)
