@@ -254,7 +254,8 @@ class Doctor:
         try:
             status = self._wait(job_id, timeout_s)
         except SubmitterError as error:
-            run.add(JOB, False, f"job {job_id}: {_explain(error)}")
+            self._cancel(job_id)
+            run.add(JOB, False, f"job {job_id}: {_explain(error)}; cancelled")
             return None
         if status is None or not status.state.is_terminal:
             state = status.state.value if status is not None else "unknown"

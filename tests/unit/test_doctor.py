@@ -197,6 +197,15 @@ def test_a_job_that_never_starts_is_cancelled_at_the_timeout() -> None:
     assert not site.workspace.exists(site.job.job_dir)
 
 
+def test_a_job_that_cannot_be_observed_is_cancelled() -> None:
+    site = Site()
+    site.runs = False
+    site.submitter.fail_next("permanent", operation="states")
+    report = site.run()
+    assert detail(report, "job") == "job 1: submitter: request refused (injected); cancelled"
+    assert site.submitter.job("1").state is JobState.CANCELLED
+
+
 @pytest.mark.parametrize(
     ("version", "ok", "words"),
     [
