@@ -4,7 +4,9 @@ Fixtures under tests/fixtures/slurmrest/ are named by their source: excerpts of 
 OpenAPI specifications (SlinkyProject/slurm-client for v0.0.41 and v0.0.44; the generated model
 documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from real slurmrestd
 (rackslab/Slurm-web test assets for 23.11, 24.05, 24.11) and answers recorded from this
-project's local cluster (22.05, v0.0.38).
+project's local clusters (``local-slurmrestd-<release>__<version>__<what>[-http-<status>]``:
+22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42, by
+tests/fixtures/slurmrest/record_local.py).
 """
 
 from __future__ import annotations
@@ -165,6 +167,82 @@ def test_v0_0_38_errors_recorded_live(
     error = classify("op", status, mapping_for("v0.0.38").errors(body), "")
     assert isinstance(error, expected)
     assert error.field == field  # type: ignore[union-attr]
+
+
+LIVE_24_11 = ["v0.0.40", "v0.0.41", "v0.0.42"]
+
+
+def live_24_11(version: str, what: str) -> dict[str, Any]:
+    return load(f"local-slurmrestd-24.11.5__{version}__{what}.json")
+
+
+@pytest.mark.parametrize("version", LIVE_24_11)
+def test_24_11_answers_recorded_live(version: str) -> None:
+    mapping = mapping_for(version)
+    ok = live_24_11(version, "submit-ok-http-200")
+    assert ok["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"
+    assert mapping.submitted_job_id(ok) == str(ok["job_id"])
+    [failed] = mapping.job_records(live_24_11(version, "job-failed-exit-3"))
+    assert (failed.status.state, failed.status.exit_code) == (JobState.FAILED, 3)
+    assert failed.status.reason == "NonZeroExitCode"
+    assert failed.comment == "slurm-image:img-fixture"
+    [killed] = mapping.job_records(live_24_11(version, "job-signalled-9"))
+    assert (killed.status.state, killed.status.exit_code) == (JobState.FAILED, 128 + 9)
+    [cancelled] = mapping.job_records(live_24_11(version, "job-cancelled-running"))
+    assert cancelled.status.state is JobState.CANCELLED
+    assert cancelled.status.reason is None
+
+
+@pytest.mark.parametrize("version", LIVE_24_11)
+@pytest.mark.parametrize(
+    ("fixture", "expected", "field"),
+    [
+        ("submit-bad-partition-http-500", SchedulerRejected, "partition"),
+        ("submit-bad-token-http-511", SchedulerAuthError, "credentials"),
+        ("job-unknown-http-404", UnknownJob, "job_id"),
+    ],
+)
+def test_24_11_errors_recorded_live(version: str, fixture: str, expected: type, field: str) -> None:
+    status = int(fixture.rsplit("-", 1)[1])
+    error = classify("op", status, mapping_for(version).errors(live_24_11(version, fixture)), "")
+    assert isinstance(error, expected)
+    assert error.field == field  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("version", LIVE_24_11)
+def test_24_11_cancel_answers_recorded_live(version: str) -> None:
+    mapping = mapping_for(version)
+    for what in ("cancel-running-http-200", "cancel-finished-http-200"):
+        assert classify("cancel", 200, mapping.errors(live_24_11(version, what)), "") is None
+    unknown = classify(
+        "cancel", 200, mapping.errors(live_24_11(version, "cancel-unknown-http-200")), ""
+    )
+    # v0.0.40/41 answer an unknown job's cancel like any other: the submitter looks it up.
+    assert mapping.cancel_names_unknown_jobs is (version == "v0.0.42")
+    if mapping.cancel_names_unknown_jobs:
+        assert isinstance(unknown, UnknownJob)
+    else:
+        assert unknown is None
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", *LIVE_24_11])
+def test_a_finished_job_without_a_readable_exit_code_says_so(version: str) -> None:
+    shapes: dict[str, Any] = {
+        "v0.0.38": {"job_id": 7, "job_state": "FAILED", "state_reason": "NonZeroExitCode"},
+    }
+    job = shapes.get(
+        version,
+        {
+            "job_id": 7,
+            "job_state": ["FAILED"],
+            "state_reason": "NonZeroExitCode",
+            "exit_code": {"status": ["INVALID"], "return_code": {"set": False, "number": 0}},
+        },
+    )
+    [record] = mapping_for(version).job_records({"jobs": [job]})
+    assert record.status.exit_code is None
+    assert record.status.reason is not None
+    assert record.status.reason.startswith("NonZeroExitCode; exit code unreadable: ")
 
 
 def test_v0_0_40_job_recorded_from_23_11() -> None:

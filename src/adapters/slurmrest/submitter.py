@@ -147,6 +147,9 @@ class RestSubmitter:
         api = self._api()
         answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
         self._check(f"cancel {job_id}", answer, sent=True)
+        if not api.cancel_names_unknown_jobs:  # only a look-up tells an unknown job apart
+            found = self._client.request("GET", api.job_path(job_id), sent=False)
+            self._check(f"cancel {job_id}", found, sent=False)
 
     def _find_once(self, marker: str) -> str | None:
         for record in self._jobs_once():
