@@ -22,8 +22,8 @@ KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 
 
 def _submitter_table(kind: str, local: Any) -> str:
-    if kind == "sbatch":
-        return '[submitter]\nkind = "sbatch"\n'
+    if kind == "sbatch":  # the cluster's own clients (Slurm 24.11's through its wrappers)
+        return f'[submitter]\nkind = "sbatch"\n[submitter.sbatch]\nsbatch = "{local.sbatch}"\n'
     if kind == "rest-tcp":
         return (
             '[submitter]\nkind = "rest"\n[submitter.rest]\n'
