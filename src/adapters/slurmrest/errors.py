@@ -27,6 +27,7 @@ BAD_TOKEN = 5005  # "Zero Bytes were transmitted or received": a refused JWT, me
 AUTHENTICATION_ERROR = 1007  # "Protocol authentication error": a refused JWT on 24.11, HTTP 511
 UNSPECIFIED = -1  # 22.05 reads: controller down AND refused token both answer -1
 INVALID_JOB_ID = 2017
+UNPARSABLE_PATH = 422  # 24.11, error 9000: a job id Slurm reserves (4294967294, 4294967295)
 _FIELDS = {
     2000: "partition",  # Invalid partition name specified
     2005: "cpus_per_task",  # More processors requested than permitted
