@@ -82,7 +82,7 @@ def test_rest_submit_whose_answer_is_lost_makes_one_job(
             url=proxy.url,
             user=local_slurm.rest_user,
             token_file=local_slurm.token_file,
-            api_version="v0.0.38",
+            api_version=local_slurm.rest_versions[-1],
             retry_policy=PATIENT,
         )
         try:
