@@ -28,10 +28,12 @@ from slurm_image.adapters.retry import (
 )
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
+    UnreadableExitCode,
     bounded,
-    exit_code_from_wait_status,
+    exit_code_from_squeue,
     is_job_id,
     parse_state,
+    reason_with_unreadable_exit,
     submitted_job_id,
 )
 from slurm_image.adapters.slurm_partition import limits_from_scontrol
@@ -55,7 +57,10 @@ class _Completed:
 
 
 def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStatus]:
-    """Parse ``squeue -h -O JobID:|,State:|,Reason:|,exit_code:|`` output for ``wanted`` ids."""
+    """Parse ``squeue -h -O JobID:|,State:|,Reason:|,exit_code:|`` output for ``wanted`` ids.
+
+    A finished job's exit code that cannot be read is named in its ``reason``, never dropped.
+    """
     requested = set(wanted)
     found: dict[str, JobStatus] = {}
     for line in output.splitlines():
@@ -68,14 +73,14 @@ def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStat
             continue  # array tasks ("12_3"), het components ("12+0"), other jobs
         parsed = parse_state(state)
         exit_code = None
-        if parsed.is_terminal and raw_exit.isdigit():
-            exit_code = exit_code_from_wait_status(int(raw_exit))
-        found[job_id] = JobStatus(
-            job_id=job_id,
-            state=parsed,
-            reason=None if reason in ("", "None", "(null)") else reason,
-            exit_code=exit_code,
-        )
+        said = None if reason in ("", "None", "(null)") else reason
+        if parsed.is_terminal:
+            try:
+                exit_code = exit_code_from_squeue(raw_exit)
+            except UnreadableExitCode as unreadable:
+                _log.warning("squeue: job %s: %s", job_id, unreadable)
+                said = reason_with_unreadable_exit(said, unreadable)
+        found[job_id] = JobStatus(job_id=job_id, state=parsed, reason=said, exit_code=exit_code)
     return found
 
 

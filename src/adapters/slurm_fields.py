@@ -114,6 +114,41 @@ def exit_code_from_wait_status(raw: int) -> int:
     return 128 + signal if signal else (raw >> 8) & 0xFF
 
 
+_WAIT_STATUS = re.compile(r"[0-9]{1,5}")
+_EXIT_SIGNAL = re.compile(r"([0-9]{1,3}):([0-9]{1,3})")
+
+
+class UnreadableExitCode(ValueError):
+    """An exit status in no form Slurm is known to print; ``value`` is what it printed."""
+
+    def __init__(self, value: str) -> None:
+        self.value = bounded(value, 80)
+        super().__init__(f"exit code unreadable: {self.value!r}")
+
+
+def exit_code_from_squeue(text: str) -> int:
+    """The job's exit code from ``squeue -O exit_code``, in every form squeue prints it.
+
+    Slurm 22.05 prints the raw wait status (exit 3 -> ``768``, killed by signal 9 -> ``9``);
+    Slurm 24.11 prints ``exit:signal`` (``3:0``, ``0:9``). A signal reports ``128 + N``.
+    Anything else raises ``UnreadableExitCode``: an unknown form is never read as success.
+    """
+    value = text.strip()
+    if _WAIT_STATUS.fullmatch(value) and int(value) <= 0xFFFF:
+        return exit_code_from_wait_status(int(value))
+    pair = _EXIT_SIGNAL.fullmatch(value)
+    if pair is not None:
+        code, signal = int(pair.group(1)), int(pair.group(2))
+        if code <= 255 and signal <= 127:
+            return 128 + signal if signal else code
+    raise UnreadableExitCode(text)
+
+
+def reason_with_unreadable_exit(reason: str | None, error: UnreadableExitCode) -> str:
+    """The reason a finished job's status carries when its exit code could not be read."""
+    return f"{reason}; {error}" if reason else str(error)
+
+
 def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerRejected:
     """``error`` with the offending ``JobSpec`` value in its reason (Slurm's text omits it)."""
     value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None

@@ -22,8 +22,8 @@ KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 
 
 def _submitter_table(kind: str, local: Any) -> str:
-    if kind == "sbatch":
-        return '[submitter]\nkind = "sbatch"\n'
+    if kind == "sbatch":  # the cluster's own clients (Slurm 24.11's through its wrappers)
+        return f'[submitter]\nkind = "sbatch"\n[submitter.sbatch]\nsbatch = "{local.sbatch}"\n'
     if kind == "rest-tcp":
         return (
             '[submitter]\nkind = "rest"\n[submitter.rest]\n'
@@ -141,3 +141,49 @@ def test_status_of_a_staged_lifecycle_asks_the_scheduler_nothing(
     staged = site.json("import", SOURCE, "--name", "app", "--role", "client", "--no-submit")
     status = site.status(staged["lifecycle_id"])
     assert (status["state"], status["job_id"]) == ("STAGED", None)
+
+
+STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "enroot" / "enroot"
+TEST_IMAGES = Path(
+    os.environ.get(
+        "SLURM_IMAGE_TEST_IMAGES",
+        Path.home() / ".cache" / "slurm-image" / "test-images" / "images.json",
+    )
+)
+
+
+def test_an_import_completes_on_the_node_with_the_enroot_standin(
+    tmp_path: Path, local_slurm: Any
+) -> None:
+    # The workspace and the stand-in are the same files on this host and on the node (on
+    # Slurm 24.11 the node is a chroot with these paths bound: docs/local-slurm.md).
+    if not TEST_IMAGES.is_file():
+        message = (
+            f"no test images at {TEST_IMAGES} (scripts/local-registry up && scripts/test-images)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    reference = json.loads(TEST_IMAGES.read_text())["client"]
+    tmp_path.chmod(0o755)
+    standin = tmp_path / "bin"
+    standin.mkdir()
+    (standin / "enroot").symlink_to(STANDIN)
+    site = Site(
+        tmp_path, "sbatch", local_slurm, job_path=f"{standin}:/usr/bin:/bin", partition="build"
+    )
+    profile = tmp_path / "slurm-image.toml"
+    profile.write_text(
+        profile.read_text().replace(
+            "[submitter]", '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n[submitter]'
+        )
+    )
+    lifecycle_id = site.json("import", reference, "--name", "app", "--role", "client")[
+        "lifecycle_id"
+    ]
+    status = site.wait_for(lifecycle_id, {"COMPLETED", "FAILED", "CANCELLED"}, timeout_s=240)
+    job_dir = site.workspace / "images" / ".tmp" / "jobs" / lifecycle_id
+    assert (status["state"], status["exit_code"]) == ("COMPLETED", 0), status
+    assert (job_dir / "candidate.sqsh").stat().st_size > 0
+    record = json.loads((job_dir / "output" / "inspection.json").read_text())
+    assert record["facts"]["python"]

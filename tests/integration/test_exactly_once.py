@@ -82,7 +82,7 @@ def test_rest_submit_whose_answer_is_lost_makes_one_job(
             url=proxy.url,
             user=local_slurm.rest_user,
             token_file=local_slurm.token_file,
-            api_version="v0.0.38",
+            api_version=local_slurm.rest_versions[-1],
             retry_policy=PATIENT,
         )
         try:
@@ -93,24 +93,24 @@ def test_rest_submit_whose_answer_is_lost_makes_one_job(
     assert local_slurm.jobs_with_comment(spec.comment) == [job_id]
 
 
-def _flaky_sbatch(tmp_path: Path, flag: Path) -> Path:
+def _flaky_sbatch(tmp_path: Path, flag: Path, local_slurm) -> Path:  # type: ignore[no-untyped-def]
     """A bin directory whose sbatch submits for real, then reports a timed-out answer."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    real = Path("/usr/bin")
     for tool in ("squeue", "scancel"):
-        (bin_dir / tool).symlink_to(real / tool)
+        (bin_dir / tool).symlink_to(local_slurm.client(tool))
+    sbatch = local_slurm.client("sbatch")
     wrapper = bin_dir / "sbatch"
     wrapper.write_text(
         "#!/bin/bash\n"
         f"if [ ! -e {flag} ]; then\n"
-        f'    /usr/bin/sbatch "$@" >/dev/null || exit $?\n'
+        f'    {sbatch} "$@" >/dev/null || exit $?\n'
         f"    touch {flag}\n"
         '    echo "sbatch: error: Batch job submission failed:'
         ' Socket timed out on send/recv operation" >&2\n'
         "    exit 1\n"
         "fi\n"
-        'exec /usr/bin/sbatch "$@"\n'
+        f'exec {sbatch} "$@"\n'
     )
     wrapper.chmod(0o755)
     return wrapper
@@ -139,7 +139,7 @@ def test_sbatch_submit_whose_answer_is_lost_makes_one_job(
         watcher.start()
     spec = _spec(tmp_path)
     submitter = SbatchSubmitter(
-        sbatch=str(_flaky_sbatch(tmp_path, flag)),
+        sbatch=str(_flaky_sbatch(tmp_path, flag, local_slurm)),
         retry_policy=PATIENT,
         environ={"SLURM_CONF": local_slurm.slurm_conf},
     )

@@ -1,4 +1,5 @@
-"""A job behaves the same whichever submitter sent it (design.md §5, slurm.md).
+"""A job behaves the same whichever submitter sent it (design.md §5, slurm.md), on every
+local cluster (Slurm 22.05 and 24.11: ``local_slurm`` is parametrized in conftest.py).
 
 The script cleans its environment the way the rendered script does (``bash -p``, then
 ``env -i`` keeping only ``SLURM_*`` with a fixed ``PATH``) and records what it sees.
@@ -40,15 +41,22 @@ SBATCH_ONLY = {
     "SLURM_EXPORT_ENV",
     "SLURM_GET_USER_ENV",
     "SLURM_PRIO_PROCESS",
+    "SLURM_TRES_PER_TASK",  # 24.11: "cpu=2", the request, like SLURM_CPUS_PER_TASK
 }
-# Values that differ from one job to the next.
-PER_JOB = {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID"}
+# Values that differ from one job to the next (the times: 24.11).
+PER_JOB = {
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_TASK_PID",
+    "SLURM_JOB_START_TIME",
+    "SLURM_JOB_END_TIME",
+}
 
 
 def _submitters(local_slurm) -> dict[str, BatchSubmitter]:  # type: ignore[no-untyped-def]
     fast = RetryPolicy.immediate(2)
     return {
-        "sbatch": SbatchSubmitter(retry_policy=fast),
+        "sbatch": SbatchSubmitter(sbatch=local_slurm.sbatch, retry_policy=fast),
         "rest-tcp": RestSubmitter(
             url=local_slurm.rest_url,
             user=local_slurm.rest_user,

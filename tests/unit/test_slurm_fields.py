@@ -8,7 +8,9 @@ from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.sbatch import parse_squeue_marker, parse_squeue_states
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
+    UnreadableExitCode,
     bounded,
+    exit_code_from_squeue,
     exit_code_from_wait_status,
     parse_job_id,
     parse_state,
@@ -86,6 +88,61 @@ def test_squeue_states_keep_only_the_asked_ids() -> None:
     assert states["2"].exit_code is None
     assert states["2"].reason is None
     assert states["4"].reason == "ReqNodeNotAvail, UnavailableNodes:vm"
+
+
+@pytest.mark.parametrize(
+    ("printed", "code"),
+    [
+        # Slurm 22.05: the raw wait status
+        ("0", 0),
+        ("768", 3),
+        ("19968", 78),
+        ("9", 137),
+        (" 768 ", 3),
+        # Slurm 24.11: exit:signal
+        ("0:0", 0),
+        ("3:0", 3),
+        ("78:0", 78),
+        ("255:0", 255),
+        ("0:9", 137),
+        ("0:15", 143),
+    ],
+)
+def test_squeue_exit_codes_in_every_printed_form(printed: str, code: int) -> None:
+    assert exit_code_from_squeue(printed) == code
+
+
+@pytest.mark.parametrize(
+    "printed",
+    ["", "N/A", "3:", ":0", "-1", "3:0:0", "256:0", "0:128", "70000", "3.0", "١٢", "3 :0"],
+)
+def test_an_unknown_exit_code_form_is_unreadable_not_success(printed: str) -> None:
+    with pytest.raises(UnreadableExitCode) as caught:
+        exit_code_from_squeue(printed)
+    assert caught.value.value == bounded(printed, 80)
+
+
+def test_squeue_states_read_the_24_11_exit_signal_form() -> None:
+    output = (
+        "1|FAILED|NonZeroExitCode|78:0|\n"
+        "2|FAILED|RaisedSignal:9(Killed)|0:9|\n"
+        "3|COMPLETED|None|0:0|\n"
+        "4|RUNNING|None|0:0|\n"
+    )
+    states = parse_squeue_states(output, ["1", "2", "3", "4"])
+    assert [states[i].exit_code for i in "1234"] == [78, 137, 0, None]
+    assert states["1"].reason == "NonZeroExitCode"
+
+
+def test_an_unreadable_exit_code_of_a_finished_job_is_reported_in_its_reason() -> None:
+    output = "1|FAILED|NonZeroExitCode|x7|\n2|COMPLETED|None||\n3|RUNNING|None|x7|\n"
+    states = parse_squeue_states(output, ["1", "2", "3"])
+    assert states["1"].state is JobState.FAILED
+    assert states["1"].exit_code is None
+    assert states["1"].reason == "NonZeroExitCode; exit code unreadable: 'x7'"
+    assert states["2"].exit_code is None
+    assert states["2"].reason == "exit code unreadable: ''"
+    assert states["3"].reason is None  # a running job has no exit code yet
 
 
 def test_squeue_marker_lookup_matches_the_whole_comment() -> None:

@@ -4,7 +4,9 @@ Fixtures under tests/fixtures/slurmrest/ are named by their source: excerpts of 
 OpenAPI specifications (SlinkyProject/slurm-client for v0.0.41 and v0.0.44; the generated model
 documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from real slurmrestd
 (rackslab/Slurm-web test assets for 23.11, 24.05, 24.11) and answers recorded from this
-project's local cluster (22.05, v0.0.38).
+project's local clusters (``local-slurmrestd-<release>__<version>__<what>[-http-<status>]``:
+22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42; by
+tests/fixtures/slurmrest/record_local.py).
 """
 
 from __future__ import annotations
@@ -137,34 +139,100 @@ def test_every_spec_value_travels_in_the_job_description(version: str) -> None:
     assert (job["minimum_nodes"], job["maximum_nodes"], job["tasks"]) == (1, 1, 1)
 
 
-def test_v0_0_38_answers_recorded_live() -> None:
-    mapping = mapping_for("v0.0.38")
-    ok = load("local-slurmrestd-22.05.8__v0.0.38__submit-ok.json")
-    assert mapping.submitted_job_id(ok).isdigit()
-    [record] = mapping.job_records(
-        load("local-slurmrestd-22.05.8__v0.0.38__job-failed-exit-3.json")
-    )
-    assert record.status.state is JobState.FAILED
-    assert record.status.exit_code == 3
-    assert record.status.reason == "NonZeroExitCode"
-    assert record.comment == "slurm-image:img-fixture"
+# (release, version) of every local slurmrestd recorded by tests/fixtures/slurmrest/record_local.py
+LIVE = [
+    ("22.05.8", "v0.0.38"),
+    ("24.11.5", "v0.0.40"),
+    ("24.11.5", "v0.0.41"),
+    ("24.11.5", "v0.0.42"),
+]
+LIVE_24_11 = [version for release, version in LIVE if release == "24.11.5"]
 
 
+def recorded(release: str, version: str, what: str) -> tuple[int | None, dict[str, Any]]:
+    """The recorded answer ``what`` and its HTTP status (named in the file, when recorded)."""
+    [path] = FIXTURES.glob(f"local-slurmrestd-{release}__{version}__{what}*.json")
+    status = path.stem.rsplit("-http-", 1)[1] if "-http-" in path.stem else None
+    return (int(status) if status else None), json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(("release", "version"), LIVE)
+def test_answers_recorded_live(release: str, version: str) -> None:
+    mapping = mapping_for(version)
+    status, ok = recorded(release, version, "submit-ok")
+    assert status == 200
+    assert mapping.submitted_job_id(ok) == str(ok["job_id"])
+    [failed] = mapping.job_records(recorded(release, version, "job-failed-exit-3")[1])
+    assert (failed.status.state, failed.status.exit_code) == (JobState.FAILED, 3)
+    assert failed.status.reason == "NonZeroExitCode"
+    assert failed.comment == "slurm-image:img-fixture"
+    [killed] = mapping.job_records(recorded(release, version, "job-signalled-9")[1])
+    assert (killed.status.state, killed.status.exit_code) == (JobState.FAILED, 128 + 9)
+    [cancelled] = mapping.job_records(recorded(release, version, "job-cancelled-running")[1])
+    assert cancelled.status.state is JobState.CANCELLED
+
+
+@pytest.mark.parametrize("version", LIVE_24_11)
+def test_24_11_answers_name_their_data_parser(version: str) -> None:
+    _, ok = recorded("24.11.5", version, "submit-ok")
+    assert ok["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"
+
+
+@pytest.mark.parametrize(("release", "version"), LIVE)
 @pytest.mark.parametrize(
-    ("fixture", "status", "expected", "field"),
+    ("what", "expected", "field"),
     [
-        ("submit-bad-partition", 500, SchedulerRejected, "partition"),
-        ("submit-bad-token", 500, SchedulerAuthError, "credentials"),
-        ("job-unknown", 500, UnknownJob, "job_id"),
+        ("submit-bad-partition", SchedulerRejected, "partition"),
+        ("submit-bad-token", SchedulerAuthError, "credentials"),
+        ("job-unknown", UnknownJob, "job_id"),
     ],
 )
-def test_v0_0_38_errors_recorded_live(
-    fixture: str, status: int, expected: type, field: str
+def test_errors_recorded_live(
+    release: str, version: str, what: str, expected: type, field: str
 ) -> None:
-    body = load(f"local-slurmrestd-22.05.8__v0.0.38__{fixture}.json")
-    error = classify("op", status, mapping_for("v0.0.38").errors(body), "")
+    status, body = recorded(release, version, what)
+    assert status is not None
+    error = classify("op", status, mapping_for(version).errors(body), "")
     assert isinstance(error, expected)
     assert error.field == field  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("release", "version"), LIVE)
+def test_cancel_answers_recorded_live(release: str, version: str) -> None:
+    mapping = mapping_for(version)
+    for what in ("cancel-running", "cancel-finished"):
+        status, body = recorded(release, version, what)
+        assert status is not None
+        assert classify("cancel", status, mapping.errors(body), "") is None
+    status, body = recorded(release, version, "cancel-unknown")
+    assert status is not None
+    unknown = classify("cancel", status, mapping.errors(body), "")
+    # v0.0.40/41 answer an unknown job's cancel like any other: the submitter looks it up.
+    assert mapping.cancel_names_unknown_jobs is (version not in ("v0.0.40", "v0.0.41"))
+    if mapping.cancel_names_unknown_jobs:
+        assert isinstance(unknown, UnknownJob)
+    else:
+        assert unknown is None
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", *LIVE_24_11])
+def test_a_finished_job_without_a_readable_exit_code_says_so(version: str) -> None:
+    shapes: dict[str, Any] = {
+        "v0.0.38": {"job_id": 7, "job_state": "FAILED", "state_reason": "NonZeroExitCode"},
+    }
+    job = shapes.get(
+        version,
+        {
+            "job_id": 7,
+            "job_state": ["FAILED"],
+            "state_reason": "NonZeroExitCode",
+            "exit_code": {"status": ["INVALID"], "return_code": {"set": False, "number": 0}},
+        },
+    )
+    [record] = mapping_for(version).job_records({"jobs": [job]})
+    assert record.status.exit_code is None
+    assert record.status.reason is not None
+    assert record.status.reason.startswith("NonZeroExitCode; exit code unreadable: ")
 
 
 def test_v0_0_40_job_recorded_from_23_11() -> None:

@@ -5,14 +5,25 @@ that may be unset are ``{"set": bool, "infinite": bool, "number": N}`` objects
 (``memory_per_node`` uint64, ``time_limit`` uint32), ``environment`` is a list of ``K=V``
 strings, the script goes in ``job.script``, ``job_state`` is a list (a base state plus flags) and
 ``exit_code`` is ``{"status": [...], "return_code": {...}, "signal": {"id": {...}, "name": ..}}``.
+
+Measured on Slurm 24.11.5 (fixtures local-slurmrestd-24.11.5__*): a cancel answers 200 even for
+an unknown job; v0.0.40 and v0.0.41 say nothing more, v0.0.42 names the outcome per job in
+``status[].error`` (2017 unknown job, 2021 already finished).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from slurm_image.adapters.slurm_fields import parse_job_id, parse_state, parse_state_list
+from slurm_image.adapters.slurm_fields import (
+    UnreadableExitCode,
+    parse_job_id,
+    parse_state,
+    parse_state_list,
+    reason_with_unreadable_exit,
+)
 from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
     Json,
@@ -53,9 +64,13 @@ def exit_code_of(value: Any) -> int | None:
     return _no_val_number(value.get("return_code"))
 
 
+ALREADY_FINISHED = 2021  # "Job/step already completing or completed": what a cancel wants
+
+
 class DataParserMapping(VersionedPaths):
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, *, cancel_names_unknown_jobs: bool = True) -> None:
         self.version = version
+        self.cancel_names_unknown_jobs = cancel_names_unknown_jobs
 
     def __repr__(self) -> str:
         return f"DataParserMapping({self.version!r})"
@@ -101,12 +116,16 @@ class DataParserMapping(VersionedPaths):
             )
             exit_code = exit_code_of(job.get("exit_code")) if state.is_terminal else None
             reason = job.get("state_reason")
+            said = None if reason in (None, "", "None") else str(reason)
+            if state.is_terminal and exit_code is None:
+                unreadable = UnreadableExitCode(json.dumps(job.get("exit_code")))
+                said = reason_with_unreadable_exit(said, unreadable)
             records.append(
                 JobRecord(
                     JobStatus(
                         job_id=str(_no_val_number(job.get("job_id")) or ""),
                         state=state if state is not JobState.LOST else JobState.UNKNOWN,
-                        reason=None if reason in (None, "", "None") else str(reason),
+                        reason=said,
                         exit_code=exit_code,
                     ),
                     str(job.get("comment") or ""),
@@ -115,7 +134,15 @@ class DataParserMapping(VersionedPaths):
         return records
 
     def errors(self, body: Json) -> list[RestError]:
-        return common_errors(body)
+        found = common_errors(body)
+        for entry in body.get("status") or []:  # v0.0.42+ cancel: one outcome per job
+            error = entry.get("error") if isinstance(entry, dict) else None
+            if not isinstance(error, dict):
+                continue
+            code = error.get("code")
+            if isinstance(code, int) and code not in (0, ALREADY_FINISHED):
+                found.append(RestError(code, str(error.get("message") or error.get("string"))))
+        return found
 
     def controllers(self, body: Json) -> list[tuple[str, bool]]:
         return controller_entries(body)

@@ -1,7 +1,7 @@
 """What a slurmrestd answer means: success, transient trouble, auth failure or a refusal.
 
-Measured on slurmrestd 22.05 (docs/local-slurm.md); the error numbers are Slurm's own and keep
-their meaning in later releases.
+Measured on slurmrestd 22.05 and 24.11 (docs/local-slurm.md); the error numbers are Slurm's own
+and keep their meaning in later releases.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ _AMBIGUOUS_CODES = {
     5004,  # socket timed out on send/recv
 }
 BAD_TOKEN = 5005  # "Zero Bytes were transmitted or received": a refused JWT, measured
+AUTHENTICATION_ERROR = 1007  # "Protocol authentication error": a refused JWT on 24.11, HTTP 511
 UNSPECIFIED = -1  # 22.05 reads: controller down AND refused token both answer -1
 INVALID_JOB_ID = 2017
 INVALID_PARTITION = 2000
+UNPARSABLE_PATH = 422  # 24.11, error 9000: a job id Slurm reserves (4294967294, 4294967295)
 _FIELDS = {
     INVALID_PARTITION: "partition",  # Invalid partition name specified
     2005: "cpus_per_task",  # More processors requested than permitted
@@ -55,11 +57,11 @@ def classify(
     detail = "; ".join(f"{e.code}: {e.text}" if e.code is not None else e.text for e in errors)
     reason = f"{operation}: HTTP {status}: {bounded(detail or text) or 'no details'}"
     codes = {e.code for e in errors}
-    if status in (401, 403):
+    if status in (401, 403, 511):
         return SchedulerAuthError(reason, "credentials")
     if status in (502, 503, 504):
         return TransientFailure(reason, "slurmrestd", ambiguous=sent)
-    if BAD_TOKEN in codes:
+    if BAD_TOKEN in codes or AUTHENTICATION_ERROR in codes:
         return SchedulerAuthError(reason, "credentials")
     if CONTROLLER_UNREACHABLE in codes:
         return TransientFailure(reason, "controller", ambiguous=False)

@@ -34,6 +34,8 @@ class JobRecord:
 
 class ApiMapping(Protocol):
     version: str
+    cancel_names_unknown_jobs: bool
+    """Whether a cancel of an unknown job answers with an error (else a look-up must tell)."""
 
     def submit_path(self) -> str: ...
 

@@ -18,7 +18,7 @@ from slurm_image.adapters.retry import (
 )
 from slurm_image.adapters.slurm_fields import bounded, is_job_id, unconfirmed
 from slurm_image.adapters.slurmrest.client import Answer, RestClient, TokenSource
-from slurm_image.adapters.slurmrest.errors import INVALID_PARTITION, classify
+from slurm_image.adapters.slurmrest.errors import INVALID_PARTITION, UNPARSABLE_PATH, classify
 from slurm_image.adapters.slurmrest.mapping import ApiMapping, JobRecord
 from slurm_image.adapters.slurmrest.versions import discover_once, mapping_for
 from slurm_image.domain.job import JobSpec, JobStatus
@@ -153,7 +153,13 @@ class RestSubmitter:
     def _cancel_once(self, job_id: str) -> None:
         api = self._api()
         answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
+        if answer.status == UNPARSABLE_PATH:  # 24.11: the ids Slurm reserves (NO_VAL, INFINITE)
+            reason = f"cancel {job_id}: slurmrestd refuses the id: {answer.text}"
+            raise UnknownJob(reason, "job_id")
         self._check(f"cancel {job_id}", answer, sent=True)
+        if not api.cancel_names_unknown_jobs:  # only a look-up tells an unknown job apart
+            found = self._client.request("GET", api.job_path(job_id), sent=False)
+            self._check(f"cancel {job_id}", found, sent=False)
 
     def _find_once(self, marker: str) -> str | None:
         for record in self._jobs_once():

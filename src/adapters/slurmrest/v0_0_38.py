@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from slurm_image.adapters.slurm_fields import exit_code_from_wait_status, parse_job_id, parse_state
+from slurm_image.adapters.slurm_fields import (
+    UnreadableExitCode,
+    exit_code_from_wait_status,
+    parse_job_id,
+    parse_state,
+    reason_with_unreadable_exit,
+)
 from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
     Json,
@@ -32,6 +38,7 @@ def _limit(value: object) -> int | None:
 
 
 class V0038(VersionedPaths):
+    cancel_names_unknown_jobs = True  # 500, error 2017 (measured on 22.05)
     version = "v0.0.38"
 
     def submit_body(self, script: str, spec: JobSpec, environment: Mapping[str, str]) -> Json:
@@ -71,12 +78,15 @@ class V0038(VersionedPaths):
                 else None
             )
             reason = job.get("state_reason")
+            said = None if reason in (None, "", "None") else str(reason)
+            if state.is_terminal and exit_code is None:
+                said = reason_with_unreadable_exit(said, UnreadableExitCode(repr(raw_exit)))
             records.append(
                 JobRecord(
                     JobStatus(
                         job_id=job_id,
                         state=state,
-                        reason=None if reason in (None, "", "None") else str(reason),
+                        reason=said,
                         exit_code=exit_code,
                     ),
                     str(job.get("comment") or ""),

@@ -9,4 +9,5 @@ from __future__ import annotations
 
 from slurm_image.adapters.slurmrest.data_parser import DataParserMapping
 
-MAPPING = DataParserMapping("v0.0.40")
+# A cancel of an unknown job answers 200 without an error (measured on 24.11.5).
+MAPPING = DataParserMapping("v0.0.40", cancel_names_unknown_jobs=False)

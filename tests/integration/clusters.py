@@ -1,0 +1,107 @@
+"""The local clusters ``scripts/local-slurm`` runs, as the integration tests reach them:
+Debian 12's Slurm 22.05 (installed on the machine) and Debian 13's Slurm 24.11 (a trixie root
+beside it, reached through its own client wrappers; docs/local-slurm.md)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+LOCAL_SLURM = Path(__file__).resolve().parents[2] / "scripts" / "local-slurm"
+CLUSTERS = ["22.05", "24.11"]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One local cluster: what clients need to reach it (``scripts/local-slurm env``)."""
+
+    series: str
+    slurm_conf: str
+    rest_url: str
+    rest_socket: str
+    token_file: str
+    rest_user: str
+    state_dir: str
+    bin_dir: str
+    """The cluster's own client wrappers; empty when the machine's clients are its own."""
+    rest_versions: tuple[str, ...]
+    """The OpenAPI versions its slurmrestd serves."""
+
+    @property
+    def sbatch(self) -> str:
+        """What ``[submitter.sbatch] sbatch`` names for this cluster."""
+        return f"{self.bin_dir}/sbatch" if self.bin_dir else "sbatch"
+
+    def client(self, name: str) -> str:
+        return f"{self.bin_dir}/{name}" if self.bin_dir else f"/usr/bin/{name}"
+
+    def run(self, *args: str, timeout: float = 60) -> None:
+        """Run ``scripts/local-slurm --slurm SERIES ARGS`` (e.g. ``controller stop``)."""
+        argv = [str(LOCAL_SLURM), "--slurm", self.series, *args]
+        subprocess.run(argv, check=True, timeout=timeout)
+
+    def command(self, name: str, *args: str) -> str:
+        """Run the cluster's Slurm client ``name`` and return its stdout."""
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "LC_ALL": "C",
+            "SLURM_CONF": self.slurm_conf,
+        }
+        argv = [self.client(name), *args]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise AssertionError(f"{argv} failed: {done.stderr}")
+        return done.stdout
+
+    def show_job(self, job_id: str) -> dict[str, str]:
+        """``scontrol show job -o`` as a dict of its KEY=VALUE words."""
+        words = self.command("scontrol", "show", "job", "-o", job_id).split()
+        return dict(word.split("=", 1) for word in words if "=" in word)
+
+    def jobs_with_comment(self, marker: str) -> list[str]:
+        out = self.command("squeue", "-h", "-t", "all", "-o", "%i|%k")
+        return [
+            line.split("|", 1)[0] for line in out.splitlines() if line.split("|", 1)[1:] == [marker]
+        ]
+
+
+def _unavailable(series: str, reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the local Slurm {series} cluster is required in CI: {reason}")
+    pytest.skip(
+        f"no local Slurm {series} cluster ({reason}); run scripts/local-slurm --slurm {series} up"
+    )
+
+
+def cluster(series: str) -> Cluster:
+    """The running cluster of Slurm ``series``; skips (fails in CI) when it is not running."""
+    if not LOCAL_SLURM.exists():
+        _unavailable(series, "scripts/local-slurm missing")
+    argv = [str(LOCAL_SLURM), "--slurm", series]
+    status = subprocess.run([*argv, "status"], capture_output=True, text=True)
+    if status.returncode != 0:
+        _unavailable(series, "scripts/local-slurm status: " + " ".join(status.stdout.split()))
+    env_out = subprocess.run([*argv, "env"], capture_output=True, text=True, check=True).stdout
+    values = {}
+    for line in env_out.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            key, value = words[1].split("=", 1)
+            values[key] = value
+    assert values["SLURM_IMAGE_TEST_SLURM_VERSION"] == series
+    return Cluster(
+        series=series,
+        slurm_conf=values["SLURM_CONF"],
+        rest_url=values["SLURM_IMAGE_TEST_REST_URL"],
+        rest_socket=values["SLURM_IMAGE_TEST_REST_SOCKET"],
+        token_file=values["SLURM_IMAGE_TEST_TOKEN_FILE"],
+        rest_user=values["SLURM_IMAGE_TEST_REST_USER"],
+        state_dir=values["SLURM_IMAGE_TEST_LOCAL_SLURM"],
+        bin_dir=values["SLURM_IMAGE_TEST_SLURM_BIN"],
+        rest_versions=tuple(values["SLURM_IMAGE_TEST_REST_VERSIONS"].split()),
+    )
