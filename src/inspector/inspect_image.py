@@ -351,16 +351,18 @@ def _require(installed: Installed, names: Iterable[str], why: str, search: Seque
 
 
 WHY_PIP = (
-    "A client image needs pip, installed for this python3 (the first on the image's PATH); "
-    "the site can install it there (apt-get install python3-pip, or python3 -m ensurepip)"
+    "A client image needs pip, installed for that python3 (the first on the image's PATH, else "
+    "in the usual directories); the site can install it there (apt-get install python3-pip, "
+    "or python3 -m ensurepip)"
 )
 WHY_REQUIRED = (
     "The site profile's [inspection] client_distributions requires them; the site can install "
-    "them for this python3 (the first on the image's PATH) or drop them from that list"
+    "them for that python3 or drop them from that list"
 )
 WHY_VLLM = (
-    "A serving image needs the vllm distribution, installed for this python3 (the first on the "
-    "image's PATH); the site can install it there or import the image as a client"
+    "A serving image needs the vllm distribution, installed for that python3 (the first on the "
+    "image's PATH, else in the usual directories); the site can install it there or import the "
+    "image as a client"
 )
 
 
