@@ -101,9 +101,6 @@ class Installed:
         self.effective = effective
         self.shadowed = shadowed
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.effective
-
     def __getitem__(self, key: str) -> Distribution:
         return self.effective[key]
 
@@ -176,9 +173,10 @@ def find_distributions(path: Optional[Sequence[str]] = None) -> Installed:
     ambiguous = []
     for key, dists in sorted(found.items()):
         dists.sort(key=lambda d: d.rank)  # stable: path order, then the order found
-        first = [d for d in dists if d.rank == dists[0].rank]
+        directory = os.path.realpath(dists[0].location)
+        first = [d for d in dists if os.path.realpath(d.location) == directory]
         if len(first) > 1:
-            others = dists[len(first) :]
+            others = [d for d in dists if d not in first]
             ambiguous.append(
                 "%s is installed %d times in one directory, %s, so Python's import order "
                 "cannot tell which is in use: %s%s"
