@@ -192,7 +192,7 @@ class InspectionRecord(_Frozen):
                 rule = "required" if version >= 2 else "not allowed"
                 raise PydanticCustomError(
                     "facts_version",
-                    "{field} is {rule} in schema version {version}",
+                    "{rule} in schema version {version}",
                     {"field": field, "rule": rule, "version": version},
                 )
         return self

@@ -200,15 +200,19 @@ def find_distributions(path: Optional[Sequence[str]] = None) -> Installed:
     return Installed(effective, shadowed)
 
 
-def _console_script_module(dist: Distribution, script: str) -> str:
+def _console_script_module(installed: Installed, key: str, script: str) -> str:
+    dist = installed[key]
     values = set()
     for entry in dist.dist.entry_points:
         if entry.group == "console_scripts" and entry.name == script:
             values.add(entry.value)
-    if not values:
-        raise Refused("%s declares no %r console script" % (dist.describe(), script))
-    if len(values) > 1:
-        raise Refused("%s declares the %r console script twice" % (dist.describe(), script))
+    if len(values) != 1:
+        problem = "declares no %r console script" if not values else "declares %r twice"
+        raise Refused(
+            "%s %s; the site can reinstall it from a genuine release (python3 -m pip install "
+            "--force-reinstall --no-deps %s)"
+            % (installed.describe(key), problem % script, dist.name)
+        )
     # EntryPoint.module is 3.9+; the value is "module:attr [extras]"
     return values.pop().partition(":")[0].strip()
 
@@ -274,7 +278,7 @@ def console_script_path(installed: Installed, key: str, script: str) -> str:
     module (or name the distribution, for setuptools' scripts).
     """
     dist = installed[key]
-    module = _console_script_module(dist, script)
+    module = _console_script_module(installed, key, script)
     recorded = [p for p in _recorded_scripts(dist, script) if _is_executable_file(p)]
     if len(set(recorded)) > 1:
         raise Refused("%s records %r more than once: %s" % (dist.describe(), script, recorded))

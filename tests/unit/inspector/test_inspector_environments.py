@@ -211,6 +211,24 @@ def pip_version_of(info: Path) -> str:
     return info.name[len("pip-") : -len(".dist-info")]
 
 
+def test_an_effective_copy_without_its_script_is_refused_naming_the_shadowed_ones(
+    full_venv: Path, tmp_path: Path
+) -> None:
+    site = site_packages(full_venv)
+    other = tmp_path / "lib" / "python3" / "dist-packages"
+    other.mkdir(parents=True)
+    copy = _copy_of_pip(site, other, "1.0")
+    (copy / "RECORD").unlink()
+    installed = inspect_image.find_distributions([str(other), str(site)])
+    with pytest.raises(inspect_image.Refused) as refused:
+        inspect_image.console_script_path(installed, "pip", "pip")
+    message = str(refused.value)
+    assert f"pip 1.0 at {copy}" in message
+    assert f"shadowing pip {pip_version(site)} at {site}" in message
+    assert str(tmp_path / "bin" / "pip") in message
+    assert "--force-reinstall --no-deps pip" in message
+
+
 def test_two_copies_in_a_shadowed_directory_do_not_matter(full_venv: Path, tmp_path: Path) -> None:
     site = site_packages(full_venv)
     other = tmp_path / "other"
@@ -327,6 +345,7 @@ def test_pip_without_a_pip_console_script_entry_is_refused(
     result = run_inspector(python, "client", tmp_path / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
     assert "declares no 'pip' console script" in result.stderr
+    assert "--force-reinstall --no-deps pip" in result.stderr
     assert not (tmp_path / "inspection.json").exists()
 
 
