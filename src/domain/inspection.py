@@ -4,6 +4,12 @@ The record comes from inside an image whose code can write anything into the out
 so it is untrusted input: bounded in size, parsed strictly, every value constrained, and bound to
 the role and ``.sqsh`` digest the host expects. The schema lives here, not in the inspector (the
 domain never imports it); the two meet only through the JSON bytes.
+
+Schema version 2 (written by the inspector since 2.0.0) adds ``facts.python.executable`` (the
+resolved path of the interpreter the facts belong to) and ``facts.shadowed`` (copies of a
+distribution that the effective one hides on ``sys.path``). Version 1 records, already
+published, are still accepted; they have neither, and read as ``executable=None`` and
+``shadowed=()``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -26,7 +33,10 @@ from pydantic_core import PydanticCustomError
 from slurm_image.domain.canonical import SHA256_HEX
 from slurm_image.domain.errors import InvalidInspection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The version the inspector writes."""
+SCHEMA_VERSIONS = (1, 2)
+"""The versions the host accepts."""
 MAX_INSPECTION_BYTES = 1024 * 1024
 MAX_DISTRIBUTIONS = 10_000
 
@@ -41,6 +51,17 @@ ExecutablePath = Annotated[
 ]
 """Absolute, without empty components or control characters (C0, DEL and C1, as the path rules
 of ``domain.paths``: a C1 CSI would reach the terminal of whoever lists the facts)."""
+MAX_SHADOWED = 1_000
+
+
+def _normalized(path: str) -> str:
+    parts = path.split("/")[1:]
+    if "." in parts or ".." in parts:
+        raise ValueError("path must be normalized (no . or .. components)")
+    return path
+
+
+NormalizedPath = Annotated[ExecutablePath, AfterValidator(_normalized)]
 Role = Literal["client", "serving"]
 
 
@@ -52,6 +73,8 @@ class PythonFacts(_Frozen):
     implementation: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
     version: Annotated[str, StringConstraints(pattern=r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$")]
     abi: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
+    executable: NormalizedPath | None = None
+    """The interpreter's resolved path (schema version 2); None in version 1 records."""
 
 
 class DistributionFact(_Frozen):
@@ -59,16 +82,30 @@ class DistributionFact(_Frozen):
     version: Version
 
 
+class ShadowedFact(_Frozen):
+    """A copy of a distribution that the effective one hides: later on ``sys.path``."""
+
+    name: DistributionName
+    version: Version
+    location: NormalizedPath
+    """The ``sys.path`` directory that holds its metadata."""
+
+
+Shadowed = Annotated[tuple[ShadowedFact, ...], Field(max_length=MAX_SHADOWED)]
+
+
+def _shadowed_in_order(shadowed: tuple[ShadowedFact, ...]) -> None:
+    names = [s.name for s in shadowed]
+    if names != sorted(names):
+        raise ValueError("shadowed must be sorted by name")
+    places = [(s.name, s.location) for s in shadowed]
+    if len(places) != len(set(places)):
+        raise ValueError("shadowed must name each location of a distribution once")
+
+
 class ExecutableFact(_Frozen):
     version: Version
-    path: ExecutablePath
-
-    @model_validator(mode="after")
-    def _path_is_normalized(self) -> ExecutableFact:
-        parts = self.path.split("/")[1:]
-        if "." in parts or ".." in parts:
-            raise ValueError("path must be normalized (no . or .. components)")
-        return self
+    path: NormalizedPath
 
 
 class InstallerFact(ExecutableFact):
@@ -83,6 +120,8 @@ class ClientFacts(_Frozen):
     python: PythonFacts
     distributions: tuple[DistributionFact, ...] = Field(min_length=1, max_length=MAX_DISTRIBUTIONS)
     installer: InstallerFact
+    shadowed: Shadowed = ()
+    """Schema version 2; empty in version 1 records."""
 
     @model_validator(mode="after")
     def _distributions_consistent(self) -> ClientFacts:
@@ -92,6 +131,9 @@ class ClientFacts(_Frozen):
         installed = {d.name: d.version for d in self.distributions}
         if installed.get(self.installer.name) != self.installer.version:
             raise ValueError("the installer must be one of the distributions, same version")
+        _shadowed_in_order(self.shadowed)
+        if any(s.name not in installed for s in self.shadowed):
+            raise ValueError("a shadowed distribution must be one of the distributions")
         return self
 
     def version_of(self, name: str) -> str | None:
@@ -100,6 +142,13 @@ class ClientFacts(_Frozen):
 
 class ServingFacts(_Frozen):
     server: ServerFact
+    shadowed: Shadowed = ()
+    """Schema version 2; empty in version 1 records."""
+
+    @model_validator(mode="after")
+    def _shadowed_consistent(self) -> ServingFacts:
+        _shadowed_in_order(self.shadowed)
+        return self
 
 
 def _facts_kind(value: Any) -> str:
@@ -115,8 +164,8 @@ Facts = Annotated[
 
 
 class InspectionRecord(_Frozen):
-    schema_version: Annotated[int, Field(ge=SCHEMA_VERSION, le=SCHEMA_VERSION)]
-    """An int field rather than ``Literal[1]``, which pydantic also satisfies with ``true``."""
+    schema_version: Annotated[int, Field(ge=min(SCHEMA_VERSIONS), le=max(SCHEMA_VERSIONS))]
+    """An int field rather than ``Literal[1, 2]``, which pydantic also satisfies with ``true``."""
     inspector_version: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z.+-]{1,32}$")]
     role: Role
     sqsh_sha256: Sha256
@@ -129,6 +178,23 @@ class InspectionRecord(_Frozen):
             raise PydanticCustomError(
                 "facts_role", "facts must be those of a {role} image", {"role": self.role}
             )
+        return self
+
+    @model_validator(mode="after")
+    def _facts_match_version(self) -> InspectionRecord:
+        version = self.schema_version
+        given = [("facts.shadowed", "shadowed" in self.facts.model_fields_set)]
+        if isinstance(self.facts, ClientFacts):
+            executable = self.facts.python.executable is not None
+            given.append(("facts.python.executable", executable))
+        for field, present in given:
+            if present != (version >= 2):
+                rule = "required" if version >= 2 else "not allowed"
+                raise PydanticCustomError(
+                    "facts_version",
+                    "{rule} in schema version {version}",
+                    {"field": field, "rule": rule, "version": version},
+                )
         return self
 
 
@@ -185,7 +251,10 @@ def validate_inspection(
         first = error.errors(include_url=False)[0]
         # the union's tag ("client"/"serving") after "facts" is not a field of the record
         loc = [str(p) for i, p in enumerate(first["loc"]) if not (i == 1 and p in _FACT_TAGS)]
-        field = ".".join(loc) or ("facts" if first["type"] == "facts_role" else "inspection")
+        if first["type"] == "facts_version":
+            field = str((first.get("ctx") or {})["field"])
+        else:
+            field = ".".join(loc) or ("facts" if first["type"] == "facts_role" else "inspection")
         raise InvalidInspection(field=field, rule=first["msg"], value=first.get("input")) from None
     if record.role != role:
         raise InvalidInspection(field="role", rule=f"must be {role}", value=record.role)

@@ -13,14 +13,18 @@ Environment:
 Exit codes:
   0  the record was written
   2  usage error (bad arguments or environment); nothing written
-  3  refused: the image does not satisfy the role (missing or duplicate distribution, console
-     script not found, unreadable metadata); nothing written
+  3  refused: the image does not satisfy the role (missing distribution, two copies of one in
+     one directory, console script not found, unreadable metadata); nothing written
   4  the record could not be written; nothing left behind
 
-The record is one JSON object (schema_version 1): role, sqsh_sha256, inspector_version and the
-facts of the role. Each fact is taken from the one distribution that owns it: a `pip` or `vllm`
-elsewhere on PATH is never consulted. This file is both the program staged into the image and
-the module the host imports; it must run on Python 3.8 and newer with the standard library only.
+The record is one JSON object (schema_version 2): role, sqsh_sha256, inspector_version and the
+facts of the role. When a distribution is installed more than once on sys.path (apt's pip in
+/usr/lib/python3/dist-packages plus `pip install --upgrade pip` in /usr/local), the effective
+copy is the one Python's import system finds first on sys.path, which is what `python3 -m pip`
+and every `pip` script import: its facts are recorded, the others are listed under `shadowed`.
+Each fact is taken from the effective distribution that owns it: a `pip` or `vllm` elsewhere on
+PATH is never consulted. This file is both the program staged into the image and the module the
+host imports; it must run on Python 3.8 and newer with the standard library only.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ import sysconfig
 import tempfile
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-INSPECTOR_VERSION = "1.0.0"
-SCHEMA_VERSION = 1
+INSPECTOR_VERSION = "2.0.0"
+SCHEMA_VERSION = 2
 ROLES = ("client", "serving")
 REQUIRE_ENV = "SLURM_IMAGE_REQUIRE"
 
@@ -68,6 +72,8 @@ class Distribution:
         self.dist = dist
         self.name = name
         self.version = version
+        self.rank = 0
+        """Index of its directory on the search path: the lowest rank is imported."""
 
     @property
     def key(self) -> str:
@@ -87,6 +93,33 @@ class Distribution:
         return "%s %s at %s" % (self.name, self.version, self.metadata_path or self.location)
 
 
+class Installed:
+    """The distributions on a search path: by normalized name the effective copy (the first on
+    the path, the one the import system finds) and the copies it shadows, in path order."""
+
+    def __init__(self, effective: Dict[str, Distribution], shadowed: Dict[str, List[Distribution]]):
+        self.effective = effective
+        self.shadowed = shadowed
+
+    def __getitem__(self, key: str) -> Distribution:
+        return self.effective[key]
+
+    def describe(self, key: str) -> str:
+        """The effective copy of ``key`` and every copy it shadows, for messages."""
+        text = self.effective[key].describe()
+        others = self.shadowed.get(key, [])
+        if others:
+            text += " (shadowing %s)" % "; ".join(d.describe() for d in others)
+        return text
+
+    def shadowed_facts(self) -> List[Dict[str, str]]:
+        return [
+            {"name": key, "version": dist.version, "location": dist.location}
+            for key in sorted(self.shadowed)
+            for dist in self.shadowed[key]
+        ]
+
+
 def normalize_name(name: str) -> str:
     """PEP 503 normalized form of a distribution name."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -100,46 +133,86 @@ def _read_metadata(dist: importlib.metadata.Distribution) -> Tuple[Optional[str]
     return names[0], versions[0]
 
 
-def find_distributions(path: Optional[Sequence[str]] = None) -> Dict[str, Distribution]:
-    """Every distribution on ``path`` (default sys.path) by normalized name.
+def _path_rank(search: Sequence[str]) -> Dict[str, int]:
+    """The first index of each search path directory, by its real path."""
+    ranks: Dict[str, int] = {}
+    for index, entry in enumerate(search):
+        ranks.setdefault(os.path.realpath(entry or os.curdir), index)
+    return ranks
 
-    Raises Refused when one name is installed twice or a distribution has no name or version.
-    The same metadata directory reached through two sys.path entries counts once.
+
+def find_distributions(path: Optional[Sequence[str]] = None) -> Installed:
+    """Every distribution on ``path`` (default sys.path), effective and shadowed copies.
+
+    The effective copy of a name is the one in the earliest directory of the path. Raises
+    Refused when that directory holds two copies of the name (the import system cannot order
+    them) or a distribution has no name or version. The same metadata directory reached through
+    two path entries counts once.
     """
     found: Dict[str, List[Distribution]] = {}
     seen = set()
     search = list(sys.path if path is None else path)
+    ranks = _path_rank(search)
     for raw in importlib.metadata.distributions(path=search):
         name, version = _read_metadata(raw)
         if not name or not version:
             where = getattr(raw, "_path", "an unknown location")
-            raise Refused("unreadable distribution metadata (no name or version) at %s" % where)
+            raise Refused(
+                "unreadable distribution metadata (no name or version) at %s; the site can "
+                "remove or repair that metadata directory in the image" % where
+            )
         dist = Distribution(raw, name.strip(), version.strip())
         marker = dist.metadata_path or (dist.key, dist.version, dist.location)
         if marker in seen:
             continue
         seen.add(marker)
+        dist.rank = ranks.get(os.path.realpath(dist.location), len(search))
         found.setdefault(dist.key, []).append(dist)
-    duplicates = {key: dists for key, dists in found.items() if len(dists) > 1}
-    if duplicates:
-        lines = [
-            "%s is installed %d times: %s"
-            % (key, len(dists), "; ".join(d.describe() for d in dists))
-            for key, dists in sorted(duplicates.items())
-        ]
-        raise Refused("duplicate distributions: " + " | ".join(lines))
-    return {key: dists[0] for key, dists in found.items()}
+    effective: Dict[str, Distribution] = {}
+    shadowed: Dict[str, List[Distribution]] = {}
+    ambiguous = []
+    for key, dists in sorted(found.items()):
+        dists.sort(key=lambda d: d.rank)  # stable: path order, then the order found
+        directory = os.path.realpath(dists[0].location)
+        first = [d for d in dists if os.path.realpath(d.location) == directory]
+        if len(first) > 1:
+            others = [d for d in dists if d not in first]
+            ambiguous.append(
+                "%s is installed %d times in one directory, %s, so Python's import order "
+                "cannot tell which is in use: %s%s"
+                % (
+                    key,
+                    len(first),
+                    first[0].location,
+                    "; ".join(d.describe() for d in first),
+                    "" if not others else " (also: %s)" % "; ".join(d.describe() for d in others),
+                )
+            )
+            continue
+        effective[key] = dists[0]
+        if len(dists) > 1:
+            shadowed[key] = dists[1:]
+    if ambiguous:
+        raise Refused(
+            " | ".join(ambiguous) + ". The site can remove the stale metadata directory from the "
+            "image, or reinstall the distribution so that one copy is left in that directory"
+        )
+    return Installed(effective, shadowed)
 
 
-def _console_script_module(dist: Distribution, script: str) -> str:
+def _console_script_module(installed: Installed, key: str, script: str) -> str:
+    dist = installed[key]
     values = set()
     for entry in dist.dist.entry_points:
         if entry.group == "console_scripts" and entry.name == script:
             values.add(entry.value)
-    if not values:
-        raise Refused("%s declares no %r console script" % (dist.describe(), script))
-    if len(values) > 1:
-        raise Refused("%s declares the %r console script twice" % (dist.describe(), script))
+    if len(values) != 1:
+        problem = "declares no %r console script" if not values else "declares %r twice"
+        raise Refused(
+            "%s %s; the site can reinstall it from a genuine release (python3 -m pip install "
+            "--force-reinstall --no-deps %s)"
+            % (installed.describe(key), problem % script, dist.name)
+        )
     # EntryPoint.module is 3.9+; the value is "module:attr [extras]"
     return values.pop().partition(":")[0].strip()
 
@@ -196,14 +269,16 @@ def _script_names_distribution(path: str, dist: Distribution, script: str, modul
     return re.search(pattern, head) is not None
 
 
-def console_script_path(dist: Distribution, script: str) -> str:
-    """Absolute path of ``script`` as installed for ``dist``, never looked up on PATH.
+def console_script_path(installed: Installed, key: str, script: str) -> str:
+    """Absolute path of ``script`` as installed for the effective distribution ``key``, never
+    looked up on PATH.
 
     The RECORD entry wins; without one (Debian's apt packages, setuptools installs), the scripts
     directory of the distribution's prefix is used and the script must import the entry point's
     module (or name the distribution, for setuptools' scripts).
     """
-    module = _console_script_module(dist, script)
+    dist = installed[key]
+    module = _console_script_module(installed, key, script)
     recorded = [p for p in _recorded_scripts(dist, script) if _is_executable_file(p)]
     if len(set(recorded)) > 1:
         raise Refused("%s records %r more than once: %s" % (dist.describe(), script, recorded))
@@ -214,8 +289,15 @@ def console_script_path(dist: Distribution, script: str) -> str:
         if _is_executable_file(path) and _script_names_distribution(path, dist, script, module):
             return path
     raise Refused(
-        "%s: console script %r not found (RECORD has none; looked at %s)"
-        % (dist.describe(), script, ", ".join(candidates) or "no scripts directory")
+        "%s: console script %r not found (RECORD has none; looked at %s). The site can "
+        "reinstall it so that its scripts are installed (python3 -m pip install "
+        "--force-reinstall --no-deps %s)"
+        % (
+            installed.describe(key),
+            script,
+            ", ".join(candidates) or "no scripts directory",
+            dist.name,
+        )
     )
 
 
@@ -234,49 +316,93 @@ def abi_tag() -> str:
     return "none"
 
 
+def interpreter_path() -> str:
+    """The resolved path of the running interpreter, the one later jobs install into.
+
+    A venv's interpreter is a symlink to its base interpreter, and only through the venv's own
+    path does it use the venv: there the directories are resolved and the name is kept.
+    """
+    executable = sys.executable
+    if not executable or not os.path.isabs(executable):
+        raise Refused(
+            "the interpreter cannot name its own path (sys.executable is %r); the site can "
+            "make python3 an absolute path on the image's PATH" % executable
+        )
+    if sys.prefix != sys.base_prefix:
+        directory, name = os.path.split(os.path.normpath(executable))
+        return os.path.join(os.path.realpath(directory), name)
+    return os.path.realpath(executable)
+
+
 def python_facts() -> Dict[str, str]:
     return {
         "implementation": sys.implementation.name.casefold(),
         "version": "%d.%d.%d" % tuple(sys.version_info[:3]),
         "abi": abi_tag(),
+        "executable": interpreter_path(),
     }
 
 
-def _require(dists: Dict[str, Distribution], names: Iterable[str]) -> None:
-    missing = sorted({normalize_name(n) for n in names} - set(dists))
+def _require(installed: Installed, names: Iterable[str], why: str, search: Sequence[str]) -> None:
+    missing = sorted({normalize_name(n) for n in names} - set(installed.effective))
     if missing:
-        raise Refused("required distributions not installed: %s" % ", ".join(missing))
+        raise Refused(
+            "%s not installed for %s (searched %s). %s"
+            % (", ".join(missing), sys.executable, ", ".join(search) or "nothing", why)
+        )
+
+
+WHY_PIP = (
+    "A client image needs pip, installed for that python3 (the first on the image's PATH, else "
+    "in the usual directories); the site can install it there (apt-get install python3-pip, "
+    "or python3 -m ensurepip)"
+)
+WHY_REQUIRED = (
+    "The site profile's [inspection] client_distributions requires them; the site can install "
+    "them for that python3 or drop them from that list"
+)
+WHY_VLLM = (
+    "A serving image needs the vllm distribution, installed for that python3 (the first on the "
+    "image's PATH, else in the usual directories); the site can install it there or import the "
+    "image as a client"
+)
 
 
 def client_facts(
     required: Iterable[str] = (), path: Optional[Sequence[str]] = None
 ) -> Dict[str, Any]:
     """Facts of a client image; pip is always required, ``required`` names more."""
-    dists = find_distributions(path)
-    _require(dists, ["pip", *required])
-    pip = dists["pip"]
+    search = list(sys.path if path is None else path)
+    installed = find_distributions(search)
+    _require(installed, ["pip"], WHY_PIP, search)
+    _require(installed, required, WHY_REQUIRED, search)
+    pip = installed["pip"]
+    dists = installed.effective
     return {
         "python": python_facts(),
         "distributions": [{"name": key, "version": dists[key].version} for key in sorted(dists)],
         "installer": {
             "name": "pip",
             "version": pip.version,
-            "path": console_script_path(pip, "pip"),
+            "path": console_script_path(installed, "pip", "pip"),
         },
+        "shadowed": installed.shadowed_facts(),
     }
 
 
 def serving_facts(path: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """Facts of a serving image: the one vllm distribution and its console script."""
-    dists = find_distributions(path)
-    _require(dists, ["vllm"])
-    vllm = dists["vllm"]
+    """Facts of a serving image: the effective vllm distribution and its console script."""
+    search = list(sys.path if path is None else path)
+    installed = find_distributions(search)
+    _require(installed, ["vllm"], WHY_VLLM, search)
+    vllm = installed["vllm"]
     return {
         "server": {
             "name": "vllm",
             "version": vllm.version,
-            "path": console_script_path(vllm, "vllm"),
-        }
+            "path": console_script_path(installed, "vllm", "vllm"),
+        },
+        "shadowed": installed.shadowed_facts(),
     }
 
 

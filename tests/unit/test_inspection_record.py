@@ -1,4 +1,7 @@
-"""Host-side validation of the inspection record: every rule refuses, naming field and rule."""
+"""Host-side validation of the inspection record: every rule refuses, naming field and rule.
+
+Schema version 1 records (published before 2.0.0 of the inspector) and version 2 records (the
+interpreter's path and the shadowed copies added) are both accepted."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pydantic import ValidationError
 from slurm_image.domain.errors import InvalidInspection
 from slurm_image.domain.inspection import (
     MAX_INSPECTION_BYTES,
+    SCHEMA_VERSION,
     ClientFacts,
     InspectionRecord,
     ServingFacts,
@@ -42,6 +46,49 @@ SERVING: dict[str, Any] = {
     "role": "serving",
     "sqsh_sha256": SHA,
     "facts": {"server": {"name": "vllm", "version": "0.6.3", "path": "/usr/local/bin/vllm"}},
+}
+
+
+CLIENT_V2: dict[str, Any] = {
+    "schema_version": 2,
+    "inspector_version": "2.0.0",
+    "role": "client",
+    "sqsh_sha256": SHA,
+    "facts": {
+        "python": {
+            "implementation": "cpython",
+            "version": "3.11.2",
+            "abi": "cp311",
+            "executable": "/usr/bin/python3.11",
+        },
+        "distributions": [
+            {"name": "numpy", "version": "1.26.4"},
+            {"name": "pip", "version": "24.3.1"},
+            {"name": "six", "version": "1.17.0"},
+        ],
+        "installer": {"name": "pip", "version": "24.3.1", "path": "/usr/local/bin/pip"},
+        "shadowed": [
+            {"name": "pip", "version": "23.0.1", "location": "/usr/lib/python3/dist-packages"},
+            {"name": "six", "version": "1.16.0", "location": "/usr/lib/python3/dist-packages"},
+            {"name": "six", "version": "1.15.0", "location": "/opt/old/site-packages"},
+        ],
+    },
+}
+SERVING_V2: dict[str, Any] = {
+    "schema_version": 2,
+    "inspector_version": "2.0.0",
+    "role": "serving",
+    "sqsh_sha256": SHA,
+    "facts": {
+        "server": {"name": "vllm", "version": "0.6.3", "path": "/opt/venv/bin/vllm"},
+        "shadowed": [
+            {
+                "name": "vllm",
+                "version": "0.5.0",
+                "location": "/usr/local/lib/python3.11/dist-packages",
+            }
+        ],
+    },
 }
 
 
@@ -123,10 +170,164 @@ def test_refuses_duplicate_keys() -> None:
     assert (error.field, error.rule) == ("role", "each key at most once")
 
 
-def test_refuses_other_schema_version() -> None:
-    assert refusal(encode(changed(CLIENT, "schema_version", 2))).field == "schema_version"
-    assert refusal(encode(changed(CLIENT, "schema_version", "1"))).field == "schema_version"
-    assert refusal(encode(changed(CLIENT, "schema_version", True))).field == "schema_version"
+@pytest.mark.parametrize("version", [0, 3, "1", "2", True, 2.0])
+def test_refuses_other_schema_version(version: Any) -> None:
+    for base in (CLIENT, CLIENT_V2):
+        assert refusal(encode(changed(base, "schema_version", version))).field == "schema_version"
+
+
+def test_the_inspector_writes_the_newest_version_the_host_accepts() -> None:
+    import slurm_image.inspector.inspect_image as inspect_image
+
+    assert inspect_image.SCHEMA_VERSION == SCHEMA_VERSION == CLIENT_V2["schema_version"]
+
+
+def test_accepts_a_version_2_client_record_with_executable_and_shadowed_copies() -> None:
+    record = validate_inspection(encode(CLIENT_V2), role="client", sqsh_sha256=SHA)
+    assert isinstance(record.facts, ClientFacts)
+    assert record.schema_version == 2
+    assert record.facts.python.executable == "/usr/bin/python3.11"
+    assert record.facts.version_of("pip") == "24.3.1"
+    shadowed = [(s.name, s.version, s.location) for s in record.facts.shadowed]
+    assert shadowed == [
+        ("pip", "23.0.1", "/usr/lib/python3/dist-packages"),
+        ("six", "1.16.0", "/usr/lib/python3/dist-packages"),
+        ("six", "1.15.0", "/opt/old/site-packages"),
+    ]
+    assert record.model_dump(mode="json") == CLIENT_V2
+
+
+def test_accepts_a_version_2_serving_record() -> None:
+    record = validate_inspection(encode(SERVING_V2), role="serving", sqsh_sha256=SHA)
+    assert isinstance(record.facts, ServingFacts)
+    assert record.facts.shadowed[0].version == "0.5.0"
+    assert record.model_dump(mode="json") == SERVING_V2
+
+
+def test_a_version_2_record_without_shadowed_copies_lists_none() -> None:
+    record = validate_inspection(
+        encode(changed(CLIENT_V2, "facts.shadowed", [])), role="client", sqsh_sha256=SHA
+    )
+    assert record.facts.shadowed == ()
+
+
+def test_version_1_records_read_as_no_executable_and_nothing_shadowed() -> None:
+    client = validate_inspection(encode(CLIENT), role="client", sqsh_sha256=SHA)
+    serving = validate_inspection(encode(SERVING), role="serving", sqsh_sha256=SHA)
+    assert isinstance(client.facts, ClientFacts)
+    assert (client.facts.python.executable, client.facts.shadowed) == (None, ())
+    assert serving.facts.shadowed == ()
+
+
+def _without(base: dict[str, Any], path: str) -> dict[str, Any]:
+    record = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    target = record
+    for part in parents:
+        target = target[part]
+    del target[last]
+    return record
+
+
+@pytest.mark.parametrize(
+    ("record", "role", "field", "rule"),
+    [
+        (
+            _without(CLIENT_V2, "facts.python.executable"),
+            "client",
+            "facts.python.executable",
+            "required",
+        ),
+        (_without(CLIENT_V2, "facts.shadowed"), "client", "facts.shadowed", "required"),
+        (_without(SERVING_V2, "facts.shadowed"), "serving", "facts.shadowed", "required"),
+        (
+            changed(CLIENT, "facts.python.executable", "/usr/bin/python3"),
+            "client",
+            "facts.python.executable",
+            "not allowed",
+        ),
+        (changed(CLIENT, "facts.shadowed", []), "client", "facts.shadowed", "not allowed"),
+        (changed(SERVING, "facts.shadowed", []), "serving", "facts.shadowed", "not allowed"),
+    ],
+    ids=[
+        "v2-no-executable",
+        "v2-no-shadowed",
+        "v2-serving-no-shadowed",
+        "v1-executable",
+        "v1-shadowed",
+        "v1-serving-shadowed",
+    ],
+)
+def test_the_version_decides_which_facts_a_record_has(
+    record: dict[str, Any], role: str, field: str, rule: str
+) -> None:
+    error = refusal(encode(record), role=role)
+    assert error.field == field
+    assert rule in error.rule and f"schema version {record['schema_version']}" in error.rule
+
+
+@pytest.mark.parametrize(
+    "executable",
+    [
+        "python3",
+        "/usr/bin/../bin/python3",
+        "/usr/./bin/python3",
+        "//usr/bin/python3",
+        "/usr/bin/py\nthon",
+        "",
+        None,
+        3,
+    ],
+)
+def test_refuses_an_interpreter_path_not_absolute_and_normalized(executable: Any) -> None:
+    error = refusal(encode(changed(CLIENT_V2, "facts.python.executable", executable)))
+    assert error.field == "facts.python.executable"
+
+
+@pytest.mark.parametrize(
+    ("shadowed", "rule"),
+    [
+        (
+            [
+                {"name": "six", "version": "1.16.0", "location": "/usr/lib/python3/dist-packages"},
+                {"name": "pip", "version": "23.0.1", "location": "/usr/lib/python3/dist-packages"},
+            ],
+            "sorted",
+        ),
+        (
+            [
+                {"name": "pip", "version": "23.0.1", "location": "/usr/lib/python3/dist-packages"},
+                {"name": "pip", "version": "22.0", "location": "/usr/lib/python3/dist-packages"},
+            ],
+            "once",
+        ),
+        (
+            [{"name": "torch", "version": "2.0.0", "location": "/usr/lib/python3/dist-packages"}],
+            "one of the distributions",
+        ),
+    ],
+    ids=["unsorted", "same-location-twice", "not-a-distribution"],
+)
+def test_refuses_shadowed_copies_out_of_order_or_unknown(shadowed: list[Any], rule: str) -> None:
+    error = refusal(encode(changed(CLIENT_V2, "facts.shadowed", shadowed)))
+    assert error.field == "facts"
+    assert rule in error.rule
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("facts.shadowed.0.name", "Pip"),
+        ("facts.shadowed.0.version", "1.0 beta"),
+        ("facts.shadowed.0.location", "usr/lib/python3/dist-packages"),
+        ("facts.shadowed.0.location", "/usr/lib/python3/../python3/dist-packages"),
+        ("facts.shadowed.0.location", "/usr/lib/\x1b[2Jpython3"),
+        ("facts.shadowed.0.extra", 1),
+    ],
+)
+def test_refuses_malformed_shadowed_facts(path: str, value: Any) -> None:
+    assert refusal(encode(changed(CLIENT_V2, path, value))).field == path
+    assert refusal(encode(changed(SERVING_V2, path, value)), role="serving").field == path
 
 
 def test_refuses_role_mismatch() -> None:

@@ -189,6 +189,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     return {
         "tiny": build_wheel(out, "Tiny_Lib.Extra", "1.2.3", TINY_FILES),
+        "tiny_old": build_wheel(out, "Tiny_Lib.Extra", "1.0.0", TINY_FILES),
         "vllm": build_wheel(
             out, "vllm", "0.6.3", VLLM_FILES, {"vllm": "vllm.entrypoints.cli.main:main"}
         ),

@@ -154,6 +154,9 @@ def test_client_facts_name_apts_pip_and_usr_bin_pip(suite: str) -> None:
     assert facts["python"]["implementation"] == "cpython"
     assert facts["python"]["version"].startswith(SUITES[suite] + ".")
     assert facts["python"]["abi"] == "cp" + SUITES[suite].replace(".", "")
+    # /usr/bin/python3 is Debian's symlink to python3.X: the facts name the file it resolves to
+    assert facts["python"]["executable"] == "/usr/bin/python" + SUITES[suite]
+    assert facts["shadowed"] == []
     from slurm_image.domain.inspection import validate_inspection
 
     validate_inspection(json.dumps(run.record).encode(), role="client", sqsh_sha256=SHA)
@@ -166,11 +169,24 @@ def test_serving_without_vllm_is_refused_with_no_output(suite: str) -> None:
     assert "vllm" in run.stderr
 
 
-def test_pip_upgraded_into_usr_local_next_to_apts_is_refused_as_duplicate(suite: str) -> None:
+def test_pip_upgraded_into_usr_local_shadows_apts(suite: str) -> None:
+    # apt's python3-pip, then pip installed again as root: Debian's pip leaves apt's copy
     run = start(suite, "client", "usr-local-pip")
-    assert run.returncode == inspect_image.EXIT_REFUSED, run.stderr
-    assert "pip is installed 2 times" in run.stderr
-    assert run.record is None
+    assert run.returncode == 0, run.stderr
+    (wheel,) = _bundled_pip_wheels().glob("pip-*.whl")
+    facts = run.record["facts"]
+    assert facts["installer"] == {
+        "name": "pip",
+        "version": wheel.name.split("-")[1],
+        "path": "/usr/local/bin/pip",
+    }
+    assert facts["shadowed"] == [
+        {
+            "name": "pip",
+            "version": apt_pip_version(suite),
+            "location": "/usr/lib/python3/dist-packages",
+        }
+    ]
 
 
 def test_pip_only_in_usr_local_names_usr_local_bin_pip(suite: str) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +47,10 @@ def test_venv_client_facts_name_the_venvs_pip_and_every_distribution(
         "implementation": "cpython",
         "version": "{}.{}.{}".format(*sys.version_info[:3]),
         "abi": "cp{}{}".format(*sys.version_info[:2]),
+        # the venv's own interpreter, not the base one its symlink points at
+        "executable": str(full_venv.parent.resolve() / "python"),
     }
+    assert facts["shadowed"] == []
     assert result.record["sqsh_sha256"] == SHA
     validate_inspection(out.read_bytes(), role="client", sqsh_sha256=SHA)
 
@@ -66,7 +72,8 @@ def test_serving_facts_name_the_pip_installed_vllm_and_its_console_script(
     result = run_inspector(full_venv, "serving", out)
     assert result.returncode == 0, result.stderr
     assert result.record["facts"] == {
-        "server": {"name": "vllm", "version": "0.6.3", "path": str(full_venv.parent / "vllm")}
+        "server": {"name": "vllm", "version": "0.6.3", "path": str(full_venv.parent / "vllm")},
+        "shadowed": [],
     }
     validate_inspection(out.read_bytes(), role="serving", sqsh_sha256=SHA)
 
@@ -74,14 +81,19 @@ def test_serving_facts_name_the_pip_installed_vllm_and_its_console_script(
 def test_client_without_pip_is_refused_with_no_output(bare_venv: Path, tmp_path: Path) -> None:
     result = run_inspector(bare_venv, "client", tmp_path / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
-    assert "pip" in result.stderr
+    # the distribution, where it was looked for, and what the site can do
+    assert "refused (client image): pip not installed for " in result.stderr
+    assert str(site_packages(bare_venv)) in result.stderr
+    assert "python3 -m ensurepip" in result.stderr
     assert output_dir_is_empty(tmp_path)
 
 
 def test_serving_without_vllm_is_refused_with_no_output(bare_venv: Path, tmp_path: Path) -> None:
     result = run_inspector(bare_venv, "serving", tmp_path / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
-    assert "vllm" in result.stderr
+    assert "refused (serving image): vllm not installed for " in result.stderr
+    assert str(site_packages(bare_venv)) in result.stderr
+    assert "install it there or import the image as a client" in result.stderr
     assert output_dir_is_empty(tmp_path)
 
 
@@ -99,7 +111,9 @@ def test_missing_required_distribution_is_refused_with_no_output(
     env = {inspect_image.REQUIRE_ENV: "tiny-lib-extra,numpy,torch"}
     result = run_inspector(full_venv, "client", tmp_path / "inspection.json", env=env)
     assert result.returncode == inspect_image.EXIT_REFUSED
-    assert "numpy, torch" in result.stderr
+    assert "numpy, torch not installed for " in result.stderr
+    assert str(site_packages(full_venv)) in result.stderr
+    assert "[inspection] client_distributions" in result.stderr
     assert output_dir_is_empty(tmp_path)
 
 
@@ -127,34 +141,143 @@ def _add_path_entries(python: Path, *entries: Path) -> None:
     pth.write_text("".join(f"{entry}\n" for entry in entries))
 
 
-def test_distribution_installed_twice_on_sys_path_is_refused(
+def test_a_copy_later_on_sys_path_is_shadowed_by_the_first(
     fresh_venv: Callable[[], Path], wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     python = fresh_venv()
     target = tmp_path / "target"
     pip_install(python, wheels["tiny"])
-    pip_install(python, wheels["tiny"], "--target", str(target))
+    pip_install(python, wheels["tiny_old"], "--target", str(target))
     _add_path_entries(python, target)
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    result = run_inspector(python, "client", out_dir / "inspection.json")
-    assert result.returncode == inspect_image.EXIT_REFUSED
-    assert "tiny-lib-extra is installed 2 times" in result.stderr
-    assert output_dir_is_empty(out_dir)
+    result = run_inspector(python, "client", tmp_path / "inspection.json")
+    assert result.returncode == 0, result.stderr
+    facts = result.record["facts"]
+    assert {"name": "tiny-lib-extra", "version": "1.2.3"} in facts["distributions"]
+    assert facts["shadowed"] == [
+        {"name": "tiny-lib-extra", "version": "1.0.0", "location": str(target)}
+    ]
+    validate_inspection(json.dumps(result.record).encode(), role="client", sqsh_sha256=SHA)
 
 
-def test_second_pip_distribution_is_refused_even_for_serving(
-    full_venv: Path, tmp_path: Path
-) -> None:
-    # a copy of the venv's pip metadata in another sys.path directory: two pips
+def _copy_of_pip(site: Path, directory: Path, version: str) -> Path:
+    """pip's metadata directory copied into ``directory`` as another version of pip."""
+    (info,) = site.glob("pip-*.dist-info")
+    copy = directory / f"pip-{version}.dist-info"
+    shutil.copytree(info, copy)
+    metadata = (copy / "METADATA").read_text()
+    (copy / "METADATA").write_text(
+        re.sub(r"(?m)^Version: .*$", f"Version: {version}", metadata, count=1)
+    )
+    return copy
+
+
+def test_the_effective_copy_follows_the_search_path_order(full_venv: Path, tmp_path: Path) -> None:
     site = site_packages(full_venv)
     other = tmp_path / "other"
     other.mkdir()
-    (info,) = site.glob("pip-*.dist-info")
-    shutil.copytree(info, other / info.name)
+    _copy_of_pip(site, other, "1.0")
     found = inspect_image.find_distributions
-    with pytest.raises(inspect_image.Refused, match="pip is installed 2 times"):
-        found([str(site), str(other)])
+    venv_pip = pip_version(site)
+    first = found([str(site), str(other)])
+    assert (first["pip"].version, first["pip"].location) == (venv_pip, str(site))
+    assert first.shadowed_facts() == [{"name": "pip", "version": "1.0", "location": str(other)}]
+    second = found([str(other), str(site)])
+    assert (second["pip"].version, second["pip"].location) == ("1.0", str(other))
+    assert second.shadowed_facts() == [{"name": "pip", "version": venv_pip, "location": str(site)}]
+    assert second["vllm"].version == "0.6.3"
+    assert "vllm" not in second.shadowed
+
+
+@pytest.mark.parametrize("role", ["client", "serving"])
+def test_two_copies_in_one_directory_are_refused_naming_each_and_the_remedy(
+    fresh_venv: Callable[[], Path], tmp_path: Path, role: str
+) -> None:
+    python = fresh_venv()
+    site = site_packages(python)
+    (real_info,) = site.glob("pip-*.dist-info")
+    stale = _copy_of_pip(site, site, "1.0")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    result = run_inspector(python, role, out_dir / "inspection.json")
+    assert result.returncode == inspect_image.EXIT_REFUSED
+    assert f"pip is installed 2 times in one directory, {site}" in result.stderr
+    assert f"pip 1.0 at {stale}" in result.stderr
+    assert f"pip {pip_version_of(real_info)} at {real_info}" in result.stderr
+    assert "remove the stale metadata directory" in result.stderr
+    assert output_dir_is_empty(out_dir)
+
+
+def pip_version_of(info: Path) -> str:
+    return info.name[len("pip-") : -len(".dist-info")]
+
+
+def test_an_effective_copy_without_its_script_is_refused_naming_the_shadowed_ones(
+    full_venv: Path, tmp_path: Path
+) -> None:
+    site = site_packages(full_venv)
+    other = tmp_path / "lib" / "python3" / "dist-packages"
+    other.mkdir(parents=True)
+    copy = _copy_of_pip(site, other, "1.0")
+    (copy / "RECORD").unlink()
+    installed = inspect_image.find_distributions([str(other), str(site)])
+    with pytest.raises(inspect_image.Refused) as refused:
+        inspect_image.console_script_path(installed, "pip", "pip")
+    message = str(refused.value)
+    assert f"pip 1.0 at {copy}" in message
+    assert f"shadowing pip {pip_version(site)} at {site}" in message
+    assert str(tmp_path / "bin" / "pip") in message
+    assert "--force-reinstall --no-deps pip" in message
+
+
+def test_two_copies_in_a_shadowed_directory_do_not_matter(full_venv: Path, tmp_path: Path) -> None:
+    site = site_packages(full_venv)
+    other = tmp_path / "other"
+    other.mkdir()
+    _copy_of_pip(site, other, "1.0")
+    _copy_of_pip(site, other, "2.0")
+    installed = inspect_image.find_distributions([str(site), str(other)])
+    assert installed["pip"].version == pip_version(site)
+    assert sorted(d["version"] for d in installed.shadowed_facts()) == ["1.0", "2.0"]
+
+
+def test_a_venv_with_system_site_packages_shadows_its_base(tmp_path: Path) -> None:
+    # a prefix install with pip (the base), and a venv of it that sees the base's site-packages
+    base = make_prefix(tmp_path / "base")
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [str(base), "-m", "venv", "--system-site-packages", str(venv)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env={"PATH": CLEAN_PATH},
+    )
+    python = venv / "bin" / "python3"
+    result = run_inspector(python, "client", tmp_path / "inspection.json")
+    assert result.returncode == 0, result.stderr
+    facts = result.record["facts"]
+    assert facts["installer"]["path"] == str(venv / "bin" / "pip")
+    assert facts["python"]["executable"] == str(python)
+    base_site = site_packages(base)
+    shadowed = {"name": "pip", "version": pip_version(base_site), "location": str(base_site)}
+    assert shadowed in facts["shadowed"]
+
+
+def test_the_interpreter_path_is_resolved_outside_a_venv(tmp_path: Path) -> None:
+    python = make_prefix(tmp_path / "prefix")
+    result = run_inspector(python, "client", tmp_path / "inspection.json")
+    assert result.returncode == 0, result.stderr
+    # bin/python3 is a symlink to bin/python3.X: the facts name the file itself
+    assert python.is_symlink()
+    assert result.record["facts"]["python"]["executable"] == str(python.resolve())
+    assert python.resolve() != python
+
+
+def test_an_interpreter_that_cannot_name_itself_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(inspect_image.sys, "executable", "")
+    with pytest.raises(inspect_image.Refused, match="cannot name its own path"):
+        inspect_image.python_facts()
 
 
 def test_one_directory_reached_twice_counts_once(
@@ -207,6 +330,8 @@ def test_without_record_a_script_that_is_not_pips_is_refused(
     result = run_inspector(python, "client", out_dir / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
     assert "console script 'pip' not found" in result.stderr
+    assert str(python.parent / "pip") in result.stderr
+    assert "--force-reinstall --no-deps pip" in result.stderr
     assert output_dir_is_empty(out_dir)
 
 
@@ -220,6 +345,7 @@ def test_pip_without_a_pip_console_script_entry_is_refused(
     result = run_inspector(python, "client", tmp_path / "inspection.json")
     assert result.returncode == inspect_image.EXIT_REFUSED
     assert "declares no 'pip' console script" in result.stderr
+    assert "--force-reinstall --no-deps pip" in result.stderr
     assert not (tmp_path / "inspection.json").exists()
 
 

@@ -75,7 +75,7 @@ def test_in_process_main_writes_one_json_object(tmp_path: Path) -> None:
     assert data.endswith(b"}\n")
     record = json.loads(data)
     assert set(record) == {"schema_version", "inspector_version", "role", "sqsh_sha256", "facts"}
-    assert record["schema_version"] == 1
+    assert record["schema_version"] == 2
     assert record["inspector_version"] == inspect_image.INSPECTOR_VERSION
 
 

@@ -62,19 +62,39 @@ def test_client_and_serving_facts(other_venv: Path, tmp_path: Path) -> None:
     assert serving.record["facts"]["server"]["path"] == str(other_venv.parent / "vllm")
 
 
-def test_duplicates_refused(other_venv: Path, tmp_path: Path, wheels: dict[str, Path]) -> None:
+def test_a_copy_later_on_sys_path_is_shadowed(
+    other_venv: Path, tmp_path: Path, wheels: dict[str, Path]
+) -> None:
     target = tmp_path / "target"
-    pip_install(other_venv, wheels["tiny"], "--target", str(target))
+    pip_install(other_venv, wheels["tiny_old"], "--target", str(target))
     pth = site_packages(other_venv) / "dup-test.pth"
     pth.write_text(f"{target}\n")
+    try:
+        result = run_inspector(other_venv, "client", tmp_path / "inspection.json")
+    finally:
+        pth.unlink()
+    assert result.returncode == 0, result.stderr
+    facts = result.record["facts"]
+    assert {"name": "tiny-lib-extra", "version": "1.2.3"} in facts["distributions"]
+    assert facts["shadowed"] == [
+        {"name": "tiny-lib-extra", "version": "1.0.0", "location": str(target)}
+    ]
+
+
+def test_two_copies_in_one_directory_are_refused(other_venv: Path, tmp_path: Path) -> None:
+    site = site_packages(other_venv)
+    stale = site / "Tiny_Lib.Extra-0.9.dist-info"
+    stale.mkdir()
+    (stale / "METADATA").write_text("Metadata-Version: 2.1\nName: Tiny_Lib.Extra\nVersion: 0.9\n")
     try:
         out_dir = tmp_path / "out"
         out_dir.mkdir()
         result = run_inspector(other_venv, "client", out_dir / "inspection.json")
     finally:
-        pth.unlink()
+        shutil.rmtree(stale)
     assert result.returncode == inspect_image.EXIT_REFUSED
-    assert "tiny-lib-extra is installed 2 times" in result.stderr
+    assert "tiny-lib-extra is installed 2 times in one directory" in result.stderr
+    assert str(stale) in result.stderr
     assert not any(out_dir.iterdir())
 
 

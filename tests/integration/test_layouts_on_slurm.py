@@ -1,0 +1,256 @@
+"""Each image layout of scripts/layout-roots once through the real job on the local cluster:
+`slurm-image inspect` of a squashfs image of the layout, submitted with sbatch, run by slurmd
+with the Enroot stand-in on the job's PATH, and the record the job wrote validated on the host
+against the image's digest, fact by fact.
+
+The image is squashed from the cached root with the image's Env written to /etc/environment, as
+`enroot import` writes it (the bind mount that puts it there lives in a private mount namespace,
+so the cached root stays as built). All jobs are submitted at once and waited for together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_image.domain.inspection import InspectionRecord, validate_inspection
+from slurm_image.domain.job import JobState
+
+pytestmark = [pytest.mark.slurm, pytest.mark.debian_roots]
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "tests" / "fixtures" / "enroot" / "enroot"
+ROOTS = Path(
+    os.environ.get("SLURM_IMAGE_ROOTS_CACHE") or Path.home() / ".cache" / "slurm-image" / "roots"
+)
+LAYOUTS = ROOTS / "layouts"
+JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SQUASH_EXCLUDE = ["usr/share/doc", "usr/share/locale", "usr/share/man", "var/lib/apt/lists"]
+APT_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+TERMINAL = {state.value for state in JobState if state.is_terminal}
+
+# (layout, role, client_distributions): one job per layout, plus the required distribution
+# that is missing, which the job must refuse.
+JOBS = {
+    "pip-upgraded": ("pip-upgraded", "client", []),
+    "venv": ("venv", "serving", []),
+    "uv-system": ("uv-system", "serving", []),
+    "conda": ("conda", "client", []),
+    "required": ("required", "client", ["six", "idna"]),
+    "required-missing": ("required", "client", ["six", "numpy"]),
+}
+
+
+def _absent(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (required when CI=true)")
+    pytest.skip(reason)
+
+
+@dataclass
+class Finished:
+    layout: str
+    manifest: dict[str, Any]
+    sqsh: Path
+    status: dict[str, Any]
+    result: Path
+    log: str
+
+    def record(self, role: str) -> InspectionRecord:
+        digest = hashlib.sha256(self.sqsh.read_bytes()).hexdigest()
+        return validate_inspection(self.result.read_bytes(), role=role, sqsh_sha256=digest)  # type: ignore[arg-type]
+
+
+def _squash(layout: str, manifest: dict[str, Any], target: Path) -> Path:
+    root = LAYOUTS / layout
+    environment = target.with_suffix(".environment")
+    environment.write_text("".join(f"{line}\n" for line in manifest["env"]))
+    script = (
+        'mount --bind "$1" "$2/etc/environment" && root=$2 image=$3 && shift 3 && '
+        'exec mksquashfs "$root" "$image" "$@"'
+    )
+    options = ["-all-root", "-no-progress", "-quiet", "-noappend", "-comp", "lzo", "-noD"]
+    options += ["-wildcards", "-e", *SQUASH_EXCLUDE, ".slurm-image-root-complete"]
+    command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "squash"]
+    subprocess.run(
+        [*command, str(environment), str(root), str(target), *options],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=600,
+    )
+    return target
+
+
+class Site:
+    def __init__(self, base: Path, local: Any) -> None:
+        self.base = base
+        self.local = local
+        self.workspace = base / "ws"
+        self.workspace.mkdir()
+        self.standin = base / "standin"
+        self.standin.mkdir()
+        (self.standin / "enroot").symlink_to(STANDIN)
+        (self.standin / "enroot-standin.json").write_text("{}")
+        (base / "scratch").mkdir()
+
+    def profile(self, name: str, required: list[str]) -> Path:
+        path = self.base / f"{name}.toml"
+        path.write_text(
+            f'workspace_root = "{self.workspace}"\n'
+            "[image_build]\n"
+            'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\n'
+            f'time_limit = "0:10:00"\nlocal_scratch = "{self.base / "scratch"}"\n'
+            f'job_path = "{self.standin}:{JOB_PATH}"\n'
+            f"[inspection]\nclient_distributions = {json.dumps(required or ['pip'])}\n"
+            '[submitter]\nkind = "sbatch"\n'
+        )
+        return path
+
+    def cli(self, profile: Path, *args: str) -> dict[str, Any]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "SLURM_CONF": self.local.slurm_conf,
+            "HOME": str(self.base),
+        }
+        command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile)]
+        done = subprocess.run(
+            [*command, *args, "--json"],
+            cwd=self.base,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        data: dict[str, Any] = json.loads(done.stdout)
+        return data
+
+
+@pytest.fixture(scope="module")
+def finished(
+    local_slurm: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Finished]]:
+    if shutil.which("mksquashfs") is None or shutil.which("unshare") is None:
+        _absent("squashfs-tools and unshare are needed")
+    manifests = {}
+    for layout in sorted({spec[0] for spec in JOBS.values()}):
+        manifest = LAYOUTS / f"{layout}.json"
+        if (
+            not (LAYOUTS / layout / ".slurm-image-root-complete").is_file()
+            or not manifest.is_file()
+        ):
+            _absent(f"no {layout} layout under {LAYOUTS}: run scripts/layout-roots")
+        manifests[layout] = json.loads(manifest.read_text())
+    base = tmp_path_factory.mktemp("layouts-on-slurm")
+    base.chmod(0o755)
+    site = Site(base, local_slurm)
+    images = {
+        layout: _squash(layout, manifest, base / f"{layout}.sqsh")
+        for layout, manifest in manifests.items()
+    }
+    submitted = {}
+    for job, (layout, role, required) in JOBS.items():
+        profile = site.profile(job, required)
+        answer = site.cli(profile, "inspect", str(images[layout]), "--name", job, "--role", role)
+        submitted[job] = (profile, answer["lifecycle_id"])
+    deadline = time.monotonic() + 900
+    statuses: dict[str, dict[str, Any]] = {}
+    while len(statuses) < len(submitted):
+        assert time.monotonic() < deadline, f"jobs still running: {set(submitted) - set(statuses)}"
+        for job, (profile, lifecycle_id) in submitted.items():
+            if job in statuses:
+                continue
+            status = site.cli(profile, "status", lifecycle_id)["lifecycles"][0]
+            if status["state"] in TERMINAL:
+                statuses[job] = status
+        time.sleep(1)
+    results = {}
+    for job, (_, lifecycle_id) in submitted.items():
+        layout = JOBS[job][0]
+        job_dir = site.workspace / "images" / ".tmp" / "jobs" / lifecycle_id
+        logs = "".join(p.read_text() for p in sorted(job_dir.glob("slurm-*.err")))
+        results[job] = Finished(
+            layout,
+            manifests[layout],
+            images[layout],
+            statuses[job],
+            job_dir / "output" / "inspection.json",
+            logs,
+        )
+    yield results
+
+
+def completed(finished: dict[str, Finished], job: str) -> Finished:
+    done = finished[job]
+    assert (done.status["state"], done.status["exit_code"]) == ("COMPLETED", 0), done.log
+    return done
+
+
+def test_apt_pip_upgraded_by_pip(finished: dict[str, Finished]) -> None:
+    done = completed(finished, "pip-upgraded")
+    facts = done.record("client").model_dump(mode="json")["facts"]
+    pip = done.manifest["versions"]["pip"]
+    assert facts["installer"] == {"name": "pip", "version": pip, "path": "/usr/local/bin/pip"}
+    assert [(s["name"], s["location"]) for s in facts["shadowed"]] == [("pip", APT_DIST_PACKAGES)]
+    assert facts["shadowed"][0]["version"] != pip
+    assert facts["python"]["executable"] == "/usr/bin/python3.11"
+
+
+def test_venv_first_on_the_image_path(finished: dict[str, Finished]) -> None:
+    done = completed(finished, "venv")
+    facts = done.record("serving").model_dump(mode="json")["facts"]
+    vllm = done.manifest["versions"]["vllm"]
+    assert facts == {
+        "server": {"name": "vllm", "version": vllm, "path": "/opt/venv/bin/vllm"},
+        "shadowed": [],
+    }
+
+
+def test_vllm_installed_by_uv(finished: dict[str, Finished]) -> None:
+    done = completed(finished, "uv-system")
+    facts = done.record("serving").model_dump(mode="json")["facts"]
+    vllm = done.manifest["versions"]["vllm"]
+    assert facts["server"] == {"name": "vllm", "version": vllm, "path": "/usr/local/bin/vllm"}
+
+
+def test_conda_prefix_by_the_rc_fallback(finished: dict[str, Finished]) -> None:
+    done = completed(finished, "conda")
+    facts = done.record("client").model_dump(mode="json")["facts"]
+    assert facts["python"]["executable"] == done.manifest["executable"]
+    assert facts["python"]["version"] == done.manifest["versions"]["python"]
+    assert facts["installer"] == {
+        "name": "pip",
+        "version": done.manifest["versions"]["pip"],
+        "path": "/opt/conda/bin/pip",
+    }
+
+
+def test_required_distributions_present_and_shadowed(finished: dict[str, Finished]) -> None:
+    done = completed(finished, "required")
+    record = done.record("client")
+    facts = record.model_dump(mode="json")["facts"]
+    versions = done.manifest["versions"]
+    assert {"name": "six", "version": versions["six"]} in facts["distributions"]
+    assert {"name": "idna", "version": versions["idna"]} in facts["distributions"]
+    assert [(s["name"], s["location"]) for s in facts["shadowed"]] == [("six", APT_DIST_PACKAGES)]
+
+
+def test_required_distribution_missing_fails_the_job_naming_it(
+    finished: dict[str, Finished],
+) -> None:
+    done = finished["required-missing"]
+    assert (done.status["state"], done.status["exit_code"]) == ("FAILED", 76), done.log
+    assert not done.result.exists()
+    assert "numpy not installed for /usr/bin/python3" in done.log
+    assert "[inspection] client_distributions" in done.log
