@@ -52,6 +52,7 @@ from slurm_image.domain.publication import (
     load_marker,
     load_source,
 )
+from slurm_image.domain.request import Request
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
@@ -75,6 +76,11 @@ _TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
 
 def alias_lock(name: str) -> str:
     return f"alias.{name}"
+
+
+def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
+    keys = ("role", "path", "sqsh_sha256", "source_digest", "facts", "lifecycle_id")
+    return all(getattr(one, key) == getattr(other, key) for key in keys)
 
 
 def no_checkpoint(step: str) -> None:
@@ -263,6 +269,71 @@ class Publish:
                     record.sqsh_sha256,
                     extra={"lifecycle_id": lifecycle_id},
                 )
+            return Publication(record, changed=True)
+
+    def stored_source(self, source_digest: str) -> SourceRecord | None:
+        """The source record of ``source_digest`` when its artifact is in the store and still
+        hashes to the recorded digest (re-hashed now), else None."""
+        source = self._records.source(source_digest)
+        if source is None:
+            return None
+        path = self._layout.artifact(source.sqsh_sha256)
+        return source if self._records.artifact_matches(path, source.sqsh_sha256) else None
+
+    def bind_stored(
+        self, request: Request, source: SourceRecord, *, replace: bool = False
+    ) -> Publication:
+        """Answer an import from the store: bind ``request.name`` to the stored artifact of
+        its source with the facts recorded for its role. No job runs."""
+        facts = source.roles.get(request.role)
+        if facts is None:
+            raise VerificationFailed("role", f"the store holds no {request.role} facts")
+        path = self._layout.artifact(source.sqsh_sha256)
+        self._records.prepare_directories()
+        with (
+            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
+            self._locks.exclusive(alias_lock(request.name), timeout_s=self._timeout),
+        ):
+            self._records.recover(request.name)
+            try:
+                digest = self._store.digest(path)
+            except WorkspaceError as error:
+                raise VerificationFailed(error.field, error.reason) from None
+            if digest.sha256 != source.sqsh_sha256:
+                raise VerificationFailed(path, "does not hold the bytes its source recorded")
+            record = AliasRecord(
+                name=request.name,
+                role=request.role,
+                path=path,
+                sqsh_sha256=digest.sha256,
+                size=digest.size,
+                identity=digest.identity,
+                operation="import_oci",
+                source=request.source,
+                source_digest=source.source_digest,
+                inspection_schema_version=facts.inspection_schema_version,
+                inspector_version=facts.inspector_version,
+                facts=facts.facts,
+                lifecycle_id=facts.lifecycle_id,
+                published_at=format_time(self._clock.now()),
+            )
+            existing = self._records.alias(request.name)
+            if existing is not None and _same_binding(existing, record):
+                return Publication(existing, changed=False)
+            if existing is not None and not replace:
+                raise AliasExists(
+                    "name",
+                    f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
+                    " rebind it with --replace (its artifact stays)",
+                )
+            self._records.write_alias(record)
+            log.info(
+                "%s answered from the store: %s (sha256 %s), no job",
+                request.name,
+                path,
+                digest.sha256,
+                extra={"lifecycle_id": facts.lifecycle_id},
+            )
             return Publication(record, changed=True)
 
     # -- steps ---------------------------------------------------------------------------

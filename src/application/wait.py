@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slurm_image.application.cancel import NotSubmitted
+from slurm_image.application.errors import ApplicationError, JobNotSuccessful
 from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
 from slurm_image.domain.job import JobState
 from slurm_image.ports.clock import Clock
@@ -107,3 +108,26 @@ class Wait:
             nap = pause if timeout_s is None else min(pause, max(0.0, timeout_s - elapsed))
             self._sleep(nap)
             pause = min(pause * BACKOFF, self._cap)
+
+
+class WaitTimedOut(ApplicationError):
+    """``timeout_s`` elapsed while a job was still running (nothing was cancelled)."""
+
+
+def require_success(result: WaitResult) -> None:
+    """Raise ``WaitTimedOut`` or ``JobNotSuccessful`` unless every lifecycle succeeded."""
+    if result.timed_out:
+        running = ", ".join(
+            f"{s.lifecycle_id} ({s.state})" for s in result.lifecycles if not is_final(s)
+        )
+        raise WaitTimedOut(
+            "timeout", f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
+        )
+    if result.failed:
+        failed = "; ".join(
+            f"{s.lifecycle_id} job {s.job_id} {s.state}"
+            + (f" exit {s.exit_code}" if s.exit_code is not None else "")
+            + (f" ({s.reason})" if s.reason else "")
+            for s in result.failed
+        )
+        raise JobNotSuccessful("state", failed)
