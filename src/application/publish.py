@@ -189,6 +189,8 @@ class StoreRecords:
                 self._finish(marker)
             self.store.remove_file(marker_path)
             log.info("recovered an interrupted publication of %s", name)
+        if self.store.entry_kind(self.layout.publishing) != "directory":
+            return
         prefix = f"{name}.json"
         for entry in self.store.list_directory(self.layout.publishing):
             rest = entry[len(prefix) :] if entry.startswith(prefix) else ""
@@ -388,6 +390,13 @@ class Publish:
                 f"inspection.{error.field}" if error.field != "inspection" else error.field,
                 error.rule,
             ) from None
+        log.info(
+            "result verified: %s image, .sqsh %s sha256 %s",
+            role,
+            plan.paths.sqsh,
+            digest.sha256,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
         facts = facts_of(inspection, plan.lifecycle_id)
         importing = plan.operation == "import_oci"
         path = self._layout.artifact(digest.sha256) if importing else plan.paths.sqsh

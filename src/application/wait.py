@@ -9,6 +9,7 @@ when the time runs out.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from slurm_image.application.errors import ApplicationError, JobNotSuccessful
 from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
 from slurm_image.domain.job import JobState
 from slurm_image.ports.clock import Clock
+
+log = logging.getLogger(__name__)
 
 FIRST_POLL_S = 2.0
 MAX_POLL_S = 30.0
@@ -90,6 +93,15 @@ class Wait:
         while True:
             pending = [i for i in ids if i not in latest or not is_final(latest[i])]
             for status in self._observe(pending):
+                previous = latest.get(status.lifecycle_id)
+                if previous is None or previous.state != status.state:
+                    log.info(
+                        "job %s is %s%s",
+                        status.job_id,
+                        status.state,
+                        f" (exit {status.exit_code})" if status.exit_code is not None else "",
+                        extra={"lifecycle_id": status.lifecycle_id},
+                    )
                 if status.state == STAGED:
                     raise NotSubmitted(
                         "lifecycle_id",

@@ -156,3 +156,21 @@ def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}
     site.json("gc")
     assert not Path(site.layout.artifact(SHA)).exists()
+
+
+def test_verbose_logs_each_step_with_ids_and_digests(site: Site) -> None:
+    lifecycle_id = site.finished_import()
+    code, out, err = site.run("--verbose", "--quiet", "publish", lifecycle_id)
+    assert code == 0, err
+    assert out == f"{site.layout.artifact(SHA)}\n"
+    lines = err.splitlines()
+    assert any(f"[{lifecycle_id}]" in line and SHA in line for line in lines), err
+    assert all(line.startswith("slurm-image: [") for line in lines), err
+
+
+def test_import_and_its_json_are_importable_as_a_library() -> None:
+    import slurm_image
+
+    assert slurm_image.Lifecycles is api.Lifecycles
+    with pytest.raises(AttributeError):
+        _ = slurm_image.Nothing  # type: ignore[attr-defined]

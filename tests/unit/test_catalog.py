@@ -141,3 +141,8 @@ def test_bad_ages_name_the_field(text: str) -> None:
     with pytest.raises(DomainError) as refused:
         parse_age(text)
     assert refused.value.field == "older_than"
+
+
+def test_unregister_in_a_fresh_workspace_names_the_alias(lab: PublishLab) -> None:
+    with pytest.raises(UnknownAlias):
+        _maintain(lab).unregister("app")
