@@ -231,3 +231,22 @@ def test_an_inspected_image_changed_after_the_job_is_refused(lab: PublishLab) ->
     with pytest.raises(VerificationFailed, match="sqsh_sha256"):
         lab.publish(A)
     assert not lab.harness.exists(lab.layout.alias("app"))
+
+
+def test_a_held_alias_lock_times_out_with_exit_6_and_other_aliases_proceed(
+    lab: PublishLab,
+) -> None:
+    from slurm_image.application.publish import Publish, alias_lock
+    from slurm_image.entrypoints.errors import exit_code_for
+    from slurm_image.ports.lock import LockTimeout
+
+    lab.finished(A, name="one")
+    lab.finished(B, name="two")
+    impatient = Publish(lab.store, lab.locks, lab.observe, lab.clock, lock_timeout_s=0.2)
+    with lab.locks.exclusive(alias_lock("one"), timeout_s=1):
+        assert impatient(B).record.name == "two"
+        with pytest.raises(LockTimeout) as held:
+            impatient(A)
+    assert exit_code_for(held.value) == 6
+    assert not lab.harness.exists(lab.layout.alias("one"))
+    assert impatient(A).record.name == "one"
