@@ -174,3 +174,55 @@ def test_import_and_its_json_are_importable_as_a_library() -> None:
     assert slurm_image.Lifecycles is api.Lifecycles
     with pytest.raises(AttributeError):
         _ = slurm_image.Nothing  # type: ignore[attr-defined]
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what was written."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+
+    def write(self, data: str) -> int:
+        self.text.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("not a real terminal")
+
+
+def test_wait_on_a_terminal_shows_one_progress_line_per_lifecycle(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lifecycle_id = site.finished_import()
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    code, out, _ = site.run("wait", lifecycle_id)
+    assert code == 0
+    shown = "".join(terminal.text)
+    assert "LIFECYCLE" in shown and lifecycle_id in shown and "COMPLETED" in shown
+    assert out.startswith(lifecycle_id) and "COMPLETED" in out
+
+
+def test_wait_as_json_prints_only_the_final_result(site: Site, monkeypatch: Any) -> None:
+    lifecycle_id = site.finished_import()
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    result = site.json("wait", lifecycle_id)
+    assert result["lifecycles"][0]["state"] == "COMPLETED" and result["timed_out"] is False
+    assert "LIFECYCLE" not in "".join(terminal.text)
+
+
+def test_wait_timeout_exits_7_and_cancels_nothing(site: Site) -> None:
+    submitted = site.json("import", SOURCE, "--name", "slow", "--role", "client", "--force")
+    site.scheduler.start(submitted["job_id"])
+    code, out, err = site.run("wait", submitted["lifecycle_id"], "--timeout", "0", "--json")
+    assert code == 7, err
+    assert json.loads(out)["timed_out"] is True
+    assert err.startswith("slurm-image: error: timeout:")
+    assert site.scheduler.calls["cancel"] == 0
