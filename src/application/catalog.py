@@ -205,16 +205,3 @@ class Maintain:
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
         log.info("gc removed %s %s", item.kind, item.path)
-
-
-def parse_age(text: str, field: str = "older_than") -> timedelta:
-    """``30s``, ``15m``, ``12h``, ``7d`` or plain seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
-    if not number.isdecimal() or not number.isascii():
-        raise InvalidAge(field, "must be a whole number with an optional unit s, m, h or d", text)
-    return timedelta(seconds=int(number) * units[unit])
-
-
-class InvalidAge(DomainError):
-    """A duration that is not ``<n>[smhd]``."""

@@ -14,6 +14,7 @@ reader opens one file and publishers of different aliases never touch the same f
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -258,3 +259,16 @@ def load_source(data: bytes) -> SourceRecord:
 
 def load_marker(data: bytes) -> PublicationMarker:
     return _load(PublicationMarker, data, "marker")
+
+
+class InvalidAge(DomainError):
+    """A duration that is not ``<n>[smhd]``."""
+
+
+def parse_age(text: str, field: str = "older_than") -> timedelta:
+    """``30s``, ``15m``, ``12h``, ``7d`` or plain seconds (``gc --older-than``)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    if not number.isdecimal() or not number.isascii():
+        raise InvalidAge(field, "must be a whole number with an optional unit s, m, h or d", text)
+    return timedelta(seconds=int(number) * units[unit])

@@ -562,7 +562,7 @@ def gc_command(
     json_output: JsonOption = False,
 ) -> None:
     """Remove unreferenced artifacts and finished attempts past the bound."""
-    from slurm_image.application.catalog import parse_age
+    from slurm_image.domain.publication import parse_age
 
     options = _options(ctx, json_output)
     try:

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from publish_support import SQSH_BYTES, PublishLab
-from slurm_image.application.catalog import Catalog, Maintain, parse_age
+from slurm_image.application.catalog import Catalog, Maintain
 from slurm_image.application.errors import StillRunning, UnknownAlias, VerificationFailed
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.publication import parse_age
 
 A, B, C = (f"img-{n:032x}" for n in range(1, 4))
 SHA = hashlib.sha256(SQSH_BYTES).hexdigest()
