@@ -173,7 +173,14 @@ class Lifecycles:
         if not submit:
             return Outcome(prepared.lifecycle_id, STAGED, job_directory=prepared.job_directory)
         require_submitter(self.container, self.profile)
-        submission = self.container.submit()(prepared)
+        try:
+            submission = self.container.submit()(prepared)
+        except Exception as error:
+            error.add_note(
+                f"lifecycle {prepared.lifecycle_id} stays staged in {prepared.job_directory};"
+                f" retry with: slurm-image submit {prepared.lifecycle_id}"
+            )
+            raise
         log.info(
             "submitted as job %s",
             submission.job_id,

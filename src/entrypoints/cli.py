@@ -582,6 +582,9 @@ def gc_command(
 
 def _next_step(error: BaseException) -> str | None:
     """What to do next, for the errors where the rule alone does not say it."""
+    notes = getattr(error, "__notes__", None)
+    if notes:
+        return "; ".join(str(note) for note in notes)
     from slurm_image.application.errors import (
         JobNotSuccessful,
         UnknownLifecycle,

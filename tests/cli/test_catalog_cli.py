@@ -226,3 +226,12 @@ def test_wait_timeout_exits_7_and_cancels_nothing(site: Site) -> None:
     assert json.loads(out)["timed_out"] is True
     assert err.startswith("slurm-image: error: timeout:")
     assert site.scheduler.calls["cancel"] == 0
+
+
+def test_a_refused_submission_says_the_attempt_stays_staged_and_how_to_retry(
+    site: Site,
+) -> None:
+    site.scheduler.fail_next("permanent")
+    code, _, err = site.run("import", SOURCE, "--name", "x", "--role", "client", "--force")
+    assert code == 3 and len(err.splitlines()) == 1
+    assert "stays staged" in err and "slurm-image submit img-" in err
