@@ -16,6 +16,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 from slurm_image.adapters.local_workspace import (
     _READ_FLAGS,
@@ -60,6 +61,16 @@ def _entry_kind(mode: int) -> EntryKind:
 
 class LocalStore(LocalWorkspace):
     """A ``Store`` (see ``ports.store``) rooted at ``root`` on this host."""
+
+    @classmethod
+    def reader(cls, root: str) -> LocalStore:
+        """A store for resolving what is published, by anyone: it trusts the files and
+        directories of the workspace root's owner (not of the caller), and is not written to."""
+        try:
+            owner = Path(root).stat().st_uid
+        except OSError:
+            owner = os.geteuid()
+        return cls(root, uid=owner)
 
     def _below_root(self, path: str) -> bool:
         return path.startswith(self.root.rstrip("/") + "/")

@@ -109,9 +109,9 @@ class StoreRecords:
             self.store.ensure_directory(directory, mode=0o700)
 
     def _read(self, path: str) -> bytes | None:
-        if self.store.entry_kind(path) is None:
-            return None
         try:
+            if self.store.entry_kind(path) is None:
+                return None
             return self.store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
         except WorkspaceError as error:
             raise VerificationFailed(error.field, error.reason) from None

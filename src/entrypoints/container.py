@@ -78,7 +78,9 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         lock_timeout_s=lock_timeout_s,
     )
-    catalog = providers.Factory(Catalog, store=store)
+    catalog = providers.Factory(
+        Catalog, store=providers.Singleton(LocalStore.reader, root=config.workspace_root)
+    )
     maintain = providers.Factory(
         Maintain,
         store=store,

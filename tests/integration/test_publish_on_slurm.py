@@ -1,5 +1,5 @@
 """The lifecycle's end on the local cluster: ``import --wait`` and ``inspect --wait`` through
-sbatch and slurmrestd end in a published alias that ``show --verify`` resolves; four processes
+sbatch and slurmrestd end in published aliases that ``show --verify`` resolves; four processes
 inspecting the same .sqsh under one alias end with one consistent winner.
 
 Needs the local cluster, the local registry with the test images (scripts/test-images) and
@@ -128,6 +128,16 @@ def test_import_wait_publishes_and_show_resolves(
     assert shown["facts"]["installer"]["name"] == "pip"
     again = site.json("import", images["client"], "--name", "same", "--role", "client")
     assert again["from_store"] is True and again["path"] == shown["path"]
+
+    copy = world_readable_tmp / "shared" / "copy.sqsh"
+    copy.parent.mkdir()
+    shutil.copy(shown["path"], copy)
+    inspected = site.json(
+        "inspect", str(copy), "--name", "copy", "--role", "client", "--wait", "--timeout", "800"
+    )
+    assert inspected["state"] == "PUBLISHED" and inspected["path"] == str(copy)
+    copy_shown = site.json("show", "copy", "--verify")
+    assert copy_shown["sqsh_sha256"] == shown["sqsh_sha256"] == _digest(str(copy))
 
 
 def test_four_processes_inspecting_one_sqsh_under_one_alias(

@@ -147,3 +147,25 @@ def test_bad_ages_name_the_field(text: str) -> None:
 def test_unregister_in_a_fresh_workspace_names_the_alias(lab: PublishLab) -> None:
     with pytest.raises(UnknownAlias):
         _maintain(lab).unregister("app")
+
+
+def test_another_user_resolves_what_the_workspace_owner_published(
+    world_readable_tmp: Any, profile_for: Any, runtime_files: Any
+) -> None:
+    import os
+
+    from conftest import LocalHarness
+    from slurm_image.adapters.local_store import LocalStore
+    from slurm_image.application.errors import VerificationFailed as Refused
+
+    lab = PublishLab(LocalHarness(world_readable_tmp), profile_for, runtime_files)
+    lab.finished(A)
+    record = lab.publish(A).record
+    owner = 4242
+    for directory, dirs, files in os.walk(lab.harness.root):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(directory, name), owner, -1, follow_symlinks=False)
+    os.chown(lab.harness.root, owner, -1)
+    assert Catalog(LocalStore.reader(lab.harness.root)).verify("app") == record
+    with pytest.raises(Refused):
+        Catalog(LocalStore(lab.harness.root)).show("app")
