@@ -78,7 +78,7 @@ class Catalog:
 @dataclass(frozen=True)
 class Removed:
     kind: str
-    """``artifact``, ``source`` or ``attempt``."""
+    """``artifact``, ``source``, ``attempt`` or ``temporary``."""
     path: str
 
     def as_dict(self) -> dict[str, str]:
@@ -137,9 +137,18 @@ class Maintain:
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         """Remove artifacts no alias (or publication in progress) refers to, their source
-        records, and finished attempts created more than ``older_than`` ago."""
+        records, and finished attempts created more than ``older_than`` ago.
+
+        Holding the store lock alone means no publisher is at work (they hold it shared): a
+        marker is a publication a crash interrupted, finished or dropped here first (not in a
+        dry run), and every temporary record is a leftover."""
         with self._locks.exclusive(STORE_LOCK, timeout_s=self._timeout):
-            removed = self._unreferenced()
+            if not dry_run:
+                for entry in self._names(self._layout.markers):
+                    if entry.endswith(".json"):
+                        self._records.recover(entry.removesuffix(".json"))
+            removed = self._temporaries()
+            removed += self._unreferenced()
             removed += self._stale_attempts(self._clock.now() - older_than)
             if not dry_run:
                 for item in removed:
@@ -150,6 +159,14 @@ class Maintain:
         if self._store.entry_kind(directory) != "directory":
             return []
         return list(self._store.list_directory(directory))
+
+    def _temporaries(self) -> list[Removed]:
+        return [
+            Removed("temporary", f"{directory}/{entry}")
+            for directory in (self._layout.publishing, self._layout.staging)
+            for entry in self._names(directory)
+            if entry.endswith(".tmp")
+        ]
 
     def _unreferenced(self) -> list[Removed]:
         referenced = set()

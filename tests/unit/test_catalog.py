@@ -169,3 +169,32 @@ def test_another_user_resolves_what_the_workspace_owner_published(
     assert Catalog(LocalStore.reader(lab.harness.root)).verify("app") == record
     with pytest.raises(Refused):
         Catalog(LocalStore(lab.harness.root)).show("app")
+
+
+def test_gc_finishes_an_interrupted_publication_and_removes_leftover_temporaries(
+    lab: PublishLab,
+) -> None:
+    from slurm_image.application.publish import CHECKPOINTS
+
+    class Crash(BaseException):
+        pass
+
+    def crash(step: str) -> None:
+        if step == "source":
+            raise Crash(step)
+
+    assert "source" in CHECKPOINTS
+    lab.finished(A)
+    with pytest.raises(Crash):
+        lab.publisher(checkpoint=crash)(A)
+    leftover = f"{lab.layout.staging}/{'7' * 64}.json.0123456789abcdef.tmp"
+    lab.harness.write(leftover, b"half")
+    planned = _maintain(lab).gc(older_than=timedelta(days=7), dry_run=True)
+    assert ("temporary", leftover) in [(r.kind, r.path) for r in planned]
+    assert lab.harness.exists(lab.layout.marker("app"))  # a dry run changes nothing
+    removed = _maintain(lab).gc(older_than=timedelta(days=7))
+    assert not lab.harness.exists(leftover)
+    assert not lab.harness.exists(lab.layout.marker("app"))
+    record = Catalog(lab.store).verify("app")
+    assert record.lifecycle_id == A
+    assert record.path not in [r.path for r in removed]
