@@ -260,7 +260,7 @@ ReplaceOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
 IdArgument = Annotated[str, typer.Argument(metavar="ID", help="A lifecycle id.")]
-IdsArgument = Annotated[list[str], typer.Argument(metavar="ID...", help="Lifecycle ids.")]
+IdsArgument = Annotated[list[str], typer.Argument(metavar="ID", help="Lifecycle ids.")]
 AliasArgument = Annotated[str, typer.Argument(metavar="NAME", help="A published alias.")]
 
 
@@ -590,9 +590,12 @@ def _next_step(error: BaseException) -> str | None:
         UnknownLifecycle,
         VerificationFailed,
     )
+    from slurm_image.domain.errors import InvalidProfile
     from slurm_image.ports.lock import LockTimeout
     from slurm_image.ports.submitter import SchedulerUnavailable
 
+    if isinstance(error, InvalidProfile) and error.field == "profile":
+        return "pass --profile PATH or set SLURM_IMAGE_PROFILE"
     if isinstance(error, JobNotSuccessful):
         return (
             f"`{PROG} status ID` explains the exit code;"
