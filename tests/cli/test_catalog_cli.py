@@ -235,3 +235,46 @@ def test_a_refused_submission_says_the_attempt_stays_staged_and_how_to_retry(
     code, _, err = site.run("import", SOURCE, "--name", "x", "--role", "client", "--force")
     assert code == 3 and len(err.splitlines()) == 1
     assert "stays staged" in err and "slurm-image submit img-" in err
+
+
+def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
+    """While ``--wait`` sleeps, the fake job leaves what a real one would, then ends."""
+    from slurm_image.application.wait import Wait
+
+    def sleep(_: float) -> None:
+        job = list(site.scheduler.jobs.values())[-1]
+        job_dir = Path(job.spec.working_directory)
+        (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
+        (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
+        site.scheduler.finish(job.job_id, exit_code)
+
+    build = api.build_container
+
+    def with_fast_wait(profile: Any = None) -> Any:
+        container = build(profile)
+        container.wait.override(
+            providers.Factory(Wait, observe=container.observe, clock=container.clock, sleep=sleep)
+        )
+        return container
+
+    monkeypatch.setattr(api, "build_container", with_fast_wait)
+
+
+def test_import_wait_stages_submits_waits_and_publishes(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job_runs_while_waited_for(site, monkeypatch, 0)
+    published = site.json("import", SOURCE, "--name", "app", "--role", "client", "--wait")
+    assert published["state"] == "PUBLISHED" and published["from_store"] is False
+    assert published["path"] == site.layout.artifact(SHA) and published["job_id"]
+    assert site.json("show", "app")["sqsh_sha256"] == SHA
+
+
+def test_import_wait_of_a_failing_job_exits_4_and_publishes_nothing(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job_runs_while_waited_for(site, monkeypatch, 76)
+    code, out, err = site.run("import", SOURCE, "--name", "app", "--role", "client", "--wait")
+    assert code == 4 and out == ""
+    assert "FAILED exit 76" in err and "status ID" in err
+    assert site.json("list") == {"images": []}
