@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from slurm_image.domain import paths
+from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.request import Operation, make_request
 from slurm_image.entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
 
@@ -178,6 +179,8 @@ def _lifecycle_command(
     """Validate everything (profile, request, submitter) before the first file is created."""
     options = _options(ctx, flags.json_output)
     try:
+        if flags.wait and (flags.dry_run or flags.no_submit):
+            raise InvalidRequest("wait", "needs a submitted job: not with --dry-run or --no-submit")
         request = make_request(operation, name=name, role=role, source=source)
         lifecycles = _lifecycles(options)
         if flags.dry_run:

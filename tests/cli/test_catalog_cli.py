@@ -278,3 +278,10 @@ def test_import_wait_of_a_failing_job_exits_4_and_publishes_nothing(
     assert code == 4 and out == ""
     assert "FAILED exit 76" in err and "status ID" in err
     assert site.json("list") == {"images": []}
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--no-submit"])
+def test_wait_with_nothing_to_wait_for_exits_2(site: Site, flag: str) -> None:
+    code, out, err = site.run("import", SOURCE, "--name", "a", "--role", "client", "--wait", flag)
+    assert code == 2 and out == "" and err.startswith("slurm-image: error: wait: needs")
+    assert not (site.root / "images").exists()
