@@ -21,6 +21,7 @@ publisher of the alias (or ``recover``) finishes what the marker describes or dr
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -380,7 +381,7 @@ class Publish:
         role = plan.request.role
         try:
             data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
-            digest = self._store.digest(plan.paths.sqsh)
+            digest = self._store.digest(self._image_of(plan, data))
         except WorkspaceError as error:
             raise VerificationFailed(error.field, error.reason) from None
         try:
@@ -435,6 +436,18 @@ class Publish:
             published_at=format_time(self._clock.now()),
         )
         return record, digest, source
+
+    def _image_of(self, plan: Plan, result: bytes) -> str:
+        """The ``.sqsh`` to hash: the attempt's own, or, when an earlier publication of this
+        import moved its candidate into the store, the stored artifact the result names (its
+        bytes hashed now must still match, so the claim is only a place to look)."""
+        if plan.paths.candidate is None or self._store.entry_kind(plan.paths.candidate):
+            return plan.paths.sqsh
+        try:
+            claimed = json.loads(result).get("sqsh_sha256")
+            return self._layout.artifact(claimed) if isinstance(claimed, str) else plan.paths.sqsh
+        except (ValueError, AttributeError, RecursionError, DomainError):
+            return plan.paths.sqsh
 
     def _commit(
         self, plan: Plan, record: AliasRecord, digest: FileDigest, source: SourceRecord | None

@@ -250,3 +250,25 @@ def test_a_held_alias_lock_times_out_with_exit_6_and_other_aliases_proceed(
     assert exit_code_for(held.value) == 6
     assert not lab.harness.exists(lab.layout.alias("one"))
     assert impatient(A).record.name == "one"
+
+
+def test_an_import_published_before_can_be_bound_again_after_a_replace(lab: PublishLab) -> None:
+    lab.finished(A)
+    first = lab.publish(A).record
+    lab.finished(B, sqsh=KEPT_BYTES)
+    lab.publish(B, replace=True)
+    again = lab.publish(A, replace=True).record
+    assert (again.path, again.sqsh_sha256, again.lifecycle_id) == (first.path, SHA, A)
+    assert lab.harness.read(again.path) == SQSH_BYTES
+
+
+def test_binding_again_rehashes_the_stored_artifact(lab: PublishLab) -> None:
+    lab.finished(A)
+    first = lab.publish(A).record
+    lab.finished(B, sqsh=KEPT_BYTES)
+    lab.publish(B, replace=True)
+    lab.harness.chmod(first.path, 0o644)
+    lab.harness.append(first.path, b"rot")
+    with pytest.raises(VerificationFailed, match="sqsh_sha256"):
+        lab.publish(A, replace=True)
+    assert load_alias(lab.harness.read(lab.layout.alias("app"))).lifecycle_id == B
