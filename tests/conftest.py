@@ -462,3 +462,9 @@ def _memory_read_only(
         return act(self.workspace)
     finally:
         self.filesystem.read_only = False
+
+
+@pytest.fixture
+def local_harness() -> type[LocalHarness]:
+    """The real-directory harness, for tests that build their own workspace under a given base."""
+    return LocalHarness

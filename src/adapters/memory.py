@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -26,6 +27,9 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.filesystem import FilesystemError
+from slurm_image.ports.hasher import FileDigest
+from slurm_image.ports.lock import LockTimeout
+from slurm_image.ports.store import ChangedWhileRead, EntryKind
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -673,3 +677,171 @@ class FakeFilesystems:
         if self.name is None:
             raise FilesystemError(f"cannot describe the filesystem of {path} (injected)")
         return self.name
+
+
+# -- the store and its locks ----------------------------------------------------------------
+
+
+class MemoryStore(MemoryWorkspace):
+    """A ``Store`` (see ``ports.store``) over a ``MemoryFilesystem``, with the local adapter's
+    observable rules. ``during_read``, when set, is called with the path in the middle of every
+    ``read_stable`` and ``digest``: tests change the file there, as a writer racing the reader.
+    """
+
+    def __init__(self, root: str, filesystem: MemoryFilesystem, *, uid: int = 1000) -> None:
+        super().__init__(root, filesystem, uid=uid)
+        self.during_read: Callable[[str], None] | None = None
+
+    def _below_root(self, path: str) -> bool:
+        return path.startswith(self.root.rstrip("/") + "/")
+
+    def _entry(self, path: str) -> MemoryNode | None:
+        if self._below_root(path):
+            try:
+                parent, name = self._parent(path, None)
+            except NotFound:
+                return None
+            return parent.entries.get(name)
+        return self.filesystem.lookup(path)
+
+    def _regular(self, path: str) -> MemoryNode:
+        node = self._entry(path)
+        if node is None:
+            raise NotFound(path, "does not exist")
+        if node.kind != "file":
+            raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+        return node
+
+    def _read_once(self, path: str) -> tuple[MemoryNode, bytes]:
+        node = self._regular(path)
+        data = bytes(node.data)
+        if self.during_read is not None:
+            self.during_read(path)
+        if self._entry(path) is not node or bytes(node.data) != data:
+            raise ChangedWhileRead(path, "changed while it was read")
+        return node, data
+
+    def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
+        with self.filesystem.lock:
+            node = self._regular(path)
+            if node.uid != self._uid:
+                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+            if len(node.data) > max_bytes:
+                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+        node, data = self._read_once(path)
+        return VerifiedRead(data=data, identity=node.identity, mode=node.mode)
+
+    def digest(self, path: str) -> FileDigest:
+        node, data = self._read_once(path)
+        return FileDigest(
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            identity=node.identity,
+            mtime_ns=0,
+            ctime_ns=0,
+        )
+
+    def entry_kind(self, path: str) -> EntryKind | None:
+        with self.filesystem.lock:
+            node = self._entry(path)
+            if node is None:
+                return None
+            return node.kind
+
+    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+        with self.filesystem.lock:
+            node = self._root()
+            walked = self.root.rstrip("/")
+            for part in self._components(path):
+                walked = f"{walked}/{part}"
+                child = node.entries.get(part)
+                if child is None:
+                    child = self._mkdir(node, part, walked, mode)
+                if child.kind != "directory":
+                    raise UnsafePath(walked, f"is {child.describe()}, not a directory")
+                if child.uid != self._uid:
+                    raise UnsafePath(walked, f"is owned by uid {child.uid}, not {self._uid}")
+                child.mode |= mode & 0o555
+                node = child
+            return node.identity
+
+    def install(
+        self, source: str, destination: str, *, expected: FileDigest, mode: int
+    ) -> FileIdentity:
+        with self.filesystem.lock:
+            source_dir, source_name = self._parent(source, None)
+            node = source_dir.entries.get(source_name)
+            if node is None:
+                raise NotFound(source, "does not exist")
+            if node.kind != "file":
+                raise NotRegularFile(source, f"is {node.describe()}, not a regular file")
+            if node.identity != expected.identity or len(node.data) != expected.size:
+                raise ChangedWhileRead(source, "is not the file that was verified")
+            if hashlib.sha256(node.data).hexdigest() != expected.sha256:
+                raise ChangedWhileRead(source, "is not the file that was verified")
+            target_dir, target_name = self._parent(destination, None)
+            if target_name in target_dir.entries:
+                raise AlreadyExists(destination, "already exists")
+            self._writable(target_dir, destination)
+            self._writable(source_dir, source)
+            node.mode = mode
+            target_dir.entries[target_name] = node
+            del source_dir.entries[source_name]
+            return node.identity
+
+    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, None)
+            self._directory(self._components(staging))
+            existing = parent.entries.get(name)
+            if existing is not None and existing.kind == "directory":
+                raise WorkspaceError(path, "is a directory")
+            self._writable(parent, path)
+            node = self.filesystem.new_node("file", mode, self._uid)
+            node.data[:] = data
+            parent.entries[name] = node
+
+
+class MemoryLocks:
+    """A ``Locks`` (see ``ports.lock``) for threads of one process."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._writers: set[str] = set()
+        self._readers: dict[str, int] = {}
+
+    def _wait(self, name: str, free: Callable[[], bool], timeout_s: float) -> None:
+        if not self._condition.wait_for(free, timeout=timeout_s):
+            raise LockTimeout(
+                f"lock {name}",
+                f"held by another process for more than {timeout_s:g} s;"
+                " retry when it has finished",
+            )
+
+    @contextmanager
+    def exclusive(self, name: str, *, timeout_s: float) -> Iterator[None]:
+        with self._condition:
+            self._wait(
+                name,
+                lambda: name not in self._writers and not self._readers.get(name),
+                timeout_s,
+            )
+            self._writers.add(name)
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writers.discard(name)
+                self._condition.notify_all()
+
+    @contextmanager
+    def shared(self, name: str, *, timeout_s: float) -> Iterator[None]:
+        with self._condition:
+            self._wait(name, lambda: name not in self._writers, timeout_s)
+            self._readers[name] = self._readers.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers[name] -= 1
+                self._condition.notify_all()

@@ -35,3 +35,20 @@ class WrongWorkspace(ApplicationError):
 class SubmissionInDoubt(AlreadySubmitted):
     """An earlier submit of this attempt started and its outcome is unknown: no job carries
     the attempt's marker, yet one may still reach the scheduler. Never submitted again blindly."""
+
+
+class AliasExists(ApplicationError):
+    """The alias is published already; ``--replace`` rebinds it (the old artifact stays)."""
+
+
+class UnknownAlias(ApplicationError):
+    """No alias of this name is published."""
+
+
+class JobNotSuccessful(ApplicationError):
+    """The lifecycle's job did not complete successfully (or has not finished): nothing to
+    publish."""
+
+
+class StillRunning(ApplicationError):
+    """The attempt's job may still run, or its submission is unknown: it is kept."""

@@ -7,6 +7,8 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from slurm_image.adapters.fcntl_lock import FcntlLocks
+from slurm_image.adapters.local_store import LocalStore
 from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.adapters.sbatch import SbatchSubmitter
@@ -14,9 +16,12 @@ from slurm_image.adapters.sha256_hasher import Sha256Hasher
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.adapters.system_clock import SystemClock
 from slurm_image.application.cancel import Cancel
+from slurm_image.application.catalog import Catalog, Maintain
 from slurm_image.application.observe import Observe
 from slurm_image.application.prepare import PlanLifecycle, Prepare
+from slurm_image.application.publish import Publish
 from slurm_image.application.submit import Submit
+from slurm_image.application.wait import Wait
 from slurm_image.domain.errors import InvalidProfile
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.entrypoints.runtime_files import load_runtime_files
@@ -58,6 +63,32 @@ class Container(containers.DeclarativeContainer):
     submit = providers.Factory(Submit, workspace=workspace, submitter=submitter, clock=clock)
     observe = providers.Factory(Observe, workspace=workspace, submitter=submitter)
     cancel = providers.Factory(Cancel, workspace=workspace, submitter=submitter)
+
+    # Publication and the catalog (design §8). The store is the workspace with publication's
+    # operations; list/show need neither the scheduler nor the locks.
+    lock_timeout_s = providers.Object(60.0)
+    store = providers.Singleton(LocalStore, root=config.workspace_root)
+    locks = providers.Singleton(FcntlLocks, store=store)
+    wait = providers.Factory(Wait, observe=observe, clock=clock)
+    publish = providers.Factory(
+        Publish,
+        store=store,
+        locks=locks,
+        observe=providers.Factory(Observe, workspace=store, submitter=submitter),
+        clock=clock,
+        lock_timeout_s=lock_timeout_s,
+    )
+    catalog = providers.Factory(
+        Catalog, store=providers.Singleton(LocalStore.reader, root=config.workspace_root)
+    )
+    maintain = providers.Factory(
+        Maintain,
+        store=store,
+        locks=locks,
+        observe=providers.Factory(Observe, workspace=store, submitter=submitter),
+        clock=clock,
+        lock_timeout_s=lock_timeout_s,
+    )
 
 
 def register_site_submitters(container: Container, profile: SiteProfile | None) -> None:

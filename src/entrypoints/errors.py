@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from slurm_image.application.cancel import NotSubmitted
 from slurm_image.application.errors import (
+    AliasExists,
     AlreadySubmitted,
+    JobNotSuccessful,
     LifecycleExists,
+    StillRunning,
+    UnknownAlias,
     UnknownLifecycle,
     VerificationFailed,
     WrongWorkspace,
 )
 from slurm_image.application.observe import SubmitterMismatch
+from slurm_image.application.wait import WaitTimedOut
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.ports.hasher import HashError
+from slurm_image.ports.lock import LockTimeout
+from slurm_image.ports.store import ChangedWhileRead
 from slurm_image.ports.submitter import SubmitterError
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -56,6 +63,14 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (AlreadySubmitted, EXIT_CONFLICT),
     (NotSubmitted, EXIT_INVALID),
     (SubmitterMismatch, EXIT_INVALID),
+    # Publication and the catalog (design §8).
+    (ChangedWhileRead, EXIT_VERIFICATION),
+    (JobNotSuccessful, EXIT_JOB_FAILED),
+    (WaitTimedOut, EXIT_WAIT_TIMEOUT),
+    (AliasExists, EXIT_CONFLICT),
+    (LockTimeout, EXIT_CONFLICT),
+    (StillRunning, EXIT_CONFLICT),
+    (UnknownAlias, EXIT_INVALID),
 ]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
+import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.canonical import canonical_json
@@ -139,14 +140,14 @@ def test_submit_after_tampering_never_reaches_the_scheduler(site: Path, stage, m
     lifecycle_id, layout = stage()
     _append_line(layout)
     scheduler = FakeSubmitter()
-    real_build = cli.build_container
+    real_build = api.build_container
 
     def build_with_shared_scheduler(profile: Any = None) -> Any:
         container = real_build(profile)
         container.submitter.override(providers.Object(scheduler))
         return container
 
-    monkeypatch.setattr(cli, "build_container", build_with_shared_scheduler)
+    monkeypatch.setattr(api, "build_container", build_with_shared_scheduler)
     with pytest.raises(SystemExit) as done:
         cli.main(["submit", lifecycle_id])
     assert done.value.code == 5

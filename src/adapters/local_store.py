@@ -1,0 +1,265 @@
+"""The Store on a local or shared POSIX filesystem: ``LocalWorkspace`` plus publication (§8).
+
+Everything below the root goes through the workspace's verified walk (``O_DIRECTORY|
+O_NOFOLLOW`` per step, owner checked). A file is opened once, ``O_NOFOLLOW|O_NONBLOCK``, after
+its entry was looked at (a FIFO is never opened), and its ``fstat`` before and after the read
+must agree on identity, size and times. Artifacts enter the store by ``link`` (exclusive: an
+existing entry is never replaced) and ``unlink``, not ``rename``, which would replace silently.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from slurm_image.adapters.local_workspace import (
+    _READ_FLAGS,
+    LocalWorkspace,
+    _error,
+    _identity,
+    _kind,
+    _read_bounded,
+)
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.hasher import FileDigest
+from slurm_image.ports.store import ChangedWhileRead, EntryKind
+from slurm_image.ports.workspace import (
+    AlreadyExists,
+    NotFound,
+    NotRegularFile,
+    TooLarge,
+    UnsafePath,
+    VerifiedRead,
+    WorkspaceError,
+)
+
+_BUFFER_BYTES = 1 << 20
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _moment(status: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def _entry_kind(mode: int) -> EntryKind:
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    return "other"
+
+
+class LocalStore(LocalWorkspace):
+    """A ``Store`` (see ``ports.store``) rooted at ``root`` on this host."""
+
+    @classmethod
+    def reader(cls, root: str) -> LocalStore:
+        """A store for resolving what is published, by anyone: it trusts the files and
+        directories of the workspace root's owner (not of the caller), and is not written to."""
+        try:
+            owner = Path(root).stat().st_uid
+        except OSError:
+            owner = os.geteuid()
+        return cls(root, uid=owner)
+
+    def _below_root(self, path: str) -> bool:
+        return path.startswith(self.root.rstrip("/") + "/")
+
+    @contextmanager
+    def _at(self, path: str) -> Iterator[tuple[int | None, str]]:
+        """The verified parent descriptor and name of ``path``; outside the root (an inspected
+        ``.sqsh``), no descriptor and the path itself."""
+        if self._below_root(path):
+            with self._parent(path, None) as (parent, name):
+                yield parent, name
+        else:
+            yield None, path
+
+    @contextmanager
+    def _open_regular(self, path: str) -> Iterator[tuple[int, os.stat_result]]:
+        with self._at(path) as (parent, name):
+            try:
+                entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except OSError as error:
+                raise _error(error, path) from None
+            if not stat.S_ISREG(entry.st_mode):
+                raise NotRegularFile(path, f"is {_kind(entry.st_mode)}, not a regular file")
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise NotRegularFile(path, "is a symlink, not a regular file") from None
+                raise _error(error, path) from None
+            try:
+                status = os.fstat(fd)
+                if not stat.S_ISREG(status.st_mode) or _identity(status) != _identity(entry):
+                    raise ChangedWhileRead(path, "was replaced while it was opened")
+                yield fd, status
+            finally:
+                os.close(fd)
+
+    def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
+        with self._open_regular(path) as (fd, before):
+            if before.st_uid != self._uid:
+                raise UnsafePath(path, f"is owned by uid {before.st_uid}, not {self._uid}")
+            if before.st_size > max_bytes:
+                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+            try:
+                data = _read_bounded(fd, max_bytes, path)
+                after = os.fstat(fd)
+            except OSError as error:
+                raise _error(error, path) from None
+        if _moment(before) != _moment(after) or len(data) != after.st_size:
+            raise ChangedWhileRead(path, "changed while it was read")
+        return VerifiedRead(data=data, identity=_identity(after), mode=stat.S_IMODE(after.st_mode))
+
+    def digest(self, path: str) -> FileDigest:
+        with self._open_regular(path) as (fd, before):
+            digest = hashlib.sha256()
+            buffer = bytearray(_BUFFER_BYTES)
+            view = memoryview(buffer)
+            size = 0
+            try:
+                while count := os.readv(fd, [buffer]):
+                    digest.update(view[:count])
+                    size += count
+                after = os.fstat(fd)
+            except OSError as error:
+                raise _error(error, path) from None
+        if _moment(before) != _moment(after) or size != after.st_size:
+            raise ChangedWhileRead(path, "changed while it was hashed")
+        return FileDigest(
+            sha256=digest.hexdigest(),
+            size=size,
+            identity=_identity(after),
+            mtime_ns=after.st_mtime_ns,
+            ctime_ns=after.st_ctime_ns,
+        )
+
+    def entry_kind(self, path: str) -> EntryKind | None:
+        try:
+            with self._at(path) as (parent, name):
+                return _entry_kind(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        except (NotFound, FileNotFoundError):
+            return None
+        except OSError as error:
+            raise _error(error, path) from None
+
+    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+        parts = self._components(path)
+        fd = self._open_root()
+        try:
+            walked = self.root.rstrip("/")
+            for part in parts:
+                walked = f"{walked}/{part}"
+                try:
+                    child = self._open_dir(fd, part, walked)
+                except NotFound:
+                    with suppress(AlreadyExists):
+                        self._mkdir(fd, part, walked, mode)
+                    child = self._open_dir(fd, part, walked)
+                os.close(fd)
+                fd = child
+                current = stat.S_IMODE(os.fstat(fd).st_mode)
+                wanted = current | (mode & 0o555)
+                if wanted != current:
+                    os.fchmod(fd, wanted)
+            return _identity(os.fstat(fd))
+        except OSError as error:
+            raise _error(error, path) from None
+        finally:
+            os.close(fd)
+
+    def install(
+        self, source: str, destination: str, *, expected: FileDigest, mode: int
+    ) -> FileIdentity:
+        with self._parent(source, None) as (source_dir, source_name):
+            try:
+                fd = os.open(source_name, _READ_FLAGS, dir_fd=source_dir)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise NotRegularFile(source, "is a symlink, not a regular file") from None
+                raise _error(error, source) from None
+            try:
+                status = os.fstat(fd)
+                seen = (
+                    expected.identity.device,
+                    expected.identity.inode,
+                    expected.size,
+                    expected.mtime_ns,
+                    expected.ctime_ns,
+                )
+                if not stat.S_ISREG(status.st_mode) or _moment(status) != seen:
+                    raise ChangedWhileRead(source, "is not the file that was verified")
+                identity = _identity(status)
+                with self._parent(destination, None) as (target_dir, target_name):
+                    with suppress(FileNotFoundError):
+                        os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
+                        raise AlreadyExists(destination, "already exists")
+                    os.fchmod(fd, mode)
+                    os.fsync(fd)
+                    self._link(source_dir, source_name, target_dir, target_name, destination)
+                    linked = os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
+                    if _identity(linked) != identity:
+                        os.unlink(target_name, dir_fd=target_dir)
+                        raise ChangedWhileRead(source, "was replaced while it was moved")
+                    os.fsync(target_dir)
+                left = os.stat(source_name, dir_fd=source_dir, follow_symlinks=False)
+                if _identity(left) == identity:
+                    os.unlink(source_name, dir_fd=source_dir)
+                    os.fsync(source_dir)
+                return identity
+            except OSError as error:
+                raise _error(error, source) from None
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def _link(source_dir: int, source: str, target_dir: int, target: str, field: str) -> None:
+        try:
+            os.link(
+                source, target, src_dir_fd=source_dir, dst_dir_fd=target_dir, follow_symlinks=False
+            )
+        except FileExistsError:
+            raise AlreadyExists(field, "already exists") from None
+
+    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+        with (
+            self._parent(path, None) as (parent, name),
+            self._directory(self._components(staging)) as staging_fd,
+        ):
+            temporary = f"{name}.{secrets.token_hex(8)}.tmp"
+            self._create(staging_fd, temporary, path, data, mode)
+            try:
+                os.rename(temporary, name, src_dir_fd=staging_fd, dst_dir_fd=parent)
+            except OSError as error:
+                with suppress(OSError):
+                    os.unlink(temporary, dir_fd=staging_fd)
+                if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                    raise WorkspaceError(path, "is a directory") from None
+                raise _error(error, path) from None
+            os.fsync(parent)
+            os.fsync(staging_fd)
+
+    def open_lock_file(self, path: str) -> int:
+        """A read-write descriptor of the lock file ``path`` (created 0600, never through a
+        symlink), for ``adapters.fcntl_lock``."""
+        with self._parent(path, None) as (parent, name):
+            try:
+                fd = os.open(name, _LOCK_FLAGS, 0o600, dir_fd=parent)
+            except OSError as error:
+                raise _error(error, path) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise NotRegularFile(path, "is not a regular file")
+            return fd

@@ -1,0 +1,509 @@
+"""Publish a finished lifecycle into the content-addressed store and the alias registry (§8).
+
+Under the alias's lock (and a shared hold of the store lock, which ``gc`` takes exclusively),
+in this order:
+
+1. finish or roll back a publication of this alias that a crashed process left (its marker);
+2. the same attempt published already: answer its record (idempotent); another record: refuse
+   unless ``replace``;
+3. the job COMPLETED with exit code 0; the plan is the one submitted (its digest);
+4. ``inspection.json`` is read through one descriptor (no symlink, no FIFO, size bound before
+   reading, unchanged while read) and validated for the plan's role and the digest of the
+   ``.sqsh`` as hashed now through one descriptor;
+5. the marker is written; an import's candidate is moved into ``artifacts/<sha256>.sqsh`` (0444,
+   fsynced, never replacing anything; identical bytes already there are reused, anything else
+   there is refused); the source record, then the alias record are replaced atomically; the
+   marker is removed.
+
+A crash between any two steps leaves the old alias record or the new one, and the next
+publisher of the alias (or ``recover``) finishes what the marker describes or drops it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slurm_image.application.errors import (
+    AliasExists,
+    JobNotSuccessful,
+    VerificationFailed,
+)
+from slurm_image.application.observe import Observe
+from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
+from slurm_image.domain.job import JobState
+from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
+from slurm_image.domain.publication import (
+    ARTIFACT_MODE,
+    PUBLIC_DIRECTORY_MODE,
+    RECORD_MODE,
+    STORE_RECORD_MAX_BYTES,
+    AliasRecord,
+    PublicationMarker,
+    SourceRecord,
+    StoreLayout,
+    facts_of,
+    load_alias,
+    load_marker,
+    load_source,
+)
+from slurm_image.domain.request import Request
+from slurm_image.ports.clock import Clock
+from slurm_image.ports.hasher import FileDigest
+from slurm_image.ports.lock import Locks
+from slurm_image.ports.store import Store
+from slurm_image.ports.workspace import AlreadyExists, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+STORE_LOCK = "store"
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+CHECKPOINTS = ("verified", "marker", "artifact", "source", "alias", "done")
+"""The steps after which ``checkpoint`` is called: a crash test stops the process there."""
+_ARTICLE = {
+    "directory": "a directory",
+    "fifo": "a FIFO",
+    "symlink": "a symlink",
+    "other": "special",
+}
+_TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
+
+
+def alias_lock(name: str) -> str:
+    return f"alias.{name}"
+
+
+def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
+    keys = ("role", "path", "sqsh_sha256", "source_digest", "facts", "lifecycle_id")
+    return all(getattr(one, key) == getattr(other, key) for key in keys)
+
+
+def no_checkpoint(step: str) -> None:
+    """The production checkpoint: nothing happens between steps."""
+
+
+@dataclass(frozen=True)
+class Publication:
+    """The published record, and whether this call changed the store."""
+
+    record: AliasRecord
+    changed: bool
+
+
+class StoreRecords:
+    """Read and write the store's records (shared by publish, recovery and the catalog)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.layout = StoreLayout(store.root)
+
+    def prepare_directories(self) -> None:
+        for directory in (self.layout.artifacts, self.layout.aliases, self.layout.sources):
+            self.store.ensure_directory(directory, mode=PUBLIC_DIRECTORY_MODE)
+        for directory in (self.layout.publishing, self.layout.markers, self.layout.staging):
+            self.store.ensure_directory(directory, mode=0o700)
+
+    def _read(self, path: str) -> bytes | None:
+        try:
+            if self.store.entry_kind(path) is None:
+                return None
+            return self.store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+
+    def alias(self, name: str) -> AliasRecord | None:
+        data = self._read(self.layout.alias(name))
+        if data is None:
+            return None
+        try:
+            record = load_alias(data)
+        except DomainError as error:
+            raise VerificationFailed(
+                self.layout.alias(name), f"{error.field}: {error.rule}"
+            ) from None
+        if record.name != name:
+            raise VerificationFailed(self.layout.alias(name), "names another alias")
+        return record
+
+    def source(self, source_digest: str) -> SourceRecord | None:
+        data = self._read(self.layout.source(source_digest))
+        if data is None:
+            return None
+        try:
+            return load_source(data)
+        except DomainError:
+            return None  # a damaged source record only costs a new import
+
+    def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
+        if self.store.entry_kind(self.layout.sources) != "directory":
+            return None
+        for entry in self.store.list_directory(self.layout.sources):
+            if entry.endswith(".json"):
+                found = self.source(entry.removesuffix(".json"))
+                if found is not None and found.sqsh_sha256 == sqsh_sha256:
+                    return found
+        return None
+
+    def write_alias(self, record: AliasRecord) -> None:
+        self.store.publish_file(
+            self.layout.alias(record.name),
+            record.canonical_bytes(),
+            mode=RECORD_MODE,
+            staging=self.layout.publishing,
+        )
+
+    def write_source(self, record: SourceRecord) -> None:
+        self.store.publish_file(
+            self.layout.source(record.source_digest),
+            record.canonical_bytes(),
+            mode=RECORD_MODE,
+            staging=self.layout.staging,
+        )
+
+    def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
+        if self.store.entry_kind(path) != "file":
+            return False
+        try:
+            return self.store.digest(path).sha256 == sqsh_sha256
+        except WorkspaceError:
+            return False
+
+    def recover(self, name: str) -> None:
+        """Finish or roll back a publication of ``name`` that a crashed process left.
+
+        The caller holds the alias lock. The marker is written whole (atomically) or not at all.
+        """
+        marker_path = self.layout.marker(name)
+        data = self._read(marker_path)
+        if data is not None:
+            try:
+                marker: PublicationMarker | None = load_marker(data)
+            except DomainError:
+                marker = None
+            if marker is not None and marker.alias.name == name:
+                self._finish(marker)
+            self.store.remove_file(marker_path)
+            log.info("recovered an interrupted publication of %s", name)
+        if self.store.entry_kind(self.layout.publishing) != "directory":
+            return
+        prefix = f"{name}.json"
+        for entry in self.store.list_directory(self.layout.publishing):
+            rest = entry[len(prefix) :] if entry.startswith(prefix) else ""
+            if _TEMPORARY.fullmatch(rest):
+                self.store.remove_file(f"{self.layout.publishing}/{entry}")
+
+    def _finish(self, marker: PublicationMarker) -> None:
+        alias = marker.alias
+        candidate = marker.candidate
+        if (
+            candidate is not None
+            and self.store.entry_kind(alias.path) is None
+            and self.store.entry_kind(candidate) == "file"
+        ):
+            digest = self.store.digest(candidate)
+            if digest.sha256 == alias.sqsh_sha256:
+                self.store.install(candidate, alias.path, expected=digest, mode=ARTIFACT_MODE)
+        if not self.artifact_matches(alias.path, alias.sqsh_sha256):
+            return  # never got as far as the artifact: the old state stands
+        if marker.source is not None:
+            self.write_source(marker.source)
+        self.write_alias(alias)
+
+
+class Publish:
+    """Publish one finished lifecycle (see the module docstring).
+
+    Raises ``JobNotSuccessful`` (exit 4), ``VerificationFailed`` (5: nothing published,
+    nothing lost), ``AliasExists`` and ``LockTimeout`` (6), ``UnknownLifecycle``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        locks: Locks,
+        observe: Observe,
+        clock: Clock,
+        *,
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        checkpoint: Callable[[str], None] = no_checkpoint,
+    ) -> None:
+        self._store = store
+        self._records = StoreRecords(store)
+        self._layout = self._records.layout
+        self._locks = locks
+        self._observe = observe
+        self._clock = clock
+        self._timeout = lock_timeout_s
+        self._checkpoint = checkpoint
+
+    def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
+        plan = self._plan(lifecycle_id)
+        name = plan.request.name
+        self._records.prepare_directories()
+        with (
+            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
+            self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
+        ):
+            self._records.recover(name)
+            existing = self._records.alias(name)
+            if existing is not None and existing.lifecycle_id == lifecycle_id:
+                return Publication(existing, changed=False)
+            if existing is not None and not replace:
+                raise AliasExists(
+                    "name",
+                    f"{name} is published already (lifecycle {existing.lifecycle_id});"
+                    " rebind it with --replace (its artifact stays)",
+                )
+            self._require_success(lifecycle_id)
+            record, digest, source = self._verify(plan)
+            self._checkpoint("verified")
+            self._commit(plan, record, digest, source)
+            if existing is not None:
+                log.info(
+                    "%s rebound from %s to %s",
+                    name,
+                    existing.sqsh_sha256,
+                    record.sqsh_sha256,
+                    extra={"lifecycle_id": lifecycle_id},
+                )
+            return Publication(record, changed=True)
+
+    def stored_source(self, source_digest: str) -> SourceRecord | None:
+        """The source record of ``source_digest`` when its artifact is in the store and still
+        hashes to the recorded digest (re-hashed now), else None."""
+        source = self._records.source(source_digest)
+        if source is None:
+            return None
+        path = self._layout.artifact(source.sqsh_sha256)
+        return source if self._records.artifact_matches(path, source.sqsh_sha256) else None
+
+    def bind_stored(
+        self, request: Request, source: SourceRecord, *, replace: bool = False
+    ) -> Publication:
+        """Answer an import from the store: bind ``request.name`` to the stored artifact of
+        its source with the facts recorded for its role. No job runs."""
+        facts = source.roles.get(request.role)
+        if facts is None:
+            raise VerificationFailed("role", f"the store holds no {request.role} facts")
+        path = self._layout.artifact(source.sqsh_sha256)
+        self._records.prepare_directories()
+        with (
+            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
+            self._locks.exclusive(alias_lock(request.name), timeout_s=self._timeout),
+        ):
+            self._records.recover(request.name)
+            try:
+                digest = self._store.digest(path)
+            except WorkspaceError as error:
+                raise VerificationFailed(error.field, error.reason) from None
+            if digest.sha256 != source.sqsh_sha256:
+                raise VerificationFailed(path, "does not hold the bytes its source recorded")
+            record = AliasRecord(
+                name=request.name,
+                role=request.role,
+                path=path,
+                sqsh_sha256=digest.sha256,
+                size=digest.size,
+                identity=digest.identity,
+                operation="import_oci",
+                source=request.source,
+                source_digest=source.source_digest,
+                inspection_schema_version=facts.inspection_schema_version,
+                inspector_version=facts.inspector_version,
+                facts=facts.facts,
+                lifecycle_id=facts.lifecycle_id,
+                published_at=format_time(self._clock.now()),
+            )
+            existing = self._records.alias(request.name)
+            if existing is not None and _same_binding(existing, record):
+                return Publication(existing, changed=False)
+            if existing is not None and not replace:
+                raise AliasExists(
+                    "name",
+                    f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
+                    " rebind it with --replace (its artifact stays)",
+                )
+            self._records.write_alias(record)
+            log.info(
+                "%s answered from the store: %s (sha256 %s), no job",
+                request.name,
+                path,
+                digest.sha256,
+                extra={"lifecycle_id": facts.lifecycle_id},
+            )
+            return Publication(record, changed=True)
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _plan(self, lifecycle_id: str) -> Plan:
+        submission = read_submission(self._store, lifecycle_id)
+        if submission is None:
+            raise JobNotSuccessful(
+                "lifecycle_id", f"{lifecycle_id} was never submitted: nothing to publish"
+            )
+        layout, identity = attempt_directory(self._store, lifecycle_id)
+        try:
+            data = self._store.read_verified(
+                layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity
+            ).data
+            plan = load_plan(data)
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        except DomainError as error:
+            raise VerificationFailed(layout.plan, f"{error.field}: {error.rule}") from None
+        if plan.lifecycle_id != lifecycle_id or sha256_hex(data) != submission.plan_sha256:
+            raise VerificationFailed(layout.plan, "is not the plan that was submitted")
+        if plan.profile.workspace_root != self._store.root:
+            raise VerificationFailed(
+                "workspace_root", f"the plan names {plan.profile.workspace_root}"
+            )
+        return plan
+
+    def _require_success(self, lifecycle_id: str) -> None:
+        (status,) = self._observe([lifecycle_id])
+        if status.state == JobState.COMPLETED.value and status.exit_code in (0, None):
+            return
+        detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""
+        reason = f": {status.reason}" if status.reason else ""
+        raise JobNotSuccessful(
+            "state",
+            f"job {status.job_id} of {lifecycle_id} is {status.state}{detail}{reason};"
+            " only a COMPLETED job with exit code 0 is published",
+        )
+
+    def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
+        role = plan.request.role
+        try:
+            data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
+            digest = self._store.digest(self._image_of(plan, data))
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        try:
+            inspection = validate_inspection(data, role=role, sqsh_sha256=digest.sha256)
+        except DomainError as error:
+            raise VerificationFailed(
+                f"inspection.{error.field}" if error.field != "inspection" else error.field,
+                error.rule,
+            ) from None
+        log.info(
+            "result verified: %s image, .sqsh %s sha256 %s",
+            role,
+            plan.paths.sqsh,
+            digest.sha256,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
+        facts = facts_of(inspection, plan.lifecycle_id)
+        importing = plan.operation == "import_oci"
+        path = self._layout.artifact(digest.sha256) if importing else plan.paths.sqsh
+        source_text, source_digest = plan.request.source, plan.source_digest
+        source: SourceRecord | None = None
+        if importing and source_digest is not None:
+            source = SourceRecord(
+                source_digest=source_digest,
+                source=source_text,
+                sqsh_sha256=digest.sha256,
+                roles={},
+            )
+        elif self._layout.in_store(path) == digest.sha256:
+            source = self._records.source_of_artifact(digest.sha256)
+            if source is not None:
+                source_text, source_digest = source.source, source.source_digest
+        if source is not None:
+            known = self._records.source(source.source_digest)
+            if known is not None and known.sqsh_sha256 == source.sqsh_sha256:
+                source = known
+            source = source.with_role(role, facts)
+        record = AliasRecord(
+            name=plan.request.name,
+            role=role,
+            path=path,
+            sqsh_sha256=digest.sha256,
+            size=digest.size,
+            identity=digest.identity,
+            operation=plan.operation,
+            source=source_text,
+            source_digest=source_digest,
+            inspection_schema_version=facts.inspection_schema_version,
+            inspector_version=facts.inspector_version,
+            facts=facts.facts,
+            lifecycle_id=plan.lifecycle_id,
+            published_at=format_time(self._clock.now()),
+        )
+        return record, digest, source
+
+    def _image_of(self, plan: Plan, result: bytes) -> str:
+        """The ``.sqsh`` to hash: the attempt's own, or, when an earlier publication of this
+        import moved its candidate into the store, the stored artifact the result names (its
+        bytes hashed now must still match, so the claim is only a place to look)."""
+        if plan.paths.candidate is None or self._store.entry_kind(plan.paths.candidate):
+            return plan.paths.sqsh
+        try:
+            claimed = json.loads(result).get("sqsh_sha256")
+            return self._layout.artifact(claimed) if isinstance(claimed, str) else plan.paths.sqsh
+        except (ValueError, AttributeError, RecursionError, DomainError):
+            return plan.paths.sqsh
+
+    def _commit(
+        self, plan: Plan, record: AliasRecord, digest: FileDigest, source: SourceRecord | None
+    ) -> None:
+        candidate = plan.paths.candidate
+        if candidate is not None:
+            kind = self._store.entry_kind(record.path)
+            if kind is not None:
+                self._refuse_unless_identical(record)
+                candidate = None  # identical bytes are in the store already: reuse them
+        marker = PublicationMarker(candidate=candidate, alias=record, source=source)
+        self._store.publish_file(
+            self._layout.marker(record.name),
+            marker.model_dump_json().encode(),
+            mode=0o600,
+            staging=self._layout.publishing,
+        )
+        self._checkpoint("marker")
+        if candidate is not None:
+            try:
+                self._store.install(candidate, record.path, expected=digest, mode=ARTIFACT_MODE)
+            except AlreadyExists:
+                self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
+            except WorkspaceError as error:
+                self._store.remove_file(self._layout.marker(record.name))
+                raise VerificationFailed(error.field, error.reason) from None
+        self._checkpoint("artifact")
+        if source is not None:
+            self._records.write_source(source)
+        self._checkpoint("source")
+        self._records.write_alias(record)
+        self._checkpoint("alias")
+        self._store.remove_file(self._layout.marker(record.name))
+        self._checkpoint("done")
+        log.info(
+            "published %s -> %s (sha256 %s)",
+            record.name,
+            record.path,
+            record.sqsh_sha256,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
+
+    def _refuse_unless_identical(self, record: AliasRecord) -> None:
+        kind = self._store.entry_kind(record.path)
+        if kind != "file":
+            self._drop_marker(record.name)
+            raise VerificationFailed(
+                record.path,
+                f"is {_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
+            )
+        if not self._records.artifact_matches(record.path, record.sqsh_sha256):
+            self._drop_marker(record.name)
+            raise VerificationFailed(
+                record.path, f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused"
+            )
+
+    def _drop_marker(self, name: str) -> None:
+        if self._store.entry_kind(self._layout.marker(name)) is not None:
+            self._store.remove_file(self._layout.marker(name))

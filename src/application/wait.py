@@ -1,0 +1,145 @@
+"""Wait for lifecycles: poll with capped backoff until every job is terminal (design §8).
+
+Each poll is ONE scheduler call for every lifecycle not yet finished (``Observe``). Terminal:
+the scheduler's terminal states, ``LOST`` (the scheduler no longer knows the job) and
+``SUBMISSION_UNKNOWN`` (a submit died half way: there may be no job to wait for). A lifecycle
+only staged has nothing to wait for and is refused before the first poll. Nothing is cancelled
+when the time runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from slurm_image.application.cancel import NotSubmitted
+from slurm_image.application.errors import ApplicationError, JobNotSuccessful
+from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
+from slurm_image.domain.job import JobState
+from slurm_image.ports.clock import Clock
+
+log = logging.getLogger(__name__)
+
+FIRST_POLL_S = 2.0
+MAX_POLL_S = 30.0
+BACKOFF = 1.5
+
+
+def is_final(status: LifecycleStatus) -> bool:
+    if status.state == IN_DOUBT:
+        return True
+    try:
+        return JobState(status.state).is_terminal
+    except ValueError:
+        return False
+
+
+def succeeded(status: LifecycleStatus) -> bool:
+    return status.state == JobState.COMPLETED.value and status.exit_code in (0, None)
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    lifecycles: list[LifecycleStatus]
+    timed_out: bool
+    elapsed_s: float
+
+    @property
+    def failed(self) -> list[LifecycleStatus]:
+        return [s for s in self.lifecycles if is_final(s) and not succeeded(s)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and not self.failed
+
+
+Progress = Callable[[Sequence[LifecycleStatus], float], None]
+
+
+class Wait:
+    """Poll until every lifecycle is final, or ``timeout_s`` elapsed (see the module docstring).
+
+    ``on_poll(statuses, elapsed_s)`` is called after every poll (a progress display).
+    """
+
+    def __init__(
+        self,
+        observe: Observe,
+        clock: Clock,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        first_poll_s: float = FIRST_POLL_S,
+        max_poll_s: float = MAX_POLL_S,
+    ) -> None:
+        self._observe = observe
+        self._clock = clock
+        self._sleep = sleep
+        self._first = first_poll_s
+        self._cap = max_poll_s
+
+    def __call__(
+        self,
+        lifecycle_ids: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        on_poll: Progress | None = None,
+    ) -> WaitResult:
+        ids = list(dict.fromkeys(lifecycle_ids))
+        start = self._clock.now()
+        latest: dict[str, LifecycleStatus] = {}
+        pause = self._first
+        while True:
+            pending = [i for i in ids if i not in latest or not is_final(latest[i])]
+            for status in self._observe(pending):
+                previous = latest.get(status.lifecycle_id)
+                if previous is None or previous.state != status.state:
+                    log.info(
+                        "job %s is %s%s",
+                        status.job_id,
+                        status.state,
+                        f" (exit {status.exit_code})" if status.exit_code is not None else "",
+                        extra={"lifecycle_id": status.lifecycle_id},
+                    )
+                if status.state == STAGED:
+                    raise NotSubmitted(
+                        "lifecycle_id",
+                        f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"
+                        f" (submit it first)",
+                    )
+                latest[status.lifecycle_id] = status
+            elapsed = (self._clock.now() - start).total_seconds()
+            ordered = [latest[i] for i in ids]
+            if on_poll is not None:
+                on_poll(ordered, elapsed)
+            if all(is_final(s) for s in ordered):
+                return WaitResult(ordered, timed_out=False, elapsed_s=elapsed)
+            if timeout_s is not None and elapsed >= timeout_s:
+                return WaitResult(ordered, timed_out=True, elapsed_s=elapsed)
+            nap = pause if timeout_s is None else min(pause, max(0.0, timeout_s - elapsed))
+            self._sleep(nap)
+            pause = min(pause * BACKOFF, self._cap)
+
+
+class WaitTimedOut(ApplicationError):
+    """``timeout_s`` elapsed while a job was still running (nothing was cancelled)."""
+
+
+def require_success(result: WaitResult) -> None:
+    """Raise ``WaitTimedOut`` or ``JobNotSuccessful`` unless every lifecycle succeeded."""
+    if result.timed_out:
+        running = ", ".join(
+            f"{s.lifecycle_id} ({s.state})" for s in result.lifecycles if not is_final(s)
+        )
+        raise WaitTimedOut(
+            "timeout", f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
+        )
+    if result.failed:
+        failed = "; ".join(
+            f"{s.lifecycle_id} job {s.job_id} {s.state}"
+            + (f" exit {s.exit_code}" if s.exit_code is not None else "")
+            + (f" ({s.reason})" if s.reason else "")
+            for s in result.failed
+        )
+        raise JobNotSuccessful("state", failed)

@@ -1,0 +1,274 @@
+"""The published state: where the store keeps things, and the records it keeps (design §8).
+
+Layout below ``<workspace>/images/`` — one small file per thing, each replaced by rename, so a
+reader opens one file and publishers of different aliases never touch the same file:
+
+- ``artifacts/<sqsh sha256>.sqsh`` (0444): the content-addressed images;
+- ``aliases/<name>.json``: the published record of one alias (``AliasRecord``);
+- ``sources/<source digest hex>.json``: which artifact an OCI source became, with the facts
+  recorded for it per role (``SourceRecord``);
+- ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
+  publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
+  under ``.tmp/`` is ever read as published state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from slurm_image.domain import paths
+from slurm_image.domain.canonical import SHA256_HEX, canonical_json
+from slurm_image.domain.errors import DomainError, InvalidRecord
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.inspection import InspectionRecord
+
+STORE_RECORD_MAX_BYTES = 4 * 1024 * 1024
+"""Alias and source records hold an image's facts (up to 10 000 distributions)."""
+ARTIFACT_MODE = 0o444
+RECORD_MODE = 0o644
+PUBLIC_DIRECTORY_MODE = 0o755
+
+Role = Literal["client", "serving"]
+_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+class StoreLayout:
+    """Paths of the store under one workspace root. Pure path arithmetic, every name checked."""
+
+    def __init__(self, root: str) -> None:
+        self.root = paths.workspace_root(root)
+
+    @property
+    def images(self) -> str:
+        return f"{self.root}/images"
+
+    @property
+    def artifacts(self) -> str:
+        return f"{self.images}/artifacts"
+
+    @property
+    def aliases(self) -> str:
+        return f"{self.images}/aliases"
+
+    @property
+    def sources(self) -> str:
+        return f"{self.images}/sources"
+
+    @property
+    def locks(self) -> str:
+        return f"{self.images}/locks"
+
+    @property
+    def tmp(self) -> str:
+        return f"{self.images}/.tmp"
+
+    @property
+    def publishing(self) -> str:
+        return f"{self.tmp}/publish"
+
+    @property
+    def markers(self) -> str:
+        return f"{self.tmp}/markers"
+
+    @property
+    def staging(self) -> str:
+        """Temporary source records (written without the alias lock)."""
+        return f"{self.tmp}/sources"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.tmp}/jobs"
+
+    def artifact(self, sqsh_sha256: str) -> str:
+        return f"{self.artifacts}/{_hex(sqsh_sha256, 'sqsh_sha256')}.sqsh"
+
+    def alias(self, name: str) -> str:
+        return f"{self.aliases}/{paths.name(name)}.json"
+
+    def source(self, source_digest: str) -> str:
+        return f"{self.sources}/{_hex(source_digest.removeprefix('sha256:'), 'source_digest')}.json"
+
+    def marker(self, name: str) -> str:
+        """The transaction marker of a publication of ``name`` (present while it is torn)."""
+        return f"{self.markers}/{paths.name(name)}.json"
+
+    def in_store(self, path: str) -> str | None:
+        """The digest of ``path`` when it names an artifact of this store, else None."""
+        prefix = f"{self.artifacts}/"
+        if not path.startswith(prefix) or not path.endswith(".sqsh"):
+            return None
+        digest = path[len(prefix) : -len(".sqsh")]
+        return digest if SHA256_HEX.fullmatch(digest) else None
+
+
+def _hex(value: str, field: str) -> str:
+    if not SHA256_HEX.fullmatch(value):
+        raise InvalidRecord(field, "must be 64 lowercase hex", value)
+    return value
+
+
+class AliasRecord(BaseModel):
+    """What ``show NAME`` prints: the alias bound to a verified ``.sqsh`` and its facts.
+
+    ``facts`` and ``inspector_version`` are the inspection record as the host validated it at
+    publication; ``identity`` is the artifact's ``(st_dev, st_ino)`` on the publishing host.
+    """
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1] = 1
+    name: str
+    role: Role
+    path: str
+    sqsh_sha256: str
+    size: int
+    identity: FileIdentity
+    operation: Literal["import_oci", "inspect_sqsh"]
+    source: str
+    source_digest: str | None
+    inspection_schema_version: int
+    inspector_version: str
+    facts: dict[str, Any]
+    lifecycle_id: str
+    published_at: str
+
+    @model_validator(mode="after")
+    def _rules(self) -> AliasRecord:
+        paths.name(self.name)
+        paths.name(self.lifecycle_id, "lifecycle_id")
+        paths.sqsh_path(self.path, "path")
+        _hex(self.sqsh_sha256, "sqsh_sha256")
+        if self.source_digest is not None:
+            _hex(self.source_digest.removeprefix("sha256:"), "source_digest")
+        return self
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+    def summary(self) -> dict[str, object]:
+        """The keys ``list`` prints per image (cli.md)."""
+        return {
+            "name": self.name,
+            "role": self.role,
+            "path": self.path,
+            "sqsh_sha256": self.sqsh_sha256,
+            "source": self.source,
+            "source_digest": self.source_digest,
+            "published_at": self.published_at,
+        }
+
+    def details(self) -> dict[str, object]:
+        """The keys ``show`` and ``publish`` print (cli.md)."""
+        return {
+            **self.summary(),
+            "facts": self.facts,
+            "inspector_version": self.inspector_version,
+            "lifecycle_id": self.lifecycle_id,
+            "size": self.size,
+        }
+
+
+class RoleFacts(BaseModel):
+    """The facts one inspection recorded for one role of an artifact."""
+
+    model_config = _FROZEN
+
+    inspection_schema_version: int
+    inspector_version: str
+    facts: dict[str, Any]
+    lifecycle_id: str
+
+
+class SourceRecord(BaseModel):
+    """An OCI source digest and the artifact it was imported as, with its facts per role."""
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1] = 1
+    source_digest: str
+    source: str
+    sqsh_sha256: str
+    roles: dict[Role, RoleFacts]
+
+    @model_validator(mode="after")
+    def _rules(self) -> SourceRecord:
+        _hex(self.source_digest.removeprefix("sha256:"), "source_digest")
+        _hex(self.sqsh_sha256, "sqsh_sha256")
+        return self
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+    def with_role(self, role: Role, facts: RoleFacts) -> SourceRecord:
+        return self.model_copy(update={"roles": {**self.roles, role: facts}})
+
+
+class PublicationMarker(BaseModel):
+    """Written before the first change of a publication and removed after the last one.
+
+    A process that finds it (under the alias lock) finishes the publication when the artifact
+    is in place with the recorded digest, else drops it: the old alias record was never touched.
+    """
+
+    model_config = _FROZEN
+
+    schema_version: Literal[1] = 1
+    candidate: str | None
+    """The attempt's candidate to move into the store (import), or None."""
+    alias: AliasRecord
+    source: SourceRecord | None
+
+
+def facts_of(record: InspectionRecord, lifecycle_id: str) -> RoleFacts:
+    """The validated inspection record's facts, as the store keeps them."""
+    return RoleFacts(
+        inspection_schema_version=record.schema_version,
+        inspector_version=record.inspector_version,
+        facts=record.facts.model_dump(mode="json"),
+        lifecycle_id=lifecycle_id,
+    )
+
+
+def _load(kind: type[_Record], data: bytes, what: str) -> _Record:
+    if len(data) > STORE_RECORD_MAX_BYTES:
+        raise InvalidRecord(what, f"must be at most {STORE_RECORD_MAX_BYTES} bytes")
+    try:
+        record = kind.model_validate_json(data)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        cause = first.get("ctx", {}).get("error")
+        if isinstance(cause, DomainError):
+            raise InvalidRecord(f"{what}.{cause.field}", cause.rule) from None
+        location = ".".join(str(part) for part in first["loc"])
+        raise InvalidRecord(f"{what}.{location}" if location else what, first["msg"]) from None
+    return record
+
+
+def load_alias(data: bytes) -> AliasRecord:
+    """Parse ``aliases/<name>.json``; raise ``InvalidRecord`` naming the field at fault."""
+    return _load(AliasRecord, data, "alias")
+
+
+def load_source(data: bytes) -> SourceRecord:
+    return _load(SourceRecord, data, "source")
+
+
+def load_marker(data: bytes) -> PublicationMarker:
+    return _load(PublicationMarker, data, "marker")
+
+
+class InvalidAge(DomainError):
+    """A duration that is not ``<n>[smhd]``."""
+
+
+def parse_age(text: str, field: str = "older_than") -> timedelta:
+    """``30s``, ``15m``, ``12h``, ``7d`` or plain seconds (``gc --older-than``)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    if not number.isdecimal() or not number.isascii():
+        raise InvalidAge(field, "must be a whole number with an optional unit s, m, h or d", text)
+    return timedelta(seconds=int(number) * units[unit])

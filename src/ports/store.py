@@ -1,0 +1,68 @@
+"""The Store port: the filesystem operations publication needs beyond the ``Workspace``.
+
+A store is a ``Workspace`` (same root, same walking rules: no symlinked, foreign-owned or
+swapped directory below the root is ever used) with these operations added. Paths below the root
+are walked safely; the one path allowed outside it is the ``.sqsh`` an ``inspect`` names, which
+``digest`` opens without following a symlink at its last component.
+
+Error contract: the ``Workspace`` errors, plus ``ChangedWhileRead`` when a file's identity, size
+or times changed while it was read (its bytes would describe no single state of the file).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.hasher import FileDigest
+from slurm_image.ports.workspace import VerifiedRead, Workspace, WorkspaceError
+
+EntryKind = Literal["file", "directory", "symlink", "fifo", "other"]
+
+
+class ChangedWhileRead(WorkspaceError):
+    """The file changed between the start and the end of a read."""
+
+
+@runtime_checkable
+class Store(Workspace, Protocol):
+    """The workspace as the publisher and the catalog use it (see the module docstring)."""
+
+    def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
+        """The bytes of the regular file ``path``, read through ONE descriptor opened without
+        following a symlink and without blocking (a FIFO is refused, never opened for reading);
+        the size bound is checked on that descriptor before the first byte is read, and the
+        file must be unchanged (identity, size, times) at the end. Raises ``NotFound``,
+        ``NotRegularFile``, ``TooLarge``, ``ChangedWhileRead``."""
+        ...
+
+    def digest(self, path: str) -> FileDigest:
+        """SHA-256 of the regular file ``path`` through one descriptor, as ``read_stable``."""
+        ...
+
+    def entry_kind(self, path: str) -> EntryKind | None:
+        """What is at ``path`` itself (a symlink is not followed), or None when nothing is."""
+        ...
+
+    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+        """Make ``path`` and the missing directories on the way (each ``mode``) and give
+        every directory from ``images/`` down to ``path`` at least ``mode``'s read and search
+        bits, so that others can resolve what is published. Existing directories must be safe."""
+        ...
+
+    def install(
+        self, source: str, destination: str, *, expected: FileDigest, mode: int
+    ) -> FileIdentity:
+        """Move the file ``source`` to ``destination`` (same filesystem), never replacing
+        anything: opened without following a symlink, it must still be the file ``expected``
+        describes (identity, size, times); it gets exactly ``mode`` and is fsynced, then linked
+        exclusively at ``destination`` (``AlreadyExists`` when anything is there), checked to be
+        that same file, unlinked at ``source``, and both directories are fsynced.
+        Raises ``ChangedWhileRead`` when the file is not the one ``expected`` describes."""
+        ...
+
+    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+        """Atomically replace (or create) ``path``: a temporary file in the directory
+        ``staging`` (same filesystem, never read as published state), fsynced, renamed over
+        ``path``, directory fsynced. A reader sees the old or the new bytes, never a mix."""
+        ...

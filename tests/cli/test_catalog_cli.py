@@ -1,0 +1,287 @@
+"""publish, wait and the catalog through the CLI's own entry point, in this process, with the
+fake scheduler shared between commands (a fresh process would not know its jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dependency_injector import providers
+
+import slurm_image.entrypoints.api as api
+import slurm_image.entrypoints.cli as cli
+from publish_support import SOURCE, SQSH_BYTES, inspection
+from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.domain.publication import StoreLayout
+
+SHA = hashlib.sha256(SQSH_BYTES).hexdigest()
+
+
+class Site:
+    def __init__(self, root: Path, capsys: Any, scheduler: FakeSubmitter) -> None:
+        self.root, self.capsys, self.scheduler = root, capsys, scheduler
+        self.layout = StoreLayout(str(root))
+
+    def run(self, *args: str) -> tuple[int, str, str]:
+        try:
+            cli.main(list(args))
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str) -> Any:
+        code, out, err = self.run(*args, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    def finished_import(self, name: str = "app", sqsh: bytes = SQSH_BYTES) -> str:
+        submitted = self.json("import", SOURCE, "--name", name, "--role", "client", "--force")
+        lifecycle_id = submitted["lifecycle_id"]
+        attempt = AttemptLayout(str(self.root), lifecycle_id)
+        Path(attempt.in_job("candidate.sqsh")).write_bytes(sqsh)
+        Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", sqsh))
+        self.scheduler.finish(submitted["job_id"])
+        return str(lifecycle_id)
+
+
+@pytest.fixture
+def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Site:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (tmp_path / "slurm-image.toml").write_text(
+        f'workspace_root = "{root}"\n'
+        "[image_build]\n"
+        'partition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
+        '[submitter]\nkind = "fake"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_IMAGE_PROFILE", raising=False)
+    scheduler = FakeSubmitter()
+    real_build = api.build_container
+
+    def build(profile: Any = None) -> Any:
+        container = real_build(profile)
+        container.submitter.override(providers.Object(scheduler))
+        return container
+
+    monkeypatch.setattr(api, "build_container", build)
+    return Site(root, capsys, scheduler)
+
+
+def test_publish_then_show_list_and_verify(site: Site) -> None:
+    lifecycle_id = site.finished_import()
+    published = site.json("publish", lifecycle_id)
+    assert {"name", "path", "sqsh_sha256", "facts"} <= set(published)
+    assert published["path"] == site.layout.artifact(SHA)
+    shown = site.json("show", "app", "--verify")
+    for key in ("name", "role", "path", "sqsh_sha256", "source", "source_digest", "facts"):
+        assert shown[key] == published[key], key
+    assert shown["verified"] is True
+    listed = site.json("list")
+    assert [image["name"] for image in listed["images"]] == ["app"]
+    assert set(listed["images"][0]) == {
+        "name",
+        "role",
+        "path",
+        "sqsh_sha256",
+        "source",
+        "source_digest",
+        "published_at",
+    }
+    code, out, _ = site.run("list")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "ROLE", "SHA256", "PUBLISHED", "PATH"]
+    assert row.index(SHA[:12]) == header.index("SHA256")
+    assert site.run("--quiet", "show", "app")[1] == f"{site.layout.artifact(SHA)}\n"
+
+
+def test_a_second_publish_without_replace_exits_6_and_unknown_alias_exits_2(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    other = site.finished_import(sqsh=SQSH_BYTES + b"2")
+    code, _, err = site.run("publish", other)
+    assert code == 6 and "--replace" in err and len(err.splitlines()) == 1
+    assert site.run("publish", other, "--replace")[0] == 0
+    code, _, err = site.run("show", "nothing")
+    assert code == 2 and err.startswith("slurm-image: error: name: no alias nothing")
+
+
+def test_a_refused_result_exits_5(site: Site) -> None:
+    lifecycle_id = site.finished_import()
+    result = AttemptLayout(str(site.root), lifecycle_id).in_job("output/inspection.json")
+    Path(result).write_bytes(b"{}")
+    code, out, err = site.run("publish", lifecycle_id)
+    assert code == 5 and out == "" and "nothing was published" in err
+    assert site.json("list") == {"images": []}
+
+
+def test_wait_reports_exit_codes_and_exits_4_when_a_job_failed(site: Site) -> None:
+    good = site.finished_import()
+    bad = site.json("import", SOURCE, "--name", "b", "--role", "client", "--force")
+    site.scheduler.finish(bad["job_id"], 69)
+    code, out, err = site.run("wait", good, bad["lifecycle_id"], "--json")
+    assert code == 4, err
+    states = {s["lifecycle_id"]: s for s in json.loads(out)["lifecycles"]}
+    assert states[good]["state"] == "COMPLETED"
+    assert states[bad["lifecycle_id"]]["exit_code"] == 69
+    assert "no Python" in states[bad["lifecycle_id"]]["reason"]
+
+
+def test_an_import_of_a_stored_source_is_answered_from_the_store(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    jobs = len(site.scheduler.jobs)
+    answered = site.json("import", SOURCE, "--name", "again", "--role", "client")
+    assert answered["state"] == "PUBLISHED" and answered["from_store"] is True
+    assert answered["path"] == site.layout.artifact(SHA)
+    assert len(site.scheduler.jobs) == jobs
+    other_role = site.json("import", SOURCE, "--name", "srv", "--role", "serving")
+    assert other_role["state"] == "SUBMITTED"
+    job = site.scheduler.job(other_role["job_id"])
+    assert site.layout.artifact(SHA).encode() in job.script
+
+
+def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
+    lifecycle_id = site.finished_import()
+    site.json("publish", lifecycle_id)
+    site.json("unregister", "app")
+    planned = site.json("gc", "--dry-run")
+    assert {"kind": "artifact", "path": site.layout.artifact(SHA)} in planned["removed"]
+    assert Path(site.layout.artifact(SHA)).exists()
+    assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}
+    site.json("gc")
+    assert not Path(site.layout.artifact(SHA)).exists()
+
+
+def test_verbose_logs_each_step_with_ids_and_digests(site: Site) -> None:
+    lifecycle_id = site.finished_import()
+    code, out, err = site.run("--verbose", "--quiet", "publish", lifecycle_id)
+    assert code == 0, err
+    assert out == f"{site.layout.artifact(SHA)}\n"
+    lines = err.splitlines()
+    assert any(f"[{lifecycle_id}]" in line and SHA in line for line in lines), err
+    assert all(line.startswith("slurm-image: [") for line in lines), err
+
+
+def test_import_and_its_json_are_importable_as_a_library() -> None:
+    import slurm_image
+
+    assert slurm_image.Lifecycles is api.Lifecycles
+    with pytest.raises(AttributeError):
+        _ = slurm_image.Nothing  # type: ignore[attr-defined]
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what was written."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+
+    def write(self, data: str) -> int:
+        self.text.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("not a real terminal")
+
+
+def test_wait_on_a_terminal_shows_one_progress_line_per_lifecycle(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lifecycle_id = site.finished_import()
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    code, out, _ = site.run("wait", lifecycle_id)
+    assert code == 0
+    shown = "".join(terminal.text)
+    assert "LIFECYCLE" in shown and lifecycle_id in shown and "COMPLETED" in shown
+    assert out.startswith(lifecycle_id) and "COMPLETED" in out
+
+
+def test_wait_as_json_prints_only_the_final_result(site: Site, monkeypatch: Any) -> None:
+    lifecycle_id = site.finished_import()
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    result = site.json("wait", lifecycle_id)
+    assert result["lifecycles"][0]["state"] == "COMPLETED" and result["timed_out"] is False
+    assert "LIFECYCLE" not in "".join(terminal.text)
+
+
+def test_wait_timeout_exits_7_and_cancels_nothing(site: Site) -> None:
+    submitted = site.json("import", SOURCE, "--name", "slow", "--role", "client", "--force")
+    site.scheduler.start(submitted["job_id"])
+    code, out, err = site.run("wait", submitted["lifecycle_id"], "--timeout", "0", "--json")
+    assert code == 7, err
+    assert json.loads(out)["timed_out"] is True
+    assert err.startswith("slurm-image: error: timeout:")
+    assert site.scheduler.calls["cancel"] == 0
+
+
+def test_a_refused_submission_says_the_attempt_stays_staged_and_how_to_retry(
+    site: Site,
+) -> None:
+    site.scheduler.fail_next("permanent")
+    code, _, err = site.run("import", SOURCE, "--name", "x", "--role", "client", "--force")
+    assert code == 3 and len(err.splitlines()) == 1
+    assert "stays staged" in err and "slurm-image submit img-" in err
+
+
+def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
+    """While ``--wait`` sleeps, the fake job leaves what a real one would, then ends."""
+    from slurm_image.application.wait import Wait
+
+    def sleep(_: float) -> None:
+        job = list(site.scheduler.jobs.values())[-1]
+        job_dir = Path(job.spec.working_directory)
+        (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
+        (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
+        site.scheduler.finish(job.job_id, exit_code)
+
+    build = api.build_container
+
+    def with_fast_wait(profile: Any = None) -> Any:
+        container = build(profile)
+        container.wait.override(
+            providers.Factory(Wait, observe=container.observe, clock=container.clock, sleep=sleep)
+        )
+        return container
+
+    monkeypatch.setattr(api, "build_container", with_fast_wait)
+
+
+def test_import_wait_stages_submits_waits_and_publishes(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job_runs_while_waited_for(site, monkeypatch, 0)
+    published = site.json("import", SOURCE, "--name", "app", "--role", "client", "--wait")
+    assert published["state"] == "PUBLISHED" and published["from_store"] is False
+    assert published["path"] == site.layout.artifact(SHA) and published["job_id"]
+    assert site.json("show", "app")["sqsh_sha256"] == SHA
+
+
+def test_import_wait_of_a_failing_job_exits_4_and_publishes_nothing(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _job_runs_while_waited_for(site, monkeypatch, 76)
+    code, out, err = site.run("import", SOURCE, "--name", "app", "--role", "client", "--wait")
+    assert code == 4 and out == ""
+    assert "FAILED exit 76" in err and "status ID" in err
+    assert site.json("list") == {"images": []}
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--no-submit"])
+def test_wait_with_nothing_to_wait_for_exits_2(site: Site, flag: str) -> None:
+    code, out, err = site.run("import", SOURCE, "--name", "a", "--role", "client", "--wait", flag)
+    assert code == 2 and out == "" and err.startswith("slurm-image: error: wait: needs")
+    assert not (site.root / "images").exists()

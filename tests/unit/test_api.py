@@ -1,0 +1,52 @@
+"""The Python API: typed records, the CLI's errors and exit codes, one container."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from publish_support import SOURCE
+from slurm_image import Lifecycles
+from slurm_image.application.errors import UnknownAlias
+from slurm_image.domain.errors import InvalidProfile, InvalidRequest
+from slurm_image.entrypoints.api import STAGED, SUBMITTED
+from slurm_image.entrypoints.errors import exit_code_for
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    path = tmp_path / "site.toml"
+    path.write_text(
+        f'workspace_root = "{root}"\n[image_build]\npartition = "cpu"\ncpus_per_task = 2\n'
+        'memory = "4G"\ntime_limit = "1:00:00"\n[submitter]\nkind = "fake"\n'
+    )
+    return path
+
+
+def test_from_profile_stages_submits_and_reports_typed_records(profile: Path) -> None:
+    lifecycles = Lifecycles.from_profile(str(profile), environ={})
+    staged = lifecycles.import_image(SOURCE, name="app", role="client", submit=False)
+    assert staged.state == STAGED and staged.job_id is None
+    assert staged.job_directory is not None and Path(staged.job_directory).is_dir()
+    submitted = lifecycles.submit(staged.lifecycle_id)
+    (status,) = lifecycles.status([staged.lifecycle_id])
+    assert (status.job_id, status.state) == (submitted.job_id, "PENDING")
+    fresh = lifecycles.import_image(SOURCE, name="other", role="client")
+    assert fresh.state == SUBMITTED and fresh.job_id is not None
+    assert lifecycles.list_aliases() == []
+
+
+def test_errors_are_the_clis_with_the_same_exit_codes(profile: Path, tmp_path: Path) -> None:
+    lifecycles = Lifecycles.from_profile(str(profile), environ={})
+    with pytest.raises(UnknownAlias) as unknown:
+        lifecycles.resolve("nothing")
+    assert exit_code_for(unknown.value) == 2
+    with pytest.raises(InvalidRequest) as bad:
+        lifecycles.import_image(SOURCE, name="t", role="admin")
+    assert bad.value.field == "role" and exit_code_for(bad.value) == 2
+    with pytest.raises(InvalidProfile) as missing:
+        Lifecycles.from_profile(str(tmp_path / "absent.toml"), environ={})
+    assert missing.value.field == "profile"
