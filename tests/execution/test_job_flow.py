@@ -75,9 +75,11 @@ def test_client_inspection_passes_the_required_distributions(
     job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
     assert job.run().returncode == 0
     start = standin.calls()[2]["argv"]
-    assert start[start.index("-e", 4) : start.index("-e", 4) + 4] == [
+    assert start[start.index("-e", 4) : start.index("-e", 4) + 6] == [
         "-e",
         "SHELL=/bin/sh",
+        "-e",
+        "PATH=/usr/bin:/bin",  # the image's own PATH (its etc/environment)
         "-e",
         "SLURM_IMAGE_REQUIRE=pip",
     ]
@@ -133,7 +135,8 @@ def test_hostile_environment_reaches_neither_the_script_tools_nor_enroot(
         assert env["PATH"] == f"{standin.bin}:{DEFAULT_JOB_PATH}"
         assert env["HOME"] == job.paths.home
         assert env["ENROOT_DATA_PATH"].startswith(str(job.scratch) + "/")
-        assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
+        if call["argv"][0] != "start":  # start has a configuration of its own
+            assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
         assert env["ENROOT_MOUNT_HOME"] == "no"
         assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
         assert env["LC_ALL"] == "C"
