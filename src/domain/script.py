@@ -24,7 +24,7 @@ EXIT_CODES: dict[int, str] = {
     73: "candidate.sqsh or its partial file already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
-    76: "no inspection result",
+    76: "no inspection result, or a process of the image outlived the inspection",
     78: "Enroot is missing, unreadable or too old",
 }
 
@@ -90,7 +90,9 @@ def render_script(plan: Plan) -> str:
         f"# slurm-image-lifecycle: {plan.operation} for lifecycle {plan.lifecycle_id}",
         f"# plan sha256: {plan.sha256()}",
         "",
-        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)),
+        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)).replace(
+            "@SLURM_VARIABLES@", " ".join(JOB_SLURM_VARIABLES)
+        ),
         "set -Eeuo pipefail",
         "umask 077",
         *_assignments(plan),
@@ -101,19 +103,25 @@ def render_script(plan: Plan) -> str:
     return "\n".join(header) + "\n" + body
 
 
+# The Slurm variables the job reads (issue #14): SLURM_JOB_ID names the container and scratch,
+# SLURM_RESTART_COUNT is the requeue guard, the two CPU variables the allocation. Nothing else of
+# Slurm's survives the re-exec: Slurm 22.05 loads the submitter's login environment, SLURM_JWT
+# and other tokens included, and the product's own SLURM_IMAGE_* settings share the prefix.
+JOB_SLURM_VARIABLES = (
+    "SLURM_JOB_ID",
+    "SLURM_RESTART_COUNT",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_JOB_CPUS_PER_NODE",
+)
+
 # Step 0: bash -p has neither read BASH_ENV nor imported functions. Re-exec once under env -i
-# with only SLURM_* kept: Slurm 22.05 loads the submitter's login environment even with
-# --export=NIL. The marker is an argument, which no environment can forge. The product's own
-# SLURM_IMAGE_* settings share Slurm's prefix and are dropped (SLURM_IMAGE_REQUIRE is the
-# inspector's).
+# with only the allowlisted Slurm variables: Slurm 22.05 loads the submitter's login environment
+# even with --export=NIL. The marker is an argument, which no environment can forge.
 _REEXEC = r"""IFS=$' \t\n'
 if [ "${1-}" != "--clean-environment" ]; then
     keep=()
-    for variable in $(compgen -e); do
-        case $variable in
-            SLURM_IMAGE_*) ;;
-            SLURM_*) keep+=("$variable=${!variable}") ;;
-        esac
+    for variable in @SLURM_VARIABLES@; do
+        [ -z "${!variable+set}" ] || keep+=("$variable=${!variable}")
     done
     exec /usr/bin/env -i PATH=@JOB_PATH@ LC_ALL=C "NODE_TMPDIR=${TMPDIR-}" \
         "${keep[@]}" /bin/bash -p "$0" --clean-environment
@@ -193,6 +201,37 @@ printf '%s\n' \
     '/dev/urandom /dev/urandom none x-create=file,bind,ro,nosuid,noexec' \
     >"$start_sysconf/mounts.d/10-system.fstab"
 
+# Enroot makes no PID namespace: what the image starts (setsid, double fork) outlives `enroot
+# start` and, under proctrack/linuxproc or pgid, the job. Every process whose root is the
+# unpacked root, or lies below it, is the image's; only the job's user can own one.
+rootfs_real=$(realpath -e -- "$ROOTFS")
+image_processes() {
+    local entry root
+    for entry in /proc/[0-9]*; do
+        [ -O "$entry" ] || continue
+        if [ "$entry/root/" -ef "$rootfs_real" ]; then
+            printf '%s\n' "${entry#/proc/}"
+            continue
+        fi
+        root=$(readlink -- "$entry/root" 2>/dev/null) || continue
+        if [[ $root == "$rootfs_real" || $root == "$rootfs_real"/* ]]; then
+            printf '%s\n' "${entry#/proc/}"
+        fi
+    done
+}
+reap_image() {
+    local round pids
+    for ((round = 0; round < 50; round++)); do
+        pids=$(image_processes)
+        [ -n "$pids" ] || return 0
+        # stopped first, all at once, so that none forks while the others are killed
+        kill -STOP $pids 2>/dev/null
+        kill -KILL $pids 2>/dev/null
+        sleep 0.1
+    done
+    [ -z "$(image_processes)" ]
+}
+
 """
 
 _BODY = r"""
@@ -258,6 +297,7 @@ unset NODE_TMPDIR
 
 scratch=""
 container_created=0
+image_started=0
 partial_owned=0
 succeeded=0
 cleanup() {
@@ -267,6 +307,9 @@ cleanup() {
     # the exit code), and a second TERM or INT cannot cut it short.
     set +e
     trap '' TERM INT
+    if ((image_started)); then
+        reap_image || say "processes of the image survive: $(image_processes | tr '\n' ' ')"
+    fi
     if ((container_created)); then
         enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
@@ -375,6 +418,7 @@ check_identity
 mkdir -p -m 0700 -- "$OUTPUT_DIR"
 start_environment=(-e SHELL=/bin/sh -e "PATH=$image_path")
 [ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
+image_started=1
 set +e
 ENROOT_SYSCONF_PATH=$start_sysconf ENROOT_CONFIG_PATH=$start_config \
     enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
@@ -383,6 +427,8 @@ ENROOT_SYSCONF_PATH=$start_sysconf ENROOT_CONFIG_PATH=$start_config \
     "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json" 9<&-
 status=$?
 set -e
+reap_image || die 76 "processes of the image survive the inspection:" $(image_processes)
+image_started=0
 ((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"
 ((status == 0)) || die 76 "the inspection failed with status $status"
 

@@ -295,3 +295,30 @@ def test_the_submitters_slurm_image_settings_stay_out_of_the_job(
         assert not [key for key in call["env"] if key.startswith("SLURM_IMAGE_")]
         assert call["env"]["SLURM_JOB_ID"] == job.job_id
     assert "SLURM_IMAGE_" not in report(job)
+
+
+def test_only_the_allowlisted_slurm_variables_reach_the_job(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # Slurm 22.05 loads the submitter's login environment despite --export=NIL: a SLURM_JWT
+    # there would otherwise reach Enroot and, through it, the image.
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run(
+        {
+            "SLURM_JWT": "eyJhbGciOiJIUzI1NiJ9.secret.token",
+            "SLURM_CONF": "/etc/slurm/slurm.conf",
+            "SLURM_SUBMIT_HOST": "login1",
+        }
+    )
+
+    assert result.returncode == 0, result.stderr
+    for call in standin.calls():
+        slurm = {key for key in call["env"] if key.startswith("SLURM")}
+        assert slurm == {
+            "SLURM_JOB_ID",
+            "SLURM_RESTART_COUNT",
+            "SLURM_CPUS_ON_NODE",
+            "SLURM_JOB_CPUS_PER_NODE",
+        }
+    assert "eyJhbGciOiJIUzI1NiJ9" not in report(job)

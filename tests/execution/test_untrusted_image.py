@@ -9,7 +9,10 @@ fails against a job that hands the root to ``enroot start`` as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -287,3 +290,48 @@ def test_the_start_configuration_is_private_to_the_job(
     others = [call for call in standin.calls() if call["argv"][0] != "start"]
     assert all("ENROOT_SYSCONF_PATH" not in call["env"] for call in others)
     assert json.dumps(start["env"]).count(job.paths.enroot_config) == 0
+
+
+# -- nothing of the image outlives the inspection --------------------------------------------
+
+
+def image_sleepers(seconds: str) -> list[int]:
+    """Processes running ``sleep SECONDS`` (the marker a test image starts)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[:2] == [b"sleep", seconds.encode()]:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def sleepers() -> Iterator[Callable[[str], list[int]]]:
+    yield image_sleepers
+    for seconds in ("313", "317"):
+        for pid in image_sleepers(seconds):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_the_image_leaves_behind_is_killed_before_the_result_counts(
+    make_job: JobFactory, attack_image: AttackImage, sleepers: Callable[[str], list[int]]
+) -> None:
+    # detached (setsid, no terminal, stdio elsewhere) and double-forked, like a daemon
+    payload = (
+        "setsid sh -c 'sleep 313 </dev/null >/dev/null 2>&1 &' </dev/null >/dev/null 2>&1; "
+        "cd /tmp 2>/dev/null; setsid sleep 317 </dev/null >/dev/null 2>&1 &"
+    )
+    job = inspect(make_job, attack_image(payload))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert sleepers("313") == []
+    assert sleepers("317") == []
+    assert job.leftover_scratch() == []
