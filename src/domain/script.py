@@ -395,7 +395,13 @@ fd_identity=$(open_identity) || die 66 "cannot stat the open image"
 path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 [ "$fd_identity" = "$path_identity" ] || die 74 "$SQSH changed while it was opened"
 [[ $fd_identity == *:"regular file" ]] || die 66 "$SQSH is not a regular file"
-sqsh_sha256=$(hash_file <&9) || die 65 "cannot compute the digest of $SQSH"
+# `enroot create` reopens its argument by path: a parent directory of $SQSH exchanged between the
+# digest and the unpack would unpack other bytes, with the file's own identity unchanged. So
+# the bytes hashed are copied, from the descriptor in the same pass, into the job's private
+# scratch, and Enroot unpacks that copy (architecture.md, "Untrusted images").
+readonly PRIVATE_SQSH=$scratch/image.sqsh
+sqsh_sha256=$(tee -- "$PRIVATE_SQSH" <&9 | hash_file) ||
+    die 65 "cannot compute the digest of $SQSH (or copy it into $scratch)"
 say "image sha256 $sqsh_sha256"
 
 check_identity() {
@@ -409,7 +415,8 @@ check_identity() {
 # 8. Unpack under a name of this job's own. No Enroot command inherits fd 9: Enroot execs down
 # to the image's shell, whose code could reopen /proc/self/fd/9 for writing.
 container_created=1
-enroot create -f --name "$CONTAINER_NAME" "$SQSH" 9<&-
+enroot create -f --name "$CONTAINER_NAME" "$PRIVATE_SQSH" 9<&-
+rm -f -- "$PRIVATE_SQSH"
 check_identity
 
 @CONTAIN_IMAGE@

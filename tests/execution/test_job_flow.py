@@ -31,7 +31,9 @@ def test_inspect_calls_version_create_start_remove_in_order(
     assert standin.commands() == ["version", "create", "start", "remove"]
     create, start, remove = (call["argv"] for call in standin.calls()[1:])
     name = CONTAINER.format(job.job_id)
-    assert create == ["create", "-f", "--name", name, str(source)]
+    # a private copy of the bytes hashed, in the job's scratch (Enroot reopens by path)
+    private = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"]).parent / "image.sqsh"
+    assert create == ["create", "-f", "--name", name, str(private)]
     assert start[:4] == ["start", "--root", "--rc", job.paths.rc]
     assert start[start.index(name) :] == [
         name,

@@ -335,3 +335,36 @@ def test_a_process_the_image_leaves_behind_is_killed_before_the_result_counts(
     assert sleepers("313") == []
     assert sleepers("317") == []
     assert job.leftover_scratch() == []
+
+
+# -- the unpacked bytes are the hashed bytes -------------------------------------------------
+
+
+def test_exchanging_a_parent_directory_during_create_unpacks_the_hashed_bytes_still(
+    make_job: JobFactory, attack_image: AttackImage, standin: Standin, tmp_path: Path
+) -> None:
+    # Enroot reopens the image by path: with `current` exchanged for a directory holding image B
+    # while it unpacks, and exchanged back before the job re-checks the file, the facts of B
+    # would be bound to A's digest. The file's own identity never changes.
+    shelf = tmp_path / "shelf"
+    (shelf / "current").mkdir(parents=True)
+    (shelf / "other").mkdir()
+    image_a = attack_image('echo "image=A" >>"$out"')
+    image_b = attack_image('echo "image=B" >>"$out"')
+    source = shelf / "current" / "img.sqsh"
+    image_a.rename(source)
+    image_b.rename(shelf / "other" / "img.sqsh")
+    swap = (
+        f"mv {shelf}/current {shelf}/swap && mv {shelf}/other {shelf}/current"
+        f" && mv {shelf}/swap {shelf}/other"
+    )
+    standin.configure(hooks={"create_before": swap, "create": swap})
+    job = inspect(make_job, source)
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert "image=A" in result_text(job)
+    assert "image=B" not in result_text(job)
+    assert (shelf / "current" / "img.sqsh").stat().st_ino == source.stat().st_ino
+    assert job.leftover_scratch() == []
