@@ -151,3 +151,55 @@ class AttemptLayout:
     def submission_record(self) -> str:
         """The scheduler's job id for this attempt, written once the submission succeeded."""
         return self.in_job("submission.json")
+
+    # What staging and submission put into an attempt directory; ``submit`` refuses an attempt
+    # holding anything else (a planted ``slurm-<id>.err`` symlink, ``home``, ``enroot``, ...).
+    STAGED_ENTRIES = frozenset(
+        {
+            "plan.json",
+            "job.sbatch",
+            "inspect_image.py",
+            "enroot.rc",
+            "output",
+            "staged.json",
+            "submission.claim",
+        }
+    )
+
+
+# -- who may change a directory on the way to an attempt (issue #14) --------------------------
+
+WORKSPACE_SETUP_HINT = (
+    "give it the sticky bit or take group and other write away, and let it be owned by you "
+    "or root: e.g. `chmod 1777 ROOT` (shared by all), `chown root:GROUP ROOT && chmod 3770 "
+    "ROOT` (shared by a group) or `chmod 0700 ROOT` (yours alone)"
+)
+_OTHERS_WRITE = 0o022
+_STICKY = 0o1000
+
+
+def shared_directory_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What lets another user rename or replace entries of a directory on the way to the
+    workspace (the root and its parents), or ``None``: it must be owned by ``uid`` or root and,
+    when group or others may write it, carry the sticky bit. ``mode`` is ``st_mode``."""
+    if owner not in (uid, 0):
+        return f"is owned by uid {owner}, neither by uid {uid} nor by root"
+    if mode & _OTHERS_WRITE and not mode & _STICKY:
+        return "is writable by group or others without the sticky bit"
+    return None
+
+
+def own_directory_problem(mode: int, owner: int, uid: int) -> str | None:
+    """The same for a directory below the root (``images/`` and down to the attempt): owned by
+    ``uid`` itself, and sticky when group or others may write it."""
+    if owner != uid:
+        return f"is owned by uid {owner}, not by uid {uid}"
+    if mode & _OTHERS_WRITE and not mode & _STICKY:
+        return "is writable by group or others without the sticky bit"
+    return None
+
+
+def ancestors(path: str) -> list[str]:
+    """``/``, then every directory on the way to the absolute ``path``, then ``path`` itself."""
+    parts = [part for part in path.split("/") if part]
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
