@@ -21,6 +21,7 @@ EXIT_CODES: dict[int, str] = {
     66: "the image is not a regular file",
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
+    71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
     73: "candidate.sqsh or its partial file already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
@@ -100,6 +101,7 @@ def render_script(plan: Plan) -> str:
     ]
     body = _BODY.replace("@IMPORT@\n", _IMPORT if plan.operation == "import_oci" else "")
     body = body.replace("@CONTAIN_IMAGE@\n", _CONTAIN_IMAGE)
+    body = body.replace("@CHECK_CHAIN@\n", _CHECK_CHAIN)
     return "\n".join(header) + "\n" + body
 
 
@@ -142,6 +144,66 @@ if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
 fi
 mv -T -- "$PARTIAL" "$CANDIDATE"
 partial_owned=0
+"""
+
+# Step 1b (issue #14): no path is trusted before the directories on its way are checked: the
+# workspace root and its parents (as written and as resolved) may be changed by nobody but the
+# user and root, or are sticky; images/ down to the attempt, and what the job makes in it, are
+# the user's own. The same rules as domain/paths.py (shared_/own_directory_problem).
+_CHECK_CHAIN = r"""# 1b. Trust no directory that another user could change (exit 71).
+readonly WORKSPACE_ROOT=${JOB_DIR%/images/.tmp/jobs/*}
+directory_problem() {
+    # directory_problem PATH shared|own: what lets another user change PATH, or nothing. A
+    # shared directory is followed if it is a symlink (its parent is checked on its own).
+    local owner mode kind
+    if [ "$2" = shared ]; then
+        read -r owner mode kind < <(stat -L -c '%u %f %F' -- "$1" 2>/dev/null) || :
+    else
+        read -r owner mode kind < <(stat -c '%u %f %F' -- "$1" 2>/dev/null) || :
+    fi
+    if [ -z "${kind-}" ]; then
+        echo "cannot be examined"
+    elif [ "$kind" != directory ]; then
+        echo "is a $kind, not a directory"
+    elif [ "$2" = own ] && ((owner != EUID)); then
+        echo "is owned by uid $owner, not by uid $EUID"
+    elif ((owner != EUID && owner != 0)); then
+        echo "is owned by uid $owner, neither by uid $EUID nor by root"
+    elif (((16#$mode) & 8#022)) && ! (((16#$mode) & 8#1000)); then
+        echo "is writable by group or others without the sticky bit"
+    fi
+}
+check_directory() {
+    local problem
+    problem=$(directory_problem "$1" "$2")
+    [ -z "$problem" ] || die 71 "$1 $problem"
+}
+check_shared_chain() {
+    # the directory PATH and every one on its way, as written and as resolved
+    local path=$1 real prefix part
+    real=$(realpath -e -- "$path") || die 71 "$path cannot be resolved"
+    for path in "$path" "$real"; do
+        check_directory / shared
+        prefix=""
+        while IFS= read -r -d / part; do
+            [ -n "$part" ] || continue
+            prefix=$prefix/$part
+            check_directory "$prefix" shared
+        done <<<"${path#/}/"
+    done
+}
+check_shared_chain "$WORKSPACE_ROOT"
+for directory in images images/.tmp images/.tmp/jobs "images/.tmp/jobs/$LIFECYCLE_ID"; do
+    check_directory "$WORKSPACE_ROOT/$directory" own
+done
+[ "$WORKSPACE_ROOT/images/.tmp/jobs/$LIFECYCLE_ID" = "$JOB_DIR" ] ||
+    die 71 "$JOB_DIR is not an attempt directory of $WORKSPACE_ROOT"
+for directory in "$OUTPUT_DIR" "$JOB_HOME" "$JOB_DIR/enroot"; do
+    if [ -e "$directory" ] || [ -L "$directory" ]; then
+        check_directory "$directory" own
+    fi
+done
+
 """
 
 # Step 8b (issue #14): Enroot's `start` reads the root's etc/fstab and etc/environment and runs
@@ -253,6 +315,7 @@ restart_count=${SLURM_RESTART_COUNT:-0}
 [[ ${SLURM_JOB_ID-} =~ ^[1-9][0-9]{0,9}$ ]] || die 64 "SLURM_JOB_ID is missing or not a job id"
 readonly CONTAINER_NAME="slurm-image-$SLURM_JOB_ID"
 
+@CHECK_CHAIN@
 hash_file() {
     local out
     if command -v openssl >/dev/null 2>&1; then
@@ -329,10 +392,15 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+check_shared_chain "$scratch_base"
 scratch=$(mktemp -d "$scratch_base/slurm-image-$SLURM_JOB_ID.XXXXXX") ||
     die 1 "cannot create scratch in $scratch_base"
+check_directory "$scratch" own
 mkdir -m 0700 -- "$scratch/cache" "$scratch/data" "$scratch/temp" "$scratch/runtime"
 mkdir -p -m 0700 -- "$JOB_HOME" "$JOB_ENROOT_CONFIG"
+for directory in "$JOB_HOME" "$JOB_DIR/enroot" "$JOB_ENROOT_CONFIG"; do
+    check_directory "$directory" own
+done
 export HOME=$JOB_HOME
 export TMPDIR=$scratch/temp
 export ENROOT_CONFIG_PATH=$JOB_ENROOT_CONFIG
@@ -423,6 +491,7 @@ check_identity
 # 9. Run the inspector inside, with exactly two mounts and never the job directory, under the
 # job's own Enroot configuration (no hooks, no mounts or environment of the image's choosing).
 mkdir -p -m 0700 -- "$OUTPUT_DIR"
+check_directory "$OUTPUT_DIR" own
 start_environment=(-e SHELL=/bin/sh -e "PATH=$image_path")
 [ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
 image_started=1
