@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import stat
 
 from slurm_image.domain.errors import InvalidIdentifier, InvalidPath
 
@@ -29,6 +30,10 @@ def _has_control(value: str) -> bool:
 def _absolute_normalized(field: str, value: str) -> str:
     if not value:
         raise InvalidPath(field, "must not be empty", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
+        raise InvalidPath(field, "must be valid UTF-8", ascii(value)) from None
     if len(value) > PATH_MAX:
         raise InvalidPath(field, f"must be at most {PATH_MAX} characters", value)
     if _has_control(value):
@@ -203,3 +208,16 @@ def ancestors(path: str) -> list[str]:
     """``/``, then every directory on the way to the absolute ``path``, then ``path`` itself."""
     parts = [part for part in path.split("/") if part]
     return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def secret_file_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What is wrong with a file holding a secret (the REST token file, registry credentials),
+    or ``None``: a regular file of the user's own that group and others can neither read nor
+    write (``chmod 600``). ``mode`` is ``st_mode`` of the file as opened."""
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    if owner != uid:
+        return f"is owned by uid {owner}, not by uid {uid}"
+    if mode & 0o077:
+        return "is readable or writable by group or others (chmod 600 it)"
+    return None
