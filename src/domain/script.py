@@ -264,9 +264,12 @@ printf '%s\n' \
     >"$start_sysconf/mounts.d/10-system.fstab"
 
 # Enroot makes no PID namespace: what the image starts (setsid, double fork) outlives `enroot
-# start` and, under proctrack/linuxproc or pgid, the job. Every process whose root is the
-# unpacked root, or lies below it, is the image's; only the job's user can own one.
+# start` and, under proctrack/linuxproc or pgid, the job. A process of the job's user is the
+# image's when its root is the unpacked root or lies below it, or when its mount namespace holds
+# a mount of the unpacked root (a process that chrooted deeper after Enroot's pivot_root, whose
+# root reads as "/sub" from here). The mount's root field names this job's mktemp'd scratch.
 rootfs_real=$(realpath -e -- "$ROOTFS")
+readonly ROOTFS_MOUNT_SUFFIX=/${scratch##*/}/data/$CONTAINER_NAME
 image_processes() {
     local entry root
     for entry in /proc/[0-9]*; do
@@ -276,7 +279,11 @@ image_processes() {
             continue
         fi
         root=$(readlink -- "$entry/root" 2>/dev/null) || continue
-        if [[ $root == "$rootfs_real" || $root == "$rootfs_real"/* ]]; then
+        if [[ $root == "$rootfs_real" || $root == "$rootfs_real"/* ]] ||
+            awk -v suffix="$ROOTFS_MOUNT_SUFFIX" '
+                { n = length($4) - length(suffix) }
+                n >= 0 && substr($4, n + 1) == suffix { found = 1; exit }
+                END { exit !found }' "$entry/mountinfo" 2>/dev/null; then
             printf '%s\n' "${entry#/proc/}"
         fi
     done

@@ -27,7 +27,7 @@ out=$6
 { echo "--- env"; env; } >>"$out"
 """
 DEFAULT_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-APPLETS = ["cp", "ln", "grep", "id", "cat", "sleep", "setsid", "sh", "rm"]
+APPLETS = ["cp", "ln", "grep", "id", "cat", "sleep", "setsid", "sh", "rm", "chroot"]
 
 Build = Callable[[Path], None]
 AttackImage = Callable[..., Path]
@@ -313,7 +313,7 @@ def image_sleepers(seconds: str) -> list[int]:
 @pytest.fixture
 def sleepers() -> Iterator[Callable[[str], list[int]]]:
     yield image_sleepers
-    for seconds in ("313", "317"):
+    for seconds in ("313", "317", "319"):
         for pid in image_sleepers(seconds):
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -368,3 +368,21 @@ def test_exchanging_a_parent_directory_during_create_unpacks_the_hashed_bytes_st
     assert "image=B" not in result_text(job)
     assert (shelf / "current" / "img.sqsh").stat().st_ino == source.stat().st_ino
     assert job.leftover_scratch() == []
+
+
+def test_a_process_that_chrooted_deeper_into_the_image_is_killed_too(
+    make_job: JobFactory, attack_image: AttackImage, sleepers: Callable[[str], list[int]]
+) -> None:
+    def build(root: Path) -> None:
+        jail = root / "jail" / "bin"
+        jail.mkdir(parents=True)
+        (jail / "busybox").hardlink_to(root / "bin" / "busybox")
+        (jail / "sleep").symlink_to("busybox")
+
+    payload = "setsid chroot /jail /bin/sleep 319 </dev/null >/dev/null 2>&1 &"
+    job = inspect(make_job, attack_image(payload, build=build))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert sleepers("319") == []
