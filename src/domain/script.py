@@ -399,6 +399,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+[ -d "$scratch_base" ] || die 1 "cannot create scratch in $scratch_base: not a directory"
 check_shared_chain "$scratch_base"
 scratch=$(mktemp -d "$scratch_base/slurm-image-$SLURM_JOB_ID.XXXXXX") ||
     die 1 "cannot create scratch in $scratch_base"
