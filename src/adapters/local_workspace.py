@@ -7,6 +7,12 @@ swapped in by someone else is never walked through. Files are created
 directory entry. Reads look at the entry first (``lstat``: a FIFO is refused without being
 opened), then open it ``O_NOFOLLOW|O_NONBLOCK`` and ``fstat`` the descriptor, which must be the
 same regular file.
+
+The root and every directory on the way to it (as written and as resolved) must be changeable
+by nobody but the user and root: owned by one of them, and sticky when group or others may write
+(``paths.shared_directory_problem``); a root that is not a directory, or is not safe so, is an
+``InvalidPath`` of ``workspace_root`` (a profile error). Directories below the root must be the
+user's own, and sticky if group or others may write them (``paths.own_directory_problem``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+from slurm_image.domain import paths
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -88,12 +96,35 @@ class LocalWorkspace:
         return parts
 
     def _open_root(self) -> int:
+        self._check_root_chain()
         try:
             return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except NotADirectoryError:
-            raise UnsafePath(self.root, "is not a directory") from None
+            raise InvalidPath("workspace_root", "must be a directory", self.root) from None
         except OSError as error:
             raise _error(error, self.root) from None
+
+    def _check_root_chain(self) -> None:
+        """The root and every directory on the way to it, as written and as resolved, may be
+        changed by nobody but the user and root (``paths.shared_directory_problem``): otherwise
+        another user could exchange ``images/`` under a pending job. A profile problem."""
+        real = os.path.realpath(self.root)
+        for directory in {*paths.ancestors(self.root)[:-1], *paths.ancestors(real)}:
+            try:
+                status = os.stat(directory)  # noqa: PTH116 (one rule for every path here)
+            except FileNotFoundError:
+                continue  # reported by the open that follows, as NotFound
+            except OSError as error:
+                raise _error(error, directory) from None
+            if directory == real and not stat.S_ISDIR(status.st_mode):
+                raise InvalidPath("workspace_root", "must be a directory", self.root)
+            problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
+            if problem is not None:
+                raise InvalidPath(
+                    "workspace_root",
+                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
+                    self.root,
+                )
 
     def _open_dir(self, parent: int, name: str, field: str) -> int:
         """Open the directory ``name`` below ``parent``: no symlink, a directory, ours."""
@@ -107,10 +138,11 @@ class LocalWorkspace:
                     mode = 0
                 raise UnsafePath(field, f"is {_kind(mode)}, not a directory") from None
             raise _error(error, field) from None
-        owner = os.fstat(fd).st_uid
-        if owner != self._uid:
+        status = os.fstat(fd)
+        problem = paths.own_directory_problem(status.st_mode, status.st_uid, self._uid)
+        if problem is not None:
             os.close(fd)
-            raise UnsafePath(field, f"is owned by uid {owner}, not by uid {self._uid}")
+            raise UnsafePath(field, problem)
         return fd
 
     @contextmanager

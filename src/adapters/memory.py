@@ -23,6 +23,8 @@ from slurm_image.adapters.retry import (
     submit_spec_exactly_once,
     with_retries,
 )
+from slurm_image.domain import paths
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
 from slurm_image.domain.partition import PartitionLimits
@@ -478,7 +480,18 @@ class MemoryWorkspace:
         if node is None:
             raise NotFound(self.root, "does not exist")
         if node.kind != "directory":
-            raise UnsafePath(self.root, "is not a directory")
+            raise InvalidPath("workspace_root", "must be a directory", self.root)
+        for directory in paths.ancestors(self.root):
+            found = self.filesystem.lookup(directory)
+            if found is None or found.kind != "directory":
+                continue
+            problem = paths.shared_directory_problem(found.mode, found.uid, self._uid)
+            if problem is not None:
+                raise InvalidPath(
+                    "workspace_root",
+                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
+                    self.root,
+                )
         return node
 
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> MemoryNode:
@@ -495,8 +508,9 @@ class MemoryWorkspace:
                 child = self._mkdir(node, part, walked, 0o700)
             if child.kind != "directory":
                 raise UnsafePath(walked, f"is {child.describe()}, not a directory")
-            if child.uid != self._uid:
-                raise UnsafePath(walked, f"is owned by uid {child.uid}, not by uid {self._uid}")
+            problem = paths.own_directory_problem(child.mode, child.uid, self._uid)
+            if problem is not None:
+                raise UnsafePath(walked, problem)
             node = child
         return node
 

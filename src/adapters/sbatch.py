@@ -222,6 +222,10 @@ class SbatchSubmitter:
 
     # -- running a command ---------------------------------------------------------------
 
+    def executable(self) -> str:
+        """The sbatch client this adapter runs; ``SchedulerRejected`` when there is none."""
+        return self._executable("sbatch")
+
     def _executable(self, command: str) -> str:
         if "/" in self._sbatch:
             candidate = str(Path(self._sbatch).parent / command)

@@ -7,7 +7,8 @@ Verification, in order, before the scheduler hears anything:
 3. job.sbatch, read the same way, has the staged digest *and* equals the script re-rendered
    from the plan — so an edit that also rebinds the digest in staged.json is still caught;
 4. inspect_image.py and enroot.rc have the digests the plan and the record name;
-5. the attempt directory still has its identity.
+5. the attempt directory holds nothing that was not staged, and output/ is empty;
+6. the attempt directory still has its identity.
 Then the bytes that were verified — never a path — go to the submitter, and the submission is
 recorded atomically in submission.json.
 """
@@ -211,6 +212,8 @@ class Submit:
             if digest != planned or digest != recorded:
                 raise VerificationFailed(path, "does not match the digest in the plan")
 
+        self._refuse_foreign_entries(layout, plan)
+
         try:
             current = self._workspace.directory_identity(layout.job_dir)
         except WorkspaceError as error:
@@ -220,6 +223,22 @@ class Submit:
                 layout.job_dir, "is not the directory that was staged (replaced after prepare)"
             )
         return _Verified(plan, plan_sha256, script, script_sha256)
+
+    def _refuse_foreign_entries(self, layout: paths.AttemptLayout, plan: Plan) -> None:
+        """Nothing in the attempt but what staging put there: the job would trust it (a
+        ``slurm-<id>.err`` symlink is written through by Slurm, an ``enroot`` directory read by
+        Enroot), and the output directory empty and a real directory of ours."""
+        try:
+            entries = self._workspace.list_directory(layout.job_dir)
+            foreign = sorted(set(entries) - layout.STAGED_ENTRIES)
+            if foreign:
+                raise VerificationFailed(
+                    layout.job_dir, f"holds entries that were not staged: {', '.join(foreign)}"
+                )
+            if self._workspace.list_directory(plan.paths.output_dir):
+                raise VerificationFailed(plan.paths.output_dir, "is not empty")
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
 
     def _claim(self, layout: paths.AttemptLayout, within: FileIdentity, plan: Plan) -> bool:
         """Mark the submission as started. False when an earlier one started: its outcome is

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import stat
 
 from slurm_image.domain.errors import InvalidIdentifier, InvalidPath
 
@@ -29,6 +30,10 @@ def _has_control(value: str) -> bool:
 def _absolute_normalized(field: str, value: str) -> str:
     if not value:
         raise InvalidPath(field, "must not be empty", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
+        raise InvalidPath(field, "must be valid UTF-8", ascii(value)) from None
     if len(value) > PATH_MAX:
         raise InvalidPath(field, f"must be at most {PATH_MAX} characters", value)
     if _has_control(value):
@@ -151,3 +156,68 @@ class AttemptLayout:
     def submission_record(self) -> str:
         """The scheduler's job id for this attempt, written once the submission succeeded."""
         return self.in_job("submission.json")
+
+    # What staging and submission put into an attempt directory; ``submit`` refuses an attempt
+    # holding anything else (a planted ``slurm-<id>.err`` symlink, ``home``, ``enroot``, ...).
+    STAGED_ENTRIES = frozenset(
+        {
+            "plan.json",
+            "job.sbatch",
+            "inspect_image.py",
+            "enroot.rc",
+            "output",
+            "staged.json",
+            "submission.claim",
+        }
+    )
+
+
+# -- who may change a directory on the way to an attempt (issue #14) --------------------------
+
+WORKSPACE_SETUP_HINT = (
+    "give it the sticky bit or take group and other write away, and let it be owned by you "
+    "or root: e.g. `chmod 1777 ROOT` (shared by all), `chown root:GROUP ROOT && chmod 3770 "
+    "ROOT` (shared by a group) or `chmod 0700 ROOT` (yours alone)"
+)
+_OTHERS_WRITE = 0o022
+_STICKY = 0o1000
+
+
+def shared_directory_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What lets another user rename or replace entries of a directory on the way to the
+    workspace (the root and its parents), or ``None``: it must be owned by ``uid`` or root and,
+    when group or others may write it, carry the sticky bit. ``mode`` is ``st_mode``."""
+    if owner not in (uid, 0):
+        return f"is owned by uid {owner}, neither by uid {uid} nor by root"
+    if mode & _OTHERS_WRITE and not mode & _STICKY:
+        return "is writable by group or others without the sticky bit"
+    return None
+
+
+def own_directory_problem(mode: int, owner: int, uid: int) -> str | None:
+    """The same for a directory below the root (``images/`` and down to the attempt): owned by
+    ``uid`` itself, and sticky when group or others may write it."""
+    if owner != uid:
+        return f"is owned by uid {owner}, not by uid {uid}"
+    if mode & _OTHERS_WRITE and not mode & _STICKY:
+        return "is writable by group or others without the sticky bit"
+    return None
+
+
+def ancestors(path: str) -> list[str]:
+    """``/``, then every directory on the way to the absolute ``path``, then ``path`` itself."""
+    parts = [part for part in path.split("/") if part]
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def secret_file_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What is wrong with a file holding a secret (the REST token file, registry credentials),
+    or ``None``: a regular file of the user's own that group and others can neither read nor
+    write (``chmod 600``). ``mode`` is ``st_mode`` of the file as opened."""
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    if owner != uid:
+        return f"is owned by uid {owner}, not by uid {uid}"
+    if mode & 0o077:
+        return "is readable or writable by group or others (chmod 600 it)"
+    return None

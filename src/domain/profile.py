@@ -53,9 +53,17 @@ API_VERSION = re.compile(r"auto|v0\.0\.(3[89]|4[0-4])")
 _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
+# One year: a job limit beyond it is a typo, and Slurm keeps limits in 32-bit minutes.
+MAX_TIME_LIMIT_HOURS = 8760
+
+
 def _memory(value: str) -> str:
     if not MEMORY_PATTERN.fullmatch(value):
         raise ValueError("must match ^[1-9][0-9]*[KMGT]$ (e.g. 16G)")
+    # sbatch rounds --mem up to whole MiB and slurmrestd takes whole MiB: only a value both
+    # read alike is accepted (1500K would be 2M through one and 1M through the other).
+    if value.endswith("K") and int(value[:-1]) % 1024:
+        raise ValueError("must be a whole number of MiB: K values must be multiples of 1024")
     return value
 
 
@@ -67,6 +75,9 @@ def _time_limit(value: str) -> str:
         raise ValueError("must not be zero")
     if len(match.group(1)) > 1 and match.group(1).startswith("0"):
         raise ValueError("hours must not have a leading zero")
+    hours, minutes, seconds = (int(part) for part in match.groups())
+    if hours * 3600 + minutes * 60 + seconds > MAX_TIME_LIMIT_HOURS * 3600:
+        raise ValueError(f"must be at most {MAX_TIME_LIMIT_HOURS}:00:00 (one year)")
     return value
 
 

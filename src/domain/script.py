@@ -21,10 +21,11 @@ EXIT_CODES: dict[int, str] = {
     66: "the image is not a regular file",
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
+    71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
     73: "candidate.sqsh or its partial file already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
-    76: "no inspection result",
+    76: "no inspection result, or a process of the image outlived the inspection",
     78: "Enroot is missing, unreadable or too old",
 }
 
@@ -90,29 +91,39 @@ def render_script(plan: Plan) -> str:
         f"# slurm-image-lifecycle: {plan.operation} for lifecycle {plan.lifecycle_id}",
         f"# plan sha256: {plan.sha256()}",
         "",
-        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)),
+        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)).replace(
+            "@SLURM_VARIABLES@", " ".join(JOB_SLURM_VARIABLES)
+        ),
         "set -Eeuo pipefail",
         "umask 077",
         *_assignments(plan),
         *_site_environment(plan),
     ]
     body = _BODY.replace("@IMPORT@\n", _IMPORT if plan.operation == "import_oci" else "")
+    body = body.replace("@CONTAIN_IMAGE@\n", _CONTAIN_IMAGE)
+    body = body.replace("@CHECK_CHAIN@\n", _CHECK_CHAIN)
     return "\n".join(header) + "\n" + body
 
 
+# The Slurm variables the job reads (issue #14): SLURM_JOB_ID names the container and scratch,
+# SLURM_RESTART_COUNT is the requeue guard, the two CPU variables the allocation. Nothing else of
+# Slurm's survives the re-exec: Slurm 22.05 loads the submitter's login environment, SLURM_JWT
+# and other tokens included, and the product's own SLURM_IMAGE_* settings share the prefix.
+JOB_SLURM_VARIABLES = (
+    "SLURM_JOB_ID",
+    "SLURM_RESTART_COUNT",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_JOB_CPUS_PER_NODE",
+)
+
 # Step 0: bash -p has neither read BASH_ENV nor imported functions. Re-exec once under env -i
-# with only SLURM_* kept: Slurm 22.05 loads the submitter's login environment even with
-# --export=NIL. The marker is an argument, which no environment can forge. The product's own
-# SLURM_IMAGE_* settings share Slurm's prefix and are dropped (SLURM_IMAGE_REQUIRE is the
-# inspector's).
+# with only the allowlisted Slurm variables: Slurm 22.05 loads the submitter's login environment
+# even with --export=NIL. The marker is an argument, which no environment can forge.
 _REEXEC = r"""IFS=$' \t\n'
 if [ "${1-}" != "--clean-environment" ]; then
     keep=()
-    for variable in $(compgen -e); do
-        case $variable in
-            SLURM_IMAGE_*) ;;
-            SLURM_*) keep+=("$variable=${!variable}") ;;
-        esac
+    for variable in @SLURM_VARIABLES@; do
+        [ -z "${!variable+set}" ] || keep+=("$variable=${!variable}")
     done
     exec /usr/bin/env -i PATH=@JOB_PATH@ LC_ALL=C "NODE_TMPDIR=${TMPDIR-}" \
         "${keep[@]}" /bin/bash -p "$0" --clean-environment
@@ -135,6 +146,163 @@ mv -T -- "$PARTIAL" "$CANDIDATE"
 partial_owned=0
 """
 
+# Step 1b (issue #14): no path is trusted before the directories on its way are checked: the
+# workspace root and its parents (as written and as resolved) may be changed by nobody but the
+# user and root, or are sticky; images/ down to the attempt, and what the job makes in it, are
+# the user's own. The same rules as domain/paths.py (shared_/own_directory_problem).
+_CHECK_CHAIN = r"""# 1b. Trust no directory that another user could change (exit 71).
+readonly WORKSPACE_ROOT=${JOB_DIR%/images/.tmp/jobs/*}
+directory_problem() {
+    # directory_problem PATH shared|own: what lets another user change PATH, or nothing. A
+    # shared directory is followed if it is a symlink (its parent is checked on its own).
+    local owner mode kind
+    if [ "$2" = shared ]; then
+        read -r owner mode kind < <(stat -L -c '%u %f %F' -- "$1" 2>/dev/null) || :
+    else
+        read -r owner mode kind < <(stat -c '%u %f %F' -- "$1" 2>/dev/null) || :
+    fi
+    if [ -z "${kind-}" ]; then
+        echo "cannot be examined"
+    elif [ "$kind" != directory ]; then
+        echo "is a $kind, not a directory"
+    elif [ "$2" = own ] && ((owner != EUID)); then
+        echo "is owned by uid $owner, not by uid $EUID"
+    elif ((owner != EUID && owner != 0)); then
+        echo "is owned by uid $owner, neither by uid $EUID nor by root"
+    elif (((16#$mode) & 8#022)) && ! (((16#$mode) & 8#1000)); then
+        echo "is writable by group or others without the sticky bit"
+    fi
+}
+check_directory() {
+    local problem
+    problem=$(directory_problem "$1" "$2")
+    [ -z "$problem" ] || die 71 "$1 $problem"
+}
+check_shared_chain() {
+    # the directory PATH and every one on its way, as written and as resolved
+    local path=$1 real prefix part
+    real=$(realpath -e -- "$path") || die 71 "$path cannot be resolved"
+    for path in "$path" "$real"; do
+        check_directory / shared
+        prefix=""
+        while IFS= read -r -d / part; do
+            [ -n "$part" ] || continue
+            prefix=$prefix/$part
+            check_directory "$prefix" shared
+        done <<<"${path#/}/"
+    done
+}
+check_shared_chain "$WORKSPACE_ROOT"
+for directory in images images/.tmp images/.tmp/jobs "images/.tmp/jobs/$LIFECYCLE_ID"; do
+    check_directory "$WORKSPACE_ROOT/$directory" own
+done
+[ "$WORKSPACE_ROOT/images/.tmp/jobs/$LIFECYCLE_ID" = "$JOB_DIR" ] ||
+    die 71 "$JOB_DIR is not an attempt directory of $WORKSPACE_ROOT"
+for directory in "$OUTPUT_DIR" "$JOB_HOME" "$JOB_DIR/enroot"; do
+    if [ -e "$directory" ] || [ -L "$directory" ]; then
+        check_directory "$directory" own
+    fi
+done
+
+"""
+
+# Step 8b (issue #14): Enroot's `start` reads the root's etc/fstab and etc/environment and runs
+# the system and user hooks on the host's view of the root, where an image's symlinks lead out
+# of it (enroot.md, "What an untrusted image can make Enroot do"). The job neutralises the few
+# host-side entry points in the root and starts with a configuration of its own: no hooks, no
+# environ.d, only the system mounts below. architecture.md, "Untrusted images", says why.
+_CONTAIN_IMAGE = r"""# 8b. The unpacked root configures nothing on the host. No code of the image
+# has run yet, so nothing in the root changes under these checks.
+readonly ROOTFS=$ENROOT_DATA_PATH/$CONTAINER_NAME
+readonly DEFAULT_IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+if [ -L "$ROOTFS" ] || [ ! -d "$ROOTFS" ]; then
+    die 76 "the unpacked root $ROOTFS is not a directory"
+fi
+chmod u+rwx -- "$ROOTFS"  # an image may ship read-only directories
+# Enroot opens /.lock for writing and binds /.enroot through the host's view; the prefix is ours.
+rm -rf --one-file-system -- "$ROOTFS/.lock" "$ROOTFS/.enroot" "$ROOTFS$CONTAINER_PREFIX"
+if [ -L "$ROOTFS/etc" ] || { [ -e "$ROOTFS/etc" ] && [ ! -d "$ROOTFS/etc" ]; }; then
+    say "the image's /etc is not a directory: it is replaced by an empty one"
+    rm -f -- "$ROOTFS/etc"
+fi
+mkdir -p -m 0755 -- "$ROOTFS/etc"
+chmod u+rwx -- "$ROOTFS/etc"
+# Of the image's environment only PATH is kept (it finds the image's python3, e.g. a venv), and
+# only when it is plain absolute directories: Enroot would expand ${VAR} in it on the host.
+image_path=$DEFAULT_IMAGE_PATH
+if [ -f "$ROOTFS/etc/environment" ] && [ ! -L "$ROOTFS/etc/environment" ]; then
+    found=""
+    while IFS= read -r line || [ -n "$line" ]; do
+        line=${line#export }
+        case $line in
+            PATH=*) found=${line#PATH=} ;;
+        esac
+    done < <(head -c 65536 -- "$ROOTFS/etc/environment")
+    found=${found#[\"\']}
+    found=${found%[\"\']}
+    if ((${#found} <= 4096)) && [[ $found =~ ^/[A-Za-z0-9._+@/-]*(:/[A-Za-z0-9._+@/-]*)*$ ]]; then
+        image_path=$found
+    elif [ -n "$found" ]; then
+        say "the image's PATH is not plain absolute directories: $DEFAULT_IMAGE_PATH is used"
+    fi
+fi
+rm -rf --one-file-system -- "$ROOTFS/etc/fstab" "$ROOTFS/etc/environment"
+
+# Enroot's own configuration for this start: the stock system mounts the inspector needs, and
+# nothing else (the site's hooks.d and mounts.d are trusted for GPU jobs, not for this image).
+readonly START_CONF=$scratch/start
+readonly start_sysconf=$START_CONF/sysconf start_config=$START_CONF/config
+mkdir -m 0700 -- "$START_CONF" "$start_sysconf" "$start_config"
+mkdir -m 0700 -- "$start_sysconf/hooks.d" "$start_sysconf/mounts.d" "$start_sysconf/environ.d"
+: >"$start_sysconf/enroot.conf"
+printf '%s\n' \
+    '/proc /proc none x-create=dir,rbind,rw,nosuid,nodev,noexec' \
+    '/dev/null /dev/null none x-create=file,bind,rw,nosuid,noexec' \
+    '/dev/zero /dev/zero none x-create=file,bind,rw,nosuid,noexec' \
+    '/dev/random /dev/random none x-create=file,bind,ro,nosuid,noexec' \
+    '/dev/urandom /dev/urandom none x-create=file,bind,ro,nosuid,noexec' \
+    >"$start_sysconf/mounts.d/10-system.fstab"
+
+# Enroot makes no PID namespace: what the image starts (setsid, double fork) outlives `enroot
+# start` and, under proctrack/linuxproc or pgid, the job. A process of the job's user is the
+# image's when its root is the unpacked root or lies below it, or when its mount namespace holds
+# a mount of the unpacked root (a process that chrooted deeper after Enroot's pivot_root, whose
+# root reads as "/sub" from here). The mount's root field names this job's mktemp'd scratch.
+rootfs_real=$(realpath -e -- "$ROOTFS")
+readonly ROOTFS_MOUNT_SUFFIX=/${scratch##*/}/data/$CONTAINER_NAME
+image_processes() {
+    local entry root
+    for entry in /proc/[0-9]*; do
+        [ -O "$entry" ] || continue
+        if [ "$entry/root/" -ef "$rootfs_real" ]; then
+            printf '%s\n' "${entry#/proc/}"
+            continue
+        fi
+        root=$(readlink -- "$entry/root" 2>/dev/null) || continue
+        if [[ $root == "$rootfs_real" || $root == "$rootfs_real"/* ]] ||
+            awk -v suffix="$ROOTFS_MOUNT_SUFFIX" '
+                { n = length($4) - length(suffix) }
+                n >= 0 && substr($4, n + 1) == suffix { found = 1; exit }
+                END { exit !found }' "$entry/mountinfo" 2>/dev/null; then
+            printf '%s\n' "${entry#/proc/}"
+        fi
+    done
+}
+reap_image() {
+    local round pids
+    for ((round = 0; round < 50; round++)); do
+        pids=$(image_processes)
+        [ -n "$pids" ] || return 0
+        # stopped first, all at once, so that none forks while the others are killed
+        kill -STOP $pids 2>/dev/null
+        kill -KILL $pids 2>/dev/null
+        sleep 0.1
+    done
+    [ -z "$(image_processes)" ]
+}
+
+"""
+
 _BODY = r"""
 die() {
     local code=$1
@@ -154,6 +322,7 @@ restart_count=${SLURM_RESTART_COUNT:-0}
 [[ ${SLURM_JOB_ID-} =~ ^[1-9][0-9]{0,9}$ ]] || die 64 "SLURM_JOB_ID is missing or not a job id"
 readonly CONTAINER_NAME="slurm-image-$SLURM_JOB_ID"
 
+@CHECK_CHAIN@
 hash_file() {
     local out
     if command -v openssl >/dev/null 2>&1; then
@@ -198,6 +367,7 @@ unset NODE_TMPDIR
 
 scratch=""
 container_created=0
+image_started=0
 partial_owned=0
 succeeded=0
 cleanup() {
@@ -207,6 +377,9 @@ cleanup() {
     # the exit code), and a second TERM or INT cannot cut it short.
     set +e
     trap '' TERM INT
+    if ((image_started)); then
+        reap_image || say "processes of the image survive: $(image_processes | tr '\n' ' ')"
+    fi
     if ((container_created)); then
         enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
@@ -226,10 +399,16 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+[ -d "$scratch_base" ] || die 1 "cannot create scratch in $scratch_base: not a directory"
+check_shared_chain "$scratch_base"
 scratch=$(mktemp -d "$scratch_base/slurm-image-$SLURM_JOB_ID.XXXXXX") ||
     die 1 "cannot create scratch in $scratch_base"
+check_directory "$scratch" own
 mkdir -m 0700 -- "$scratch/cache" "$scratch/data" "$scratch/temp" "$scratch/runtime"
 mkdir -p -m 0700 -- "$JOB_HOME" "$JOB_ENROOT_CONFIG"
+for directory in "$JOB_HOME" "$JOB_DIR/enroot" "$JOB_ENROOT_CONFIG"; do
+    check_directory "$directory" own
+done
 export HOME=$JOB_HOME
 export TMPDIR=$scratch/temp
 export ENROOT_CONFIG_PATH=$JOB_ENROOT_CONFIG
@@ -292,7 +471,13 @@ fd_identity=$(open_identity) || die 66 "cannot stat the open image"
 path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 [ "$fd_identity" = "$path_identity" ] || die 74 "$SQSH changed while it was opened"
 [[ $fd_identity == *:"regular file" ]] || die 66 "$SQSH is not a regular file"
-sqsh_sha256=$(hash_file <&9) || die 65 "cannot compute the digest of $SQSH"
+# `enroot create` reopens its argument by path: a parent directory of $SQSH exchanged between the
+# digest and the unpack would unpack other bytes, with the file's own identity unchanged. So
+# the bytes hashed are copied, from the descriptor in the same pass, into the job's private
+# scratch, and Enroot unpacks that copy (architecture.md, "Untrusted images").
+readonly PRIVATE_SQSH=$scratch/image.sqsh
+sqsh_sha256=$(tee -- "$PRIVATE_SQSH" <&9 | hash_file) ||
+    die 65 "cannot compute the digest of $SQSH (or copy it into $scratch)"
 say "image sha256 $sqsh_sha256"
 
 check_identity() {
@@ -306,20 +491,28 @@ check_identity() {
 # 8. Unpack under a name of this job's own. No Enroot command inherits fd 9: Enroot execs down
 # to the image's shell, whose code could reopen /proc/self/fd/9 for writing.
 container_created=1
-enroot create -f --name "$CONTAINER_NAME" "$SQSH" 9<&-
+enroot create -f --name "$CONTAINER_NAME" "$PRIVATE_SQSH" 9<&-
+rm -f -- "$PRIVATE_SQSH"
 check_identity
 
-# 9. Run the inspector inside, with exactly two mounts and never the job directory.
+@CONTAIN_IMAGE@
+# 9. Run the inspector inside, with exactly two mounts and never the job directory, under the
+# job's own Enroot configuration (no hooks, no mounts or environment of the image's choosing).
 mkdir -p -m 0700 -- "$OUTPUT_DIR"
-start_environment=(-e SHELL=/bin/sh)
+check_directory "$OUTPUT_DIR" own
+start_environment=(-e SHELL=/bin/sh -e "PATH=$image_path")
 [ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
+image_started=1
 set +e
-enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
+ENROOT_SYSCONF_PATH=$start_sysconf ENROOT_CONFIG_PATH=$start_config \
+    enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
     -m "$INSPECTOR:$CONTAINER_PREFIX/inspect_image.py:x-create=file,bind,ro,nosuid,nodev,noexec" \
     -m "$OUTPUT_DIR:$CONTAINER_PREFIX/output:x-create=dir,bind,rw,nosuid,nodev,noexec" \
     "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json" 9<&-
 status=$?
 set -e
+reap_image || die 76 "processes of the image survive the inspection:" $(image_processes)
+image_started=0
 ((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"
 ((status == 0)) || die 76 "the inspection failed with status $status"
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -22,6 +24,7 @@ from slurm_image.application.prepare import PlanLifecycle, Prepare
 from slurm_image.application.publish import Publish
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Wait
+from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidProfile
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.entrypoints.runtime_files import load_runtime_files
@@ -131,7 +134,9 @@ def submitter_kinds(container: Container) -> list[str]:
 
 
 def require_submitter(container: Container, profile: SiteProfile) -> None:
-    """Refuse, before anything is created, a ``submitter.kind`` no adapter is registered for."""
+    """Refuse, before anything is created, a submitter that cannot work: a ``submitter.kind``
+    no adapter is registered for, or a token file that is missing or not a private file (exit
+    2, a profile error); an sbatch client that cannot be found (exit 3, as when submitting)."""
     kinds = submitter_kinds(container)
     if profile.submitter.kind not in kinds:
         raise InvalidProfile(
@@ -139,3 +144,17 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
             f"no submitter named {profile.submitter.kind!r} is available here"
             f" (available: {', '.join(kinds)})",
         )
+    if profile.submitter.kind == "sbatch":
+        submitter = container.submitter()
+        if isinstance(submitter, SbatchSubmitter):
+            submitter.executable()
+    token_file = profile.submitter.rest.token_file
+    if profile.submitter.kind == "rest" and token_file is not None:
+        field = "submitter.rest.token_file"
+        try:
+            status = Path(token_file).expanduser().stat()
+        except OSError as error:
+            raise InvalidProfile(field, f"{token_file}: {error.strerror}") from None
+        problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
+        if problem is not None:
+            raise InvalidProfile(field, f"{token_file} {problem}")

@@ -1,10 +1,13 @@
 """The Workspace port: the shared directory tree where attempts are staged (design §4).
 
 A workspace is bound to one root (the profile's ``workspace_root``). Every path given to it is
-absolute and lies strictly below that root. The root itself is taken as the site configured it;
-every directory *below* it is walked without following symlinks, and must be a real directory
-owned by the current user: a symlinked, foreign-owned or non-directory ``images/``, ``.tmp/``,
-``jobs/`` or attempt directory is refused, and nothing is read or written through it.
+absolute and lies strictly below that root. The root and every directory on the way to it must
+be changeable by nobody but the user and root (``domain.paths.shared_directory_problem``; else
+``InvalidPath`` of ``workspace_root``, a profile error); every directory *below* it is walked
+without following symlinks, and must be a real directory of the current user's own
+(``domain.paths.own_directory_problem``): a symlinked, foreign-owned, shared or non-directory
+``images/``, ``.tmp/``, ``jobs/`` or attempt directory is refused, and nothing is read or
+written through it.
 
 Error contract (every adapter raises only these for workspace trouble; each carries ``field``,
 the path concerned, and ``reason``):

@@ -110,6 +110,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
             if broken_auth:
                 bad = tmp_path / "bad-token"
                 bad.write_text("eyJhbGciOiJIUzI1NiJ9.e30.not-a-valid-signature\n")
+                bad.chmod(0o600)  # a private file, so the server is what refuses it
                 token_file = str(bad)
             return RestSubmitter(
                 url=local.rest_url,

@@ -35,7 +35,9 @@ def test_import_client_image_calls_version_import_create_start_remove(
     assert standin.commands() == ["version", "import", "create", "start", "remove"]
     calls = [call["argv"] for call in standin.calls()]
     assert calls[1] == ["import", "-o", job.paths.partial, uri(source)]
-    assert calls[2][-1] == job.paths.candidate
+    # Enroot unpacks the job's private copy of the candidate's bytes (it reopens by path)
+    private = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"]).parent / "image.sqsh"
+    assert calls[2][-1] == str(private)
     candidate = Path(job.paths.candidate)
     assert candidate.is_file() and not candidate.is_symlink()
     assert not Path(job.paths.partial).exists()

@@ -31,7 +31,9 @@ def test_inspect_calls_version_create_start_remove_in_order(
     assert standin.commands() == ["version", "create", "start", "remove"]
     create, start, remove = (call["argv"] for call in standin.calls()[1:])
     name = CONTAINER.format(job.job_id)
-    assert create == ["create", "-f", "--name", name, str(source)]
+    # a private copy of the bytes hashed, in the job's scratch (Enroot reopens by path)
+    private = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"]).parent / "image.sqsh"
+    assert create == ["create", "-f", "--name", name, str(private)]
     assert start[:4] == ["start", "--root", "--rc", job.paths.rc]
     assert start[start.index(name) :] == [
         name,
@@ -75,9 +77,11 @@ def test_client_inspection_passes_the_required_distributions(
     job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
     assert job.run().returncode == 0
     start = standin.calls()[2]["argv"]
-    assert start[start.index("-e", 4) : start.index("-e", 4) + 4] == [
+    assert start[start.index("-e", 4) : start.index("-e", 4) + 6] == [
         "-e",
         "SHELL=/bin/sh",
+        "-e",
+        "PATH=/usr/bin:/bin",  # the image's own PATH (its etc/environment)
         "-e",
         "SLURM_IMAGE_REQUIRE=pip",
     ]
@@ -133,7 +137,8 @@ def test_hostile_environment_reaches_neither_the_script_tools_nor_enroot(
         assert env["PATH"] == f"{standin.bin}:{DEFAULT_JOB_PATH}"
         assert env["HOME"] == job.paths.home
         assert env["ENROOT_DATA_PATH"].startswith(str(job.scratch) + "/")
-        assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
+        if call["argv"][0] != "start":  # start has a configuration of its own
+            assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
         assert env["ENROOT_MOUNT_HOME"] == "no"
         assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
         assert env["LC_ALL"] == "C"
@@ -292,3 +297,30 @@ def test_the_submitters_slurm_image_settings_stay_out_of_the_job(
         assert not [key for key in call["env"] if key.startswith("SLURM_IMAGE_")]
         assert call["env"]["SLURM_JOB_ID"] == job.job_id
     assert "SLURM_IMAGE_" not in report(job)
+
+
+def test_only_the_allowlisted_slurm_variables_reach_the_job(
+    make_job: JobFactory, image, standin: Standin
+) -> None:
+    # Slurm 22.05 loads the submitter's login environment despite --export=NIL: a SLURM_JWT
+    # there would otherwise reach Enroot and, through it, the image.
+    job = make_job(operation="inspect_sqsh", role="client", source=str(image("report")))
+
+    result = job.run(
+        {
+            "SLURM_JWT": "eyJhbGciOiJIUzI1NiJ9.secret.token",
+            "SLURM_CONF": "/etc/slurm/slurm.conf",
+            "SLURM_SUBMIT_HOST": "login1",
+        }
+    )
+
+    assert result.returncode == 0, result.stderr
+    for call in standin.calls():
+        slurm = {key for key in call["env"] if key.startswith("SLURM")}
+        assert slurm == {
+            "SLURM_JOB_ID",
+            "SLURM_RESTART_COUNT",
+            "SLURM_CPUS_ON_NODE",
+            "SLURM_JOB_CPUS_PER_NODE",
+        }
+    assert "eyJhbGciOiJIUzI1NiJ9" not in report(job)

@@ -155,7 +155,7 @@ def test_another_user_resolves_what_the_workspace_owner_published(
     import os
 
     from slurm_image.adapters.local_store import LocalStore
-    from slurm_image.application.errors import VerificationFailed as Refused
+    from slurm_image.domain.errors import InvalidPath
 
     lab = PublishLab(local_harness(world_readable_tmp), profile_for, runtime_files)
     lab.finished(A)
@@ -166,8 +166,9 @@ def test_another_user_resolves_what_the_workspace_owner_published(
             os.chown(os.path.join(directory, name), owner, -1, follow_symlinks=False)
     os.chown(lab.harness.root, owner, -1)
     assert Catalog(LocalStore.reader(lab.harness.root)).verify("app") == record
-    with pytest.raises(Refused):
+    with pytest.raises(InvalidPath) as refused:  # a store that writes trusts only its user
         Catalog(LocalStore(lab.harness.root)).show("app")
+    assert refused.value.field == "workspace_root"
 
 
 def test_gc_finishes_an_interrupted_publication_and_removes_leftover_temporaries(

@@ -40,6 +40,7 @@ def _submitter(tmp_path: Path, handler) -> tuple[RestSubmitter, list[httpx.Reque
 
     token_file = tmp_path / "jwt"
     token_file.write_text(f"SLURM_JWT={SECRET}\n")
+    token_file.chmod(0o600)
     client = RestClient(
         "http://127.0.0.1:6820",
         user="alice",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import httpx
 
 from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.slurm_fields import bounded
+from slurm_image.domain import paths
 from slurm_image.ports.submitter import SchedulerAuthError
 
 _log = logging.getLogger(__name__)
@@ -75,8 +75,10 @@ def _read_token_file(path: Path) -> str:
             f"cannot read the token file {path}: {exc.strerror}", "token_file"
         ) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SchedulerAuthError(f"the token file {path} is not a regular file", "token_file")
+        status = os.fstat(fd)
+        problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
+        if problem is not None:
+            raise SchedulerAuthError(f"the token file {path} {problem}", "token_file")
         data = os.read(fd, MAX_TOKEN_BYTES + 1)
     except OSError as exc:
         raise SchedulerAuthError(

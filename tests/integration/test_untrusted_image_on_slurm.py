@@ -1,0 +1,129 @@
+"""Untrusted images through the real local cluster (issue #14), with the Enroot stand-in.
+
+Under ``ProctrackType=proctrack/linuxproc`` (the local cluster's, as on many sites) Slurm does
+not kill what a job detached: a process the image starts must still be gone once the job has
+COMPLETED, and an image's own ``etc/fstab`` must not have reached the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = str(ROOT / "src")
+STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
+JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MARKER = "331"
+PYTHON = r"""#!/bin/sh
+[ "$3" = "-c" ] && exit 0
+out=$6
+setsid sh -c 'sleep @MARKER@ </dev/null >/dev/null 2>&1 &' </dev/null >/dev/null 2>&1
+echo planted >/mnt/outside/planted 2>/dev/null
+echo '{"attack": "done"}' >"$out"
+"""
+
+
+def sleepers() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            if (entry / "cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", MARKER.encode()]:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def no_sleepers() -> Iterator[None]:
+    yield
+    for pid in sleepers():
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def attack_image(base: Path, outside: Path) -> Path:
+    if not (shutil.which("mksquashfs") and Path("/bin/busybox").is_file()):
+        if os.environ.get("CI") == "true":
+            pytest.fail("squashfs-tools and busybox-static are required when CI=true")
+        pytest.skip("squashfs-tools or busybox-static missing")
+    root = base / "root"
+    for directory in ("bin", "etc", "usr/bin", "tmp"):
+        (root / directory).mkdir(parents=True)
+    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+    for applet in ("sh", "echo", "sleep", "setsid", "cat"):
+        (root / "bin" / applet).symlink_to("busybox")
+    (root / "etc" / "fstab").write_text(f"{outside} /mnt/outside none x-create=dir,bind,rw\n")
+    python = root / "usr" / "bin" / "python3"
+    python.write_text(PYTHON.replace("@MARKER@", MARKER))
+    python.chmod(0o755)
+    image = base / "images" / "attack.sqsh"
+    image.parent.mkdir()
+    subprocess.run(
+        ["mksquashfs", str(root), str(image), "-all-root", "-no-progress", "-quiet", "-noappend"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return image
+
+
+def run(base: Path, local: Any, *args: str) -> dict[str, Any]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": SRC,
+        "SLURM_CONF": local.slurm_conf,
+        "HOME": str(base),
+    }
+    command = [sys.executable, "-m", "slurm_image.entrypoints", *args, "--json"]
+    done = subprocess.run(command, cwd=base, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def test_an_image_leaves_no_process_and_mounts_nothing_on_the_cluster(
+    tmp_path: Path, local_slurm: Any, no_sleepers: None
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o777)
+    outside.chmod(0o777)
+    image = attack_image(tmp_path, outside)
+    standin = tmp_path / "standin"
+    standin.mkdir()
+    (standin / "enroot").symlink_to(STANDIN)
+    workspace = tmp_path / "ws"
+    workspace.mkdir(mode=0o700)
+    (tmp_path / "slurm-image.toml").write_text(
+        f'workspace_root = "{workspace}"\n'
+        "[image_build]\n"
+        'partition = "build"\ncpus_per_task = 1\nmemory = "200M"\n'
+        f'time_limit = "0:05:00"\njob_path = "{standin}:{JOB_PATH}"\n'
+        '[submitter]\nkind = "sbatch"\n'
+    )
+
+    submitted = run(tmp_path, local_slurm, "inspect", str(image), "--name", "a", "--role", "client")
+    deadline = time.monotonic() + 120
+    while True:
+        status = run(tmp_path, local_slurm, "status", submitted["lifecycle_id"])["lifecycles"][0]
+        if status["state"] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+
+    assert (status["state"], status["exit_code"]) == ("COMPLETED", 0), status
+    assert sleepers() == []
+    assert list(outside.iterdir()) == []

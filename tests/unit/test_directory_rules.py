@@ -1,0 +1,53 @@
+"""Who may change a directory on the way to an attempt (domain/paths.py, issue #14)."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from slurm_image.domain.paths import ancestors, own_directory_problem, shared_directory_problem
+
+USER, OTHER = 1000, 1001
+DIRECTORY = stat.S_IFDIR
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "refused"),
+    [
+        (0o755, 0, False),
+        (0o700, USER, False),
+        (0o1777, 0, False),
+        (0o3770, 0, False),
+        (0o777, 0, True),
+        (0o775, USER, True),
+        (0o2770, 0, True),
+        (0o755, OTHER, True),
+        (0o1777, OTHER, True),
+    ],
+    ids=str,
+)
+def test_shared_directories_are_changed_by_nobody_but_the_user_and_root(
+    mode: int, owner: int, refused: bool
+) -> None:
+    assert (shared_directory_problem(DIRECTORY | mode, owner, USER) is not None) is refused
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "refused"),
+    [
+        (0o700, USER, False),
+        (0o1770, USER, False),
+        (0o700, 0, True),
+        (0o770, USER, True),
+        (0o702, USER, True),
+    ],
+    ids=str,
+)
+def test_own_directories_are_the_users_alone(mode: int, owner: int, refused: bool) -> None:
+    assert (own_directory_problem(DIRECTORY | mode, owner, USER) is not None) is refused
+
+
+def test_ancestors_run_from_the_filesystem_root_to_the_path() -> None:
+    assert ancestors("/lustre/site/ws") == ["/", "/lustre", "/lustre/site", "/lustre/site/ws"]
+    assert ancestors("/") == ["/"]
