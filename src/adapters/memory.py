@@ -24,6 +24,7 @@ from slurm_image.adapters.retry import (
 )
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -625,3 +626,26 @@ class FakeClock:
         if delta < timedelta(0):
             raise ValueError("time does not run backwards")
         self._now += delta
+
+
+@dataclass
+class MemoryCredentialsFile:
+    """In-memory credentials files: path -> (bytes, mode, owned by the user)."""
+
+    files: dict[str, tuple[bytes, int, bool]] = field(default_factory=dict)
+    home: str = "/home/user"
+
+    def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
+        expanded = self.home + path[1:] if path.startswith("~/") else path
+        if expanded not in self.files:
+            raise CredentialsFileError(f"no file at {expanded}")
+        data, mode, owned = self.files[expanded]
+        if not owned:
+            raise CredentialsFileError(f"{expanded} is not owned by you")
+        if mode & 0o077:
+            raise CredentialsFileError(
+                f"{expanded} is open to group or others (mode {mode:04o}); chmod 600 it"
+            )
+        if len(data) > max_bytes:
+            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+        return data

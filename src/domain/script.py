@@ -80,7 +80,8 @@ def _assignments(plan: Plan) -> list[str]:
 
 
 def _import_assignments(plan: Plan) -> list[str]:
-    """The values only an import reads: both URI forms (the job picks by Enroot's version)."""
+    """The values only an import reads: both URI forms (the job picks by Enroot's version), the
+    registry, and the host whose staged credentials it uses (none: anonymous)."""
     if plan.operation != "import_oci":
         return []
     reference = parse_reference(plan.request.source)
@@ -88,6 +89,7 @@ def _import_assignments(plan: Plan) -> list[str]:
         ("SOURCE_URI_TAG_DIGEST", reference.enroot_uri_tag_digest),
         ("DIGEST_URI_ENROOT", DIGEST_URI_ENROOT),
         ("REGISTRY_HOST", reference.enroot_registry),
+        ("CREDENTIALS_HOST", plan.credentials_host or ""),
     ]
     return [f"readonly {key}={quote(value, key)}" for key, value in values]
 
@@ -137,7 +139,8 @@ fi"""
 
 # Step 6a (import plans only): the URI form the node's Enroot reads, and the import itself run
 # so that a failure says why it most likely failed.
-_REGISTRY_ACCESS = r"""# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
+_REGISTRY_ACCESS = (
+    r"""# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
 # REG/IMAGE@sha256:...; it reads the digest in tag position.
 if enroot_at_least "$DIGEST_URI_ENROOT"; then
     source_uri=$SOURCE_URI
@@ -150,16 +153,47 @@ import_failed() {
         die "$status" "the image has zstd-compressed layers, which Enroot $version_output cannot" \
             "import (zstd layers need Enroot $DIGEST_URI_ENROOT or newer)"
     fi
-    die "$status" "enroot import from $REGISTRY_HOST failed with status $status"
+    if [ -n "$CREDENTIALS_HOST" ]; then
+        die "$status" "enroot import from $REGISTRY_HOST failed with status $status, with the" \
+            "credentials staged for $CREDENTIALS_HOST (wrong login or password, or no access to" \
+            "the image?)"
+    fi
+    die "$status" "enroot import from $REGISTRY_HOST failed with status $status, without" \
+        "credentials (no entry for $REGISTRY_HOST in the profile's enroot.credentials_file;" \
+        "a private registry needs one)"
 }
 run_import() {
     # Enroot's own output is kept to tell a zstd refusal from other failures, then shown.
     local status=0 log=$scratch/import.log
     enroot import -o "$PARTIAL" "$source_uri" 2>"$log" || status=$?
+    remove_credentials
     cat -- "$log" >&2
     ((status == 0)) || import_failed "$status" "$log"
 }
 """
+    + r"""# 6b. Registry credentials: only the staged entry for this registry, used by this import
+# alone and removed as soon as it ends (the image runs later, and can mount host paths).
+staged_credentials=$JOB_ENROOT_CONFIG/.credentials
+remove_credentials() {
+    rm -f -- "$staged_credentials"
+    rm -rf -- "$ENROOT_CACHE_PATH"/.tokens.*
+}
+if [ -n "$CREDENTIALS_HOST" ]; then
+    if [ -L "$staged_credentials" ] || [ ! -f "$staged_credentials" ]; then
+        die 70 "the credentials staged for $CREDENTIALS_HOST are not a regular file"
+    fi
+    say "importing with the credentials staged for $CREDENTIALS_HOST"
+elif [ -e "$staged_credentials" ] || [ -L "$staged_credentials" ]; then
+    die 70 "$staged_credentials exists, but the plan stages no credentials"
+else
+    say "no credentials for $REGISTRY_HOST: importing anonymously"
+fi
+# Enroot finds the Basic credentials in curl's verbose output with exact case; over HTTP/2 curl
+# prints the header in lower case and the credentials are dropped silently (enroot.md).
+(set -C && printf '%s\n' --http1.1 >"$JOB_HOME/.curlrc") ||
+    die 70 "cannot create $JOB_HOME/.curlrc"
+"""
+)
 
 # Step 6 is rendered for import plans only: an inspect script holds no ``enroot import`` at all.
 _IMPORT = r"""# 6. Import into the attempt. -o writes through symlinks, dangling ones too.
@@ -257,6 +291,7 @@ cleanup() {
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
         rm -f -- "$PARTIAL"
     fi
+    rm -f -- "$JOB_ENROOT_CONFIG/.credentials"
     if ((!succeeded)); then
         rm -f -- "$RESULT"
     fi

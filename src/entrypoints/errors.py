@@ -12,6 +12,7 @@ from slurm_image.application.errors import (
 )
 from slurm_image.application.observe import SubmitterMismatch
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.submitter import SubmitterError
 from slurm_image.ports.workspace import (
@@ -36,6 +37,7 @@ EXIT_WAIT_TIMEOUT = 7
 EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (PlanInvariantViolation, EXIT_VERIFICATION),
     (DomainError, EXIT_INVALID),
+    (CredentialsFileError, EXIT_INVALID),
     (SubmitterError, EXIT_SCHEDULER),
     (VerificationFailed, EXIT_VERIFICATION),
     # The workspace is not what it must be (symlinked, foreign-owned, swapped, not regular):

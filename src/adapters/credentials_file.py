@@ -1,0 +1,46 @@
+"""The user's credentials file on the local filesystem (ports.credentials)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from slurm_image.ports.credentials import CredentialsFileError
+
+
+class LocalCredentialsFile:
+    """Reads a netrc the way the port says: one descriptor, no symlink, the user's own, 0600."""
+
+    def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
+        expanded = Path(path).expanduser()
+        if not expanded.is_absolute():
+            raise CredentialsFileError(f"{path} does not name an absolute path")
+        try:
+            fd = os.open(expanded, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise CredentialsFileError(f"no file at {expanded}") from None
+        except OSError as error:
+            if expanded.is_symlink():
+                raise CredentialsFileError(f"{expanded} is a symlink, not a file") from None
+            raise CredentialsFileError(f"cannot read {expanded}: {error.strerror}") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise CredentialsFileError(f"{expanded} is not a regular file")
+            if info.st_uid != os.geteuid():
+                raise CredentialsFileError(f"{expanded} is not owned by you")
+            if info.st_mode & 0o077:
+                raise CredentialsFileError(
+                    f"{expanded} is open to group or others"
+                    f" (mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
+                )
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                data = handle.read(max_bytes + 1)
+        except OSError as error:
+            raise CredentialsFileError(f"cannot read {expanded}: {error.strerror}") from None
+        finally:
+            os.close(fd)
+        if len(data) > max_bytes:
+            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+        return data
