@@ -120,9 +120,11 @@ class Prepare:
     Staging creates the attempt directory exclusively (a duplicate lifecycle id fails with
     ``LifecycleExists``), writes plan.json (0600), job.sbatch, inspect_image.py and enroot.rc
     (0500) and output/ (0700) inside it, each created exclusively and bound to the directory's
-    identity, then records their digests and that identity in staged.json. A failure midway
-    removes the attempt directory again (without following symlinks) and re-raises: nothing is
-    left half-staged. Validation errors are raised before anything is created.
+    identity, then records their digests and that identity in staged.json. An import whose
+    registry has an entry in the profile's credentials file also gets that one entry, 0600, as
+    enroot/config/.credentials (its digest in staged.json, only its host in the plan). A
+    failure midway removes the attempt directory again (without following symlinks) and
+    re-raises: nothing is left half-staged. Validation errors are raised before anything is created.
     """
 
     def __init__(

@@ -91,6 +91,8 @@ def _entries(text: str) -> list[_Entry]:
         if position + 1 >= len(words):
             raise InvalidProfile(FIELD, f"is not in netrc format ({keyword} has no value)")
         value = words[position + 1]
+        if value.startswith('"'):
+            raise InvalidProfile(FIELD, f"the {keyword} is quoted; quoted values are not supported")
         if keyword == "machine":
             entries.append(_Entry(machine=value))
         elif not entries:
@@ -130,10 +132,6 @@ def select_credentials(data: bytes, registry: str) -> RegistryCredentials | None
     if not login or not password:
         raise InvalidProfile(FIELD, f"the entry for {found.machine} needs a login and a password")
     for what, value in (("login", login), ("password", password)):
-        if value.startswith('"'):
-            raise InvalidProfile(
-                FIELD, f"the {what} for {found.machine} is quoted; write it unquoted"
-            )
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
             raise InvalidProfile(FIELD, f"the {what} for {found.machine} holds a control character")
     return RegistryCredentials(host=host, login=login, password=password)
