@@ -115,7 +115,8 @@ def render_script(plan: Plan) -> str:
         *_site_environment(plan),
     ]
     importing = plan.operation == "import_oci"
-    body = _BODY.replace("@IMPORT@\n", _REGISTRY_ACCESS + _IMPORT if importing else "")
+    import_steps = _IMPORT_RUN + _IMPORT_CREDENTIALS + _IMPORT if importing else ""
+    body = _BODY.replace("@IMPORT@\n", import_steps)
     return "\n".join(header) + "\n" + body
 
 
@@ -139,8 +140,7 @@ fi"""
 
 # Step 6a (import plans only): the URI form the node's Enroot reads, and the import itself run
 # so that a failure says why it most likely failed.
-_REGISTRY_ACCESS = (
-    r"""# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
+_IMPORT_RUN = r"""# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
 # REG/IMAGE@sha256:...; it reads the digest in tag position.
 if enroot_at_least "$DIGEST_URI_ENROOT"; then
     source_uri=$SOURCE_URI
@@ -171,8 +171,11 @@ run_import() {
     ((status == 0)) || import_failed "$status" "$log"
 }
 """
-    + r"""# 6b. Registry credentials: only the staged entry for this registry, used by this import
-# alone and removed as soon as it ends (the image runs later, and can mount host paths).
+
+# Step 6b (import plans only): the registry credentials Prepare staged, and curl kept to HTTP/1.1.
+_IMPORT_CREDENTIALS = r"""# 6b. Registry credentials: only the staged entry for this registry,
+# used by this import alone and removed as soon as it ends (the image runs later, and can mount
+# host paths).
 staged_credentials=$JOB_ENROOT_CONFIG/.credentials
 remove_credentials() {
     rm -f -- "$staged_credentials"
@@ -193,7 +196,6 @@ fi
 (set -C && printf '%s\n' --http1.1 >"$JOB_HOME/.curlrc") ||
     die 70 "cannot create $JOB_HOME/.curlrc"
 """
-)
 
 # Step 6 is rendered for import plans only: an inspect script holds no ``enroot import`` at all.
 _IMPORT = r"""# 6. Import into the attempt. -o writes through symlinks, dangling ones too.

@@ -15,8 +15,6 @@ from harness import AuthRegistry, Job, JobFactory, Result, Standin
 
 from slurm_image.domain.credentials import RegistryCredentials
 
-pytestmark = pytest.mark.e2e
-
 
 def credentials(registry: AuthRegistry, password: str | None = None) -> RegistryCredentials:
     return RegistryCredentials(registry.host, registry.user, password or registry.password)
@@ -81,6 +79,7 @@ def import_job(
     )
 
 
+@pytest.mark.e2e
 def test_import_with_credentials_succeeds_and_leaves_no_secret_behind(
     make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry, tmp_path: Path
 ) -> None:
@@ -106,6 +105,7 @@ def test_import_with_credentials_succeeds_and_leaves_no_secret_behind(
 
 
 @pytest.mark.parametrize("version", ["3.4.1", "3.5.0", "4.0.0"])
+@pytest.mark.e2e
 def test_import_with_credentials_works_on_every_supported_enroot(
     make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry, version: str
 ) -> None:
@@ -121,6 +121,7 @@ def test_import_with_credentials_works_on_every_supported_enroot(
     assert Path(job.paths.candidate).is_file()
 
 
+@pytest.mark.e2e
 def test_wrong_password_fails_the_job_with_a_line_that_names_the_credentials(
     make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry, tmp_path: Path
 ) -> None:
@@ -145,6 +146,7 @@ def test_wrong_password_fails_the_job_with_a_line_that_names_the_credentials(
         assert places_holding(secret, [tmp_path], result) == []
 
 
+@pytest.mark.e2e
 def test_no_credentials_fail_the_job_with_a_line_that_says_none_were_used(
     make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry
 ) -> None:
@@ -163,6 +165,7 @@ def test_no_credentials_fail_the_job_with_a_line_that_says_none_were_used(
     assert job.leftover_scratch() == []
 
 
+@pytest.mark.e2e
 def test_the_canary_search_finds_a_secret_left_in_the_workspace(
     make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry, tmp_path: Path
 ) -> None:
@@ -186,3 +189,71 @@ def test_credentials_staged_for_an_inspect_plan_stop_the_job(
 
     assert result.returncode == 0, result.stderr  # an inspect never reads them: no import step
     assert not (Path(job.paths.enroot_config) / ".credentials").exists()  # the trap removed them
+
+
+UNREACHABLE = "127.0.0.1:9/team/app:1@sha256:" + "a" * 64
+
+
+def test_credentials_the_plan_does_not_name_stop_the_import_with_70(
+    make_job: JobFactory, standin: Standin
+) -> None:
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+    planted = job.stage_credentials(b"machine 127.0.0.1 login y password z\n")
+
+    result = job.run()
+
+    assert result.returncode == 70, result.stderr
+    assert standin.commands() == ["version"]
+    assert not planted.exists()
+
+
+@pytest.mark.parametrize("how", ["missing", "symlink"])
+def test_credentials_the_plan_names_but_that_are_not_a_file_stop_the_import_with_70(
+    make_job: JobFactory, standin: Standin, tmp_path: Path, how: str
+) -> None:
+    job = make_job(
+        operation="import_oci",
+        role="client",
+        source=UNREACHABLE,
+        credentials=RegistryCredentials("127.0.0.1", "u", "p"),
+    )
+    staged = Path(job.paths.enroot_config) / ".credentials"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(staged.read_bytes())
+    staged.unlink()
+    if how == "symlink":
+        staged.symlink_to(elsewhere)
+
+    result = job.run()
+
+    assert result.returncode == 70, result.stderr
+    assert standin.commands() == ["version"]
+    assert elsewhere.exists()  # the trap removed the link, never its target
+
+
+def test_a_curlrc_planted_in_the_jobs_home_stops_the_import_with_70(
+    make_job: JobFactory, standin: Standin, tmp_path: Path
+) -> None:
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+    home = Path(job.paths.home)
+    home.mkdir(mode=0o700)
+    (home / ".curlrc").symlink_to(tmp_path / "target")
+
+    result = job.run()
+
+    assert result.returncode == 70, result.stderr
+    assert not (tmp_path / "target").exists()
+    assert standin.commands() == ["version"]
+
+
+def test_an_import_without_credentials_says_so_and_writes_the_http_1_1_curlrc(
+    make_job: JobFactory, standin: Standin
+) -> None:
+    job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
+
+    result = job.run()
+
+    assert result.returncode == 7
+    assert "no credentials for 127.0.0.1:9: importing anonymously" in result.stderr
+    assert (Path(job.paths.home) / ".curlrc").read_text() == "--http1.1\n"
+    assert standin.calls()[1]["env"]["HOME"] == job.paths.home
