@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from slurm_image.adapters.memory import FakeClock, FakeSubmitter, MemoryCredentialsFile
+from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import VerificationFailed
 from slurm_image.application.prepare import PlanLifecycle, Prepare
 from slurm_image.application.submit import Submit
@@ -150,3 +151,16 @@ def test_a_dry_run_reads_the_entry_but_writes_nothing(world: World, runtime_file
     assert planned.plan.credentials_host == "registry-1.docker.io"
     assert SECRET not in planned.plan.canonical_bytes().decode() + planned.script
     assert not world.harness.exists(AttemptLayout(world.harness.root, LIFECYCLE).job_dir)
+
+
+def test_cleanup_and_gc_remove_the_staged_credentials_with_the_helper(world: World) -> None:
+    world.stage(_import())
+    ws = world.harness.workspace
+    assert remove_staged_credentials(ws, LIFECYCLE) is True
+    assert not world.harness.exists(world.credentials_path())
+    assert remove_staged_credentials(ws, LIFECYCLE) is False  # nothing left: not an error
+
+
+def test_the_helper_answers_false_for_an_attempt_without_credentials(world: World) -> None:
+    world.stage(_import(f"ghcr.io/team/app:1@sha256:{'b' * 64}"))
+    assert remove_staged_credentials(world.harness.workspace, LIFECYCLE) is False
