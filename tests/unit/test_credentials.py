@@ -19,6 +19,7 @@ from slurm_image.domain.credentials import (
 from slurm_image.domain.errors import InvalidProfile, PlanInvariantViolation
 from slurm_image.domain.plan import Plan, load_plan
 from slurm_image.domain.profile import parse_profile
+from slurm_image.domain.script import render_script
 from support import PROFILE, SQSH, make_plan
 
 SECRET = "s3cr3t-canary"
@@ -177,3 +178,13 @@ def test_an_inspect_plan_never_carries_credentials() -> None:
     with pytest.raises(PlanInvariantViolation) as caught:
         load_plan(_with(plan, credentials_host="nvcr.io"))
     assert caught.value.field == "credentials_host"
+
+
+def test_the_script_names_the_credentials_host_and_an_inspect_script_has_no_import_step() -> None:
+    script = render_script(load_plan(_with(make_plan(), credentials_host="nvcr.io")))
+    assert "\nreadonly CREDENTIALS_HOST=nvcr.io\n" in script
+    assert 'rm -f -- "$staged_credentials"' in script
+    inspect = render_script(make_plan(operation="inspect_sqsh", source=SQSH, role="serving"))
+    assert "CREDENTIALS_HOST" not in inspect and ".curlrc" not in inspect
+    # whatever the operation, the exit trap removes a staged file
+    assert 'rm -f -- "$JOB_ENROOT_CONFIG/.credentials"' in inspect
