@@ -10,6 +10,7 @@ job's state by hand and inject failures. It goes through the same retry and exac
 from __future__ import annotations
 
 import hashlib
+import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
 from slurm_image.domain.partition import PartitionLimits
+from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.filesystem import FilesystemError
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import LockTimeout
@@ -46,6 +48,7 @@ from slurm_image.ports.workspace import (
     WrittenFile,
 )
 
+NOBODY = 65534  # the owner of a file the user does not own
 FailureKind = Literal["transient", "ambiguous", "permanent", "auth"]
 """What an injected failure does:
 
@@ -859,3 +862,26 @@ class MemoryLocks:
             with self._condition:
                 self._readers[name] -= 1
                 self._condition.notify_all()
+
+
+@dataclass
+class MemoryCredentialsFile:
+    """In-memory credentials files: path -> (bytes, mode, owned by the user)."""
+
+    files: dict[str, tuple[bytes, int, bool]] = field(default_factory=dict)
+    home: str = "/home/user"
+    uid: int = 1000
+
+    def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
+        expanded = self.home + path[1:] if path.startswith("~/") else path
+        if expanded not in self.files:
+            raise CredentialsFileError(f"no file at {expanded}")
+        data, mode, owned = self.files[expanded]
+        problem = paths.secret_file_problem(
+            stat.S_IFREG | mode, self.uid if owned else NOBODY, self.uid
+        )
+        if problem is not None:
+            raise CredentialsFileError(f"{expanded} {problem}")
+        if len(data) > max_bytes:
+            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+        return data

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
     StillRunning,
     UnknownAlias,
@@ -16,6 +17,7 @@ from slurm_image.application.publish import STORE_LOCK, StoreRecords, alias_lock
 from slurm_image.application.records import attempt_directory
 from slurm_image.application.wait import is_final
 from slurm_image.domain import paths
+from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
 from slurm_image.domain.publication import AliasRecord, load_marker
@@ -130,6 +132,7 @@ class Maintain:
                 f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
             )
         try:
+            remove_staged_credentials(self._store, lifecycle_id)  # first: the secret
             self._store.remove_tree(layout.job_dir, expected=identity)
         except WorkspaceError as error:
             raise VerificationFailed(error.field, error.reason) from None
@@ -150,10 +153,36 @@ class Maintain:
             removed = self._temporaries()
             removed += self._unreferenced()
             removed += self._stale_attempts(self._clock.now() - older_than)
+            removed += self._finished_credentials(removed)
             if not dry_run:
                 for item in removed:
                     self._remove(item)
         return removed
+
+    def _finished_credentials(self, removed: list[Removed]) -> list[Removed]:
+        """Registry credentials still staged in an attempt whose job has ended, of any age (a
+        job cancelled while queued never ran the trap that removes them)."""
+        going = {item.path for item in removed if item.kind == "attempt"}
+        holding = [
+            lifecycle_id
+            for lifecycle_id in self._names(self._layout.jobs)
+            if f"{self._layout.jobs}/{lifecycle_id}" not in going
+            and self._holds_credentials(lifecycle_id)
+        ]
+        if not holding:
+            return []
+        return [
+            Removed("credentials", staged_credentials_path(self._store.root, status.lifecycle_id))
+            for status in self._observe(holding)
+            if status.state not in (IN_DOUBT, STAGED) and is_final(status)
+        ]
+
+    def _holds_credentials(self, lifecycle_id: str) -> bool:
+        try:
+            path = staged_credentials_path(self._store.root, lifecycle_id)
+            return self._store.entry_kind(path) is not None
+        except (WorkspaceError, DomainError):
+            return False
 
     def _names(self, directory: str) -> list[str]:
         if self._store.entry_kind(directory) != "directory":
@@ -219,6 +248,8 @@ class Maintain:
     def _remove(self, item: Removed) -> None:
         if item.kind == "attempt":
             self.cleanup(item.path.rsplit("/", 1)[1])
+        elif item.kind == "credentials":
+            remove_staged_credentials(self._store, item.path.split("/")[-4])
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
         log.info("gc removed %s %s", item.kind, item.path)

@@ -311,12 +311,15 @@ class Doctor:
             run.enroot_version = report.enroot_version
             importing, inspecting = minimum_enroot("import_oci"), minimum_enroot("inspect_sqsh")
             where = f"Enroot {report.enroot_version} at {report.enroot}"
-            if version >= importing:
+            needs = f"import needs {_dotted(importing)}, inspect {_dotted(inspecting)}"
+            if version >= importing and version >= inspecting:
                 run.add(ENROOT, True, f"{where}: import and inspect")
+            elif version >= importing:
+                run.add(ENROOT, False, f"{where}: import only; {needs}")
             elif version >= inspecting:
-                run.add(ENROOT, False, f"{where}: inspect only; import needs 4.0.0 or newer")
+                run.add(ENROOT, False, f"{where}: inspect only; {needs}")
             else:
-                run.add(ENROOT, False, f"{where}: too old; inspect needs 3.5.0 or newer")
+                run.add(ENROOT, False, f"{where}: too old; {needs}")
         missing = [tool for tool in ("mksquashfs", "unsquashfs") if not getattr(report, tool)]
         if missing:
             run.add(
@@ -342,3 +345,7 @@ class Doctor:
                 f"{report.scratch} on {report.scratch_filesystem},"
                 f" {_size(report.scratch_free_bytes)} free",
             )
+
+
+def _dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(str(part) for part in version)

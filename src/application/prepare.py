@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import StagedRecord
 from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.credentials import (
+    CREDENTIALS_MAX_BYTES,
+    CREDENTIALS_MODE,
+    CREDENTIALS_NAME,
+    RegistryCredentials,
+    select_credentials,
+)
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.plan import Plan, derive_plan
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
+from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
 from slurm_image.ports.clock import Clock
+from slurm_image.ports.credentials import CredentialsFile, CredentialsFileError
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -32,18 +41,41 @@ def new_lifecycle_id() -> str:
 
 @dataclass(frozen=True)
 class PlannedLifecycle:
-    """A plan and its script, before anything is staged."""
+    """A plan and its script, before anything is staged.
+
+    ``credentials``: the one netrc entry an import will stage (the plan names only its host);
+    held in memory, never printed.
+    """
 
     plan: Plan
     script: str
+    credentials: RegistryCredentials | None = field(default=None, repr=False)
+
+
+def registry_credentials(
+    request: Request, profile: SiteProfile, credentials_file: CredentialsFile | None
+) -> RegistryCredentials | None:
+    """The credentials an import of ``request`` uses: the entry of the profile's
+    ``credentials_file`` for the source's registry host as Enroot contacts it. None for an
+    inspect, without a file, or without an entry (the import then runs anonymously)."""
+    path = profile.enroot.credentials_file
+    if request.operation != "import_oci" or path is None:
+        return None
+    if credentials_file is None:
+        raise CredentialsFileError("no reader for credentials files was configured")
+    data = credentials_file.read_credentials_file(path, max_bytes=CREDENTIALS_MAX_BYTES)
+    return select_credentials(data, parse_reference(request.source).enroot_registry)
 
 
 class PlanLifecycle:
     """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this."""
 
-    def __init__(self, clock: Clock, runtime: RuntimeFiles) -> None:
+    def __init__(
+        self, clock: Clock, runtime: RuntimeFiles, credentials: CredentialsFile | None = None
+    ) -> None:
         self._clock = clock
         self._runtime = runtime
+        self._credentials = credentials
 
     def __call__(
         self,
@@ -52,6 +84,7 @@ class PlanLifecycle:
         selection: ProfileSelection,
         lifecycle_id: str | None = None,
     ) -> PlannedLifecycle:
+        credentials = registry_credentials(request, profile, self._credentials)
         plan = derive_plan(
             request,
             profile,
@@ -59,8 +92,9 @@ class PlanLifecycle:
             lifecycle_id=lifecycle_id or new_lifecycle_id(),
             created_at=self._clock.now(),
             runtime=self._runtime.digests(),
+            credentials_host=credentials.host if credentials else None,
         )
-        return PlannedLifecycle(plan=plan, script=render_script(plan))
+        return PlannedLifecycle(plan=plan, script=render_script(plan), credentials=credentials)
 
 
 @dataclass(frozen=True)
@@ -86,13 +120,21 @@ class Prepare:
     Staging creates the attempt directory exclusively (a duplicate lifecycle id fails with
     ``LifecycleExists``), writes plan.json (0600), job.sbatch, inspect_image.py and enroot.rc
     (0500) and output/ (0700) inside it, each created exclusively and bound to the directory's
-    identity, then records their digests and that identity in staged.json. A failure midway
-    removes the attempt directory again (without following symlinks) and re-raises: nothing is
-    left half-staged. Validation errors are raised before anything is created.
+    identity, then records their digests and that identity in staged.json. An import whose
+    registry has an entry in the profile's credentials file also gets that one entry, 0600, as
+    enroot/config/.credentials (its digest in staged.json, only its host in the plan). A
+    failure midway removes the attempt directory again (without following symlinks) and
+    re-raises: nothing is left half-staged. Validation errors are raised before anything is created.
     """
 
-    def __init__(self, clock: Clock, runtime: RuntimeFiles, workspace: Workspace) -> None:
-        self._planner = PlanLifecycle(clock, runtime)
+    def __init__(
+        self,
+        clock: Clock,
+        runtime: RuntimeFiles,
+        workspace: Workspace,
+        credentials: CredentialsFile | None = None,
+    ) -> None:
+        self._planner = PlanLifecycle(clock, runtime, credentials)
         self._runtime = runtime
         self._workspace = workspace
 
@@ -141,6 +183,7 @@ class Prepare:
                 script_sha256=script_sha256,
                 inspector_sha256=inspector_sha256,
                 rc_sha256=rc_sha256,
+                credentials_sha256=self._stage_credentials(planned, identity),
             )
             workspace.write_new(
                 layout.staged_record, staged.canonical_bytes(), mode=RECORD_MODE, within=identity
@@ -155,6 +198,27 @@ class Prepare:
             extra={"lifecycle_id": plan.lifecycle_id},
         )
         return PreparedLifecycle(plan=plan, script=planned.script, staged=staged)
+
+    def _stage_credentials(self, planned: PlannedLifecycle, within: FileIdentity) -> str | None:
+        """Write the import's one netrc entry, 0600, into the attempt's private Enroot config
+        directory (``enroot/config``, each directory 0700); return its digest."""
+        if planned.credentials is None:
+            return None
+        plan, workspace = planned.plan, self._workspace
+        enroot_dir = plan.paths.enroot_config.rsplit("/", 1)[0]
+        parent = workspace.create_directory(enroot_dir, mode=0o700, within=within)
+        config = workspace.create_directory(plan.paths.enroot_config, mode=0o700, within=parent)
+        path = f"{plan.paths.enroot_config}/{CREDENTIALS_NAME}"
+        data = planned.credentials.netrc_bytes()
+        written = workspace.write_new(path, data, mode=CREDENTIALS_MODE, within=config)
+        if written.sha256 != sha256_hex(data) or written.mode != CREDENTIALS_MODE:
+            raise VerificationFailed(path, "was not staged as written")
+        log.info(
+            "staged credentials for %s",
+            planned.credentials.host,
+            extra={"lifecycle_id": plan.lifecycle_id},
+        )
+        return written.sha256
 
     def _undo(self, job_dir: str, identity: FileIdentity, failure: BaseException) -> None:
         try:

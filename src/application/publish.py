@@ -27,13 +27,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
     AliasExists,
     JobNotSuccessful,
     VerificationFailed,
 )
-from slurm_image.application.observe import Observe
+from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
@@ -367,6 +369,11 @@ class Publish:
 
     def _require_success(self, lifecycle_id: str) -> None:
         (status,) = self._observe([lifecycle_id])
+        if status.state != IN_DOUBT and is_final(status):  # a job that never ran its trap
+            try:  # left its registry credentials
+                remove_staged_credentials(self._store, lifecycle_id)
+            except WorkspaceError as error:
+                raise VerificationFailed(error.field, error.reason) from None
         if status.state == JobState.COMPLETED.value and status.exit_code in (0, None):
             return
         detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""

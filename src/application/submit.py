@@ -6,7 +6,9 @@ Verification, in order, before the scheduler hears anything:
    directory, has the staged digest and loads as a valid, canonical plan of this attempt;
 3. job.sbatch, read the same way, has the staged digest *and* equals the script re-rendered
    from the plan — so an edit that also rebinds the digest in staged.json is still caught;
-4. inspect_image.py and enroot.rc have the digests the plan and the record name;
+4. inspect_image.py and enroot.rc have the digests the plan and the record name, and the
+   registry credentials an import stages (``enroot/config/.credentials``) are there, 0600,
+   with the digest staged.json records exactly when the plan names a credentials host;
 5. the attempt directory holds nothing that was not staged, and output/ is empty;
 6. the attempt directory still has its identity.
 Then the bytes that were verified — never a path — go to the submitter, and the submission is
@@ -34,6 +36,11 @@ from slurm_image.domain.attempt import (
     load_submission_record,
 )
 from slurm_image.domain.canonical import sha256_hex
+from slurm_image.domain.credentials import (
+    CREDENTIALS_MAX_BYTES,
+    CREDENTIALS_MODE,
+    CREDENTIALS_NAME,
+)
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
@@ -211,6 +218,7 @@ class Submit:
             digest = sha256_hex(self._read(path, RUNTIME_MAX_BYTES, within))
             if digest != planned or digest != recorded:
                 raise VerificationFailed(path, "does not match the digest in the plan")
+        self._verify_credentials(plan, staged)
 
         self._refuse_foreign_entries(layout, plan)
 
@@ -230,7 +238,7 @@ class Submit:
         Enroot), and the output directory empty and a real directory of ours."""
         try:
             entries = self._workspace.list_directory(layout.job_dir)
-            foreign = sorted(set(entries) - layout.STAGED_ENTRIES)
+            foreign = sorted(set(entries) - layout.STAGED_ENTRIES - self._credentials_entry(plan))
             if foreign:
                 raise VerificationFailed(
                     layout.job_dir, f"holds entries that were not staged: {', '.join(foreign)}"
@@ -239,6 +247,38 @@ class Submit:
                 raise VerificationFailed(plan.paths.output_dir, "is not empty")
         except WorkspaceError as error:
             raise VerificationFailed(error.field, error.reason) from None
+
+    def _credentials_entry(self, plan: Plan) -> set[str]:
+        """``enroot``, when staging put the registry credentials there and nothing else."""
+        if plan.credentials_host is None:
+            return set()
+        config = plan.paths.enroot_config
+        enroot = config.rsplit("/", 1)[0]
+        for directory, expected in ((enroot, ["config"]), (config, [CREDENTIALS_NAME])):
+            found = sorted(self._workspace.list_directory(directory))
+            if found != expected:
+                raise VerificationFailed(
+                    directory, f"holds {', '.join(found) or 'nothing'}; staging put {expected[0]}"
+                )
+        return {enroot.rsplit("/", 1)[1]}
+
+    def _verify_credentials(self, plan: Plan, staged: StagedRecord) -> None:
+        path = f"{plan.paths.enroot_config}/{CREDENTIALS_NAME}"
+        if (plan.credentials_host is None) != (staged.credentials_sha256 is None):
+            raise VerificationFailed(
+                path, "plan.json and staged.json disagree on whether credentials were staged"
+            )
+        if staged.credentials_sha256 is None:
+            return
+        try:
+            # below the attempt directory: walked from the root without following symlinks
+            read = self._workspace.read_verified(path, max_bytes=CREDENTIALS_MAX_BYTES)
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        if read.mode != CREDENTIALS_MODE:
+            raise VerificationFailed(path, f"must have mode {CREDENTIALS_MODE:04o}")
+        if sha256_hex(read.data) != staged.credentials_sha256:
+            raise VerificationFailed(path, "does not match the digest recorded at staging")
 
     def _claim(self, layout: paths.AttemptLayout, within: FileIdentity, plan: Plan) -> bool:
         """Mark the submission as started. False when an earlier one started: its outcome is

@@ -43,11 +43,15 @@ class StagedRecord(BaseModel):
     script_sha256: str
     inspector_sha256: str
     rc_sha256: str
+    credentials_sha256: str | None = None
+    """The staged registry credentials' digest (the file itself is never recorded)."""
 
     @model_validator(mode="after")
     def _rules(self) -> StagedRecord:
         paths.name(self.lifecycle_id, "lifecycle_id")
         _check_hex(self, ("plan_sha256", "script_sha256", "inspector_sha256", "rc_sha256"))
+        if self.credentials_sha256 is not None:
+            _check_hex(self, ("credentials_sha256",))
         return self
 
     def canonical_bytes(self) -> bytes:

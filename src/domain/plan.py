@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from slurm_image.domain import paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
+from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -100,6 +101,9 @@ class Plan(BaseModel):
     enroot_uri: str | None
     runtime: RuntimeDigests
     created_at: str
+    credentials_host: str | None = None
+    """The registry host whose credentials the import uses (staged beside the plan, never in
+    it); None: anonymous, and always None for an inspect."""
 
     @model_validator(mode="after")
     def _invariants(self) -> Plan:
@@ -126,6 +130,8 @@ class Plan(BaseModel):
                 raise broken("enroot_uri", "must be the Enroot form of the source reference")
             if not (self.paths.candidate or "").startswith(self.paths.job_dir + "/"):
                 raise broken("paths.candidate", "must stay inside the attempt directory")
+            if self.credentials_host not in (None, registry_host(reference.enroot_registry)):
+                raise broken("credentials_host", "must be the source's registry host")
         else:
             if self.source_digest is not None:
                 raise broken("source_digest", "an inspect plan has no source digest")
@@ -133,6 +139,8 @@ class Plan(BaseModel):
                 raise broken("enroot_uri", "an inspect plan has no Enroot URI")
             if self.paths.candidate is not None:
                 raise broken("paths.candidate", "an inspect plan has no candidate")
+            if self.credentials_host is not None:
+                raise broken("credentials_host", "an inspect job never gets credentials")
         if self.profile_selection.profile_sha256 != self.profile.sha256():
             raise broken("profile_selection.profile_sha256", "must be the profile's digest")
         try:
@@ -185,8 +193,10 @@ def derive_plan(
     lifecycle_id: str,
     created_at: datetime,
     runtime: RuntimeDigests,
+    credentials_host: str | None = None,
 ) -> Plan:
-    """Derive the plan of one attempt. Pure: the id, the time and the digests are given."""
+    """Derive the plan of one attempt. Pure: the id, the time and the digests are given, and
+    so is the host of the credentials an import will use (None: anonymous)."""
     paths.name(lifecycle_id, "lifecycle_id")
     reference = parse_reference(request.source) if request.operation == "import_oci" else None
     return Plan(
@@ -203,6 +213,7 @@ def derive_plan(
         enroot_uri=reference.enroot_uri if reference else None,
         runtime=runtime,
         created_at=format_time(created_at),
+        credentials_host=credentials_host,
     )
 
 

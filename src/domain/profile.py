@@ -135,10 +135,20 @@ class Inspection(BaseModel):
         return value
 
 
+def _credentials_file(value: str) -> str:
+    """The user's netrc: absolute, or below the home directory as ``~/...`` (expanded when read)."""
+    if not (value.startswith("/") or value.startswith("~/")):
+        raise ValueError("must be an absolute path or start with ~/")
+    if len(value) > 4096 or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ValueError("must be at most 4096 characters without control characters")
+    return value
+
+
 class Enroot(BaseModel):
     model_config = _FROZEN
 
     environment: dict[str, str] = Field(default_factory=dict)
+    credentials_file: Annotated[str, AfterValidator(_credentials_file)] | None = None
 
     @field_validator("environment", mode="before")
     @classmethod

@@ -57,6 +57,13 @@ class OciReference(BaseModel):
         tag = f":{self.tag}" if self.tag else ""
         return f"docker://{self.enroot_registry}#{self.enroot_repository}{tag}@{self.digest}"
 
+    @property
+    def enroot_uri_tag_digest(self) -> str:
+        """``docker://REGISTRY#PATH:sha256:HEX`` — the digest in tag position (the tag dropped):
+        the only digest-pinned form Enroot 3.x reads. It refuses ``#PATH@sha256:`` and misreads
+        ``REGISTRY/PATH@sha256:`` as a user name and the image ``sha256`` (enroot.md)."""
+        return f"docker://{self.enroot_registry}#{self.enroot_repository}:{self.digest}"
+
     def __str__(self) -> str:
         prefix = f"{self.registry}/" if self.registry else ""
         tag = f":{self.tag}" if self.tag else ""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
+from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.shell import quote
 
-MIN_ENROOT = {"import_oci": "4.0.0", "inspect_sqsh": "3.5.0"}
+MIN_ENROOT = {"import_oci": "3.4.1", "inspect_sqsh": "3.5.0"}
+DIGEST_URI_ENROOT = "4.0.0"
 SQUASH_DEFAULT = "-comp lzo -noD"
 SQUASH_MEM_MIN_MIB = 64
 
@@ -26,7 +28,7 @@ EXIT_CODES: dict[int, str] = {
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result, or a process of the image outlived the inspection",
-    78: "Enroot is missing, unreadable or too old",
+    78: "Enroot is missing, unreadable or too old (import needs 3.4.1, inspect 3.5.0)",
 }
 
 
@@ -78,6 +80,21 @@ def _assignments(plan: Plan) -> list[str]:
     return [f"readonly {key}={quote(value, key)}" for key, value in values]
 
 
+def _import_assignments(plan: Plan) -> list[str]:
+    """The values only an import reads: both URI forms (the job picks by Enroot's version), the
+    registry, and the host whose staged credentials it uses (none: anonymous)."""
+    if plan.operation != "import_oci":
+        return []
+    reference = parse_reference(plan.request.source)
+    values = [
+        ("SOURCE_URI_TAG_DIGEST", reference.enroot_uri_tag_digest),
+        ("DIGEST_URI_ENROOT", DIGEST_URI_ENROOT),
+        ("REGISTRY_HOST", reference.enroot_registry),
+        ("CREDENTIALS_HOST", plan.credentials_host or ""),
+    ]
+    return [f"readonly {key}={quote(value, key)}" for key, value in values]
+
+
 def _site_environment(plan: Plan) -> list[str]:
     env = plan.profile.enroot.environment
     return [f"export {key}={quote(env[key], key)}" for key in sorted(env)]
@@ -97,9 +114,12 @@ def render_script(plan: Plan) -> str:
         "set -Eeuo pipefail",
         "umask 077",
         *_assignments(plan),
+        *_import_assignments(plan),
         *_site_environment(plan),
     ]
-    body = _BODY.replace("@IMPORT@\n", _IMPORT if plan.operation == "import_oci" else "")
+    importing = plan.operation == "import_oci"
+    import_steps = _IMPORT_RUN + _IMPORT_CREDENTIALS + _IMPORT if importing else ""
+    body = _BODY.replace("@IMPORT@\n", import_steps)
     body = body.replace("@CONTAIN_IMAGE@\n", _CONTAIN_IMAGE)
     body = body.replace("@CHECK_CHAIN@\n", _CHECK_CHAIN)
     return "\n".join(header) + "\n" + body
@@ -129,6 +149,65 @@ if [ "${1-}" != "--clean-environment" ]; then
         "${keep[@]}" /bin/bash -p "$0" --clean-environment
 fi"""
 
+# Step 6a (import plans only): the URI form the node's Enroot reads, and the import itself run
+# so that a failure says why it most likely failed.
+_IMPORT_RUN = r"""# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
+# REG/IMAGE@sha256:...; it reads the digest in tag position.
+if enroot_at_least "$DIGEST_URI_ENROOT"; then
+    source_uri=$SOURCE_URI
+else
+    source_uri=$SOURCE_URI_TAG_DIGEST
+fi
+import_failed() {
+    local status=$1 log=$2
+    if ! enroot_at_least "$DIGEST_URI_ENROOT" && grep -qi 'zstd' -- "$log"; then
+        die "$status" "the image has zstd-compressed layers, which Enroot $version_output cannot" \
+            "import (zstd layers need Enroot $DIGEST_URI_ENROOT or newer)"
+    fi
+    if [ -n "$CREDENTIALS_HOST" ]; then
+        die "$status" "enroot import from $REGISTRY_HOST failed with status $status, with the" \
+            "credentials staged for $CREDENTIALS_HOST (wrong login or password, or no access to" \
+            "the image?)"
+    fi
+    die "$status" "enroot import from $REGISTRY_HOST failed with status $status, without" \
+        "credentials (no entry for $REGISTRY_HOST in the profile's enroot.credentials_file;" \
+        "a private registry needs one)"
+}
+run_import() {
+    # Enroot's own output is kept to tell a zstd refusal from other failures, then shown.
+    local status=0 log=$scratch/import.log
+    enroot import -o "$PARTIAL" "$source_uri" 2>"$log" || status=$?
+    remove_credentials
+    cat -- "$log" >&2
+    ((status == 0)) || import_failed "$status" "$log"
+}
+"""
+
+# Step 6b (import plans only): the registry credentials Prepare staged, and curl kept to HTTP/1.1.
+_IMPORT_CREDENTIALS = r"""# 6b. Registry credentials: only the staged entry for this registry,
+# used by this import alone and removed as soon as it ends (the image runs later, and can mount
+# host paths).
+staged_credentials=$JOB_ENROOT_CONFIG/.credentials
+remove_credentials() {
+    rm -f -- "$staged_credentials"
+    rm -rf -- "$ENROOT_CACHE_PATH"/.tokens.*
+}
+if [ -n "$CREDENTIALS_HOST" ]; then
+    if [ -L "$staged_credentials" ] || [ ! -f "$staged_credentials" ]; then
+        die 70 "the credentials staged for $CREDENTIALS_HOST are not a regular file"
+    fi
+    say "importing with the credentials staged for $CREDENTIALS_HOST"
+elif [ -e "$staged_credentials" ] || [ -L "$staged_credentials" ]; then
+    die 70 "$staged_credentials exists, but the plan stages no credentials"
+else
+    say "no credentials for $REGISTRY_HOST: importing anonymously"
+fi
+# Enroot finds the Basic credentials in curl's verbose output with exact case; over HTTP/2 curl
+# prints the header in lower case and the credentials are dropped silently (enroot.md).
+(set -C && printf '%s\n' --http1.1 >"$JOB_HOME/.curlrc") ||
+    die 70 "cannot create $JOB_HOME/.curlrc"
+"""
+
 # Step 6 is rendered for import plans only: an inspect script holds no ``enroot import`` at all.
 _IMPORT = r"""# 6. Import into the attempt. -o writes through symlinks, dangling ones too.
 for target in "$CANDIDATE" "$PARTIAL"; do
@@ -137,8 +216,8 @@ for target in "$CANDIDATE" "$PARTIAL"; do
     fi
 done
 partial_owned=1
-say "importing $SOURCE_URI"
-enroot import -o "$PARTIAL" "$SOURCE_URI"
+say "importing $source_uri"
+run_import
 if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
     die 66 "the import did not produce a regular file"
 fi
@@ -387,6 +466,7 @@ cleanup() {
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
         rm -f -- "$PARTIAL"
     fi
+    rm -f -- "$JOB_ENROOT_CONFIG/.credentials"
     if ((!succeeded)); then
         rm -f -- "$RESULT"
     fi

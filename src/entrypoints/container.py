@@ -9,6 +9,7 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from slurm_image.adapters.credentials_file import LocalCredentialsFile
 from slurm_image.adapters.fcntl_lock import FcntlLocks
 from slurm_image.adapters.local_store import LocalStore
 from slurm_image.adapters.local_workspace import LocalWorkspace
@@ -41,6 +42,7 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     runtime_files = providers.Singleton(load_runtime_files)
     hasher = providers.Singleton(Sha256Hasher)
+    credentials_file = providers.Singleton(LocalCredentialsFile)
     workspace = providers.Singleton(LocalWorkspace, root=config.workspace_root)
     submitter = providers.Selector(
         config.submitter.kind,
@@ -61,8 +63,16 @@ class Container(containers.DeclarativeContainer):
         ),
     )
 
-    plan_lifecycle = providers.Factory(PlanLifecycle, clock=clock, runtime=runtime_files)
-    prepare = providers.Factory(Prepare, clock=clock, runtime=runtime_files, workspace=workspace)
+    plan_lifecycle = providers.Factory(
+        PlanLifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
+    )
+    prepare = providers.Factory(
+        Prepare,
+        clock=clock,
+        runtime=runtime_files,
+        workspace=workspace,
+        credentials=credentials_file,
+    )
     submit = providers.Factory(Submit, workspace=workspace, submitter=submitter, clock=clock)
     observe = providers.Factory(Observe, workspace=workspace, submitter=submitter)
     cancel = providers.Factory(Cancel, workspace=workspace, submitter=submitter)

@@ -17,6 +17,7 @@ from slurm_image.application.errors import (
 from slurm_image.application.observe import SubmitterMismatch
 from slurm_image.application.wait import WaitTimedOut
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.lock import LockTimeout
 from slurm_image.ports.store import ChangedWhileRead
@@ -43,6 +44,7 @@ EXIT_WAIT_TIMEOUT = 7
 EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (PlanInvariantViolation, EXIT_VERIFICATION),
     (DomainError, EXIT_INVALID),
+    (CredentialsFileError, EXIT_INVALID),
     (SubmitterError, EXIT_SCHEDULER),
     (VerificationFailed, EXIT_VERIFICATION),
     # The workspace is not what it must be (symlinked, foreign-owned, swapped, not regular):

@@ -2,6 +2,7 @@
 ``from harness import ...`` never meets the repository's top-level conftest)."""
 
 from harness import (  # noqa: F401
+    auth_registry,
     bookworm_image,
     busybox_images,
     image,

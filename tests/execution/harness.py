@@ -9,11 +9,14 @@ spool copy of the script executed directly (its ``#!/bin/bash -p`` line honoured
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
 import shutil
+import ssl
 import subprocess
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from slurm_image.domain.credentials import CREDENTIALS_NAME, RegistryCredentials
 from slurm_image.domain.plan import Plan, derive_plan
 from slurm_image.domain.profile import select_cluster
 from slurm_image.domain.request import make_request
@@ -129,6 +133,7 @@ class Job:
         environment: dict[str, str] | None = None,
         local_scratch: bool = True,
         runtime: RuntimeFiles | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -160,7 +165,9 @@ class Job:
             lifecycle_id="img-" + uuid.uuid4().hex,
             created_at=datetime.now(UTC),
             runtime=self.runtime.digests(),
+            credentials_host=credentials.host if credentials else None,
         )
+        self.credentials = credentials
         self.paths = self.plan.paths
         self.job_dir = Path(self.paths.job_dir)
         self.script = render_script(self.plan)
@@ -185,6 +192,19 @@ class Job:
                 handle.write(data)
                 os.fsync(handle.fileno())
         Path(self.paths.output_dir).mkdir(mode=0o700)
+        if self.credentials is not None:
+            self.stage_credentials(self.credentials.netrc_bytes())
+
+    def stage_credentials(self, data: bytes) -> Path:
+        """As Prepare does: ``enroot/config/.credentials`` 0600 in directories 0700."""
+        config = Path(self.paths.enroot_config)
+        config.parent.mkdir(mode=0o700, exist_ok=True)
+        config.mkdir(mode=0o700, exist_ok=True)
+        path = config / CREDENTIALS_NAME
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return path
 
     def environment(self, **extra: str) -> dict[str, str]:
         base = {
@@ -380,3 +400,105 @@ def registry_images() -> dict[str, str]:
 
 
 HTTP = {"ENROOT_ALLOW_HTTP": "yes"}
+
+
+# -- the authenticated registry (scripts/local-registry: htpasswd over TLS, HTTP/2) ---------
+
+AUTH_DIR = (
+    Path(
+        os.environ.get(
+            "SLURM_IMAGE_REGISTRY_DIR", Path.home() / ".cache" / "slurm-image" / "registry"
+        )
+    )
+    / "auth"
+)
+AUTH_REGISTRY = os.environ.get("SLURM_IMAGE_TEST_AUTH_REGISTRY", "127.0.0.1:5443")
+AUTH_USER = os.environ.get("SLURM_IMAGE_TEST_AUTH_USER", "slurm-image-test")
+V2S2 = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+@dataclass(frozen=True)
+class AuthRegistry:
+    """The htpasswd registry: its address, login, password (the tests' canary), CA, images."""
+
+    address: str
+    user: str
+    password: str
+    ca_file: Path
+    images: dict[str, str]
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0]
+
+
+def _auth_context(ca_file: Path) -> Any:
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def _auth_has(address: str, user: str, password: str, ca_file: Path, reference: str) -> bool:
+    repository, _, digest = reference.split("/", 1)[1].partition("@")
+    repository = repository.rsplit(":", 1)[0]
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request = urllib.request.Request(
+        f"https://{address}/v2/{repository}/manifests/{digest}",
+        method="HEAD",
+        headers={"Accept": V2S2, "Authorization": f"Basic {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=_auth_context(ca_file)) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def auth_registry(
+    registry_images: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> AuthRegistry:
+    """The authenticated registry of scripts/local-registry, holding copies (same digests) of
+    the test images, made once with skopeo."""
+    ca_file = Path(os.environ.get("SLURM_IMAGE_TEST_AUTH_CA", AUTH_DIR / "ca.crt"))
+    secret = Path(os.environ.get("SLURM_IMAGE_TEST_AUTH_PASSWORD_FILE", AUTH_DIR / "password"))
+    need(
+        ca_file.is_file() and secret.is_file(),
+        f"no authenticated registry set up in {AUTH_DIR} (scripts/local-registry up)",
+    )
+    password = secret.read_text().strip()
+    try:
+        urllib.request.urlopen(
+            f"https://{AUTH_REGISTRY}/v2/", timeout=3, context=_auth_context(ca_file)
+        )
+    except urllib.error.HTTPError as error:
+        need(error.code == 401, f"{AUTH_REGISTRY} answers {error.code}, not 401")
+    except OSError:
+        need(False, f"no registry answers on {AUTH_REGISTRY} (scripts/local-registry up)")
+    images = {}
+    for name in ("client", "nopython"):
+        source = registry_images[name]
+        target = AUTH_REGISTRY + "/" + source.split("/", 1)[1]
+        images[name] = target
+        if _auth_has(AUTH_REGISTRY, AUTH_USER, password, ca_file, target):
+            continue
+        need(shutil.which("skopeo") is not None, "skopeo missing (apt-get install skopeo)")
+        work = tmp_path_factory.mktemp("skopeo")
+        certs = work / "certs"
+        certs.mkdir()
+        shutil.copy(ca_file, certs / "ca.crt")
+        auth = work / "auth.json"
+        token = base64.b64encode(f"{AUTH_USER}:{password}".encode()).decode()
+        auth.write_text(json.dumps({"auths": {AUTH_REGISTRY: {"auth": token}}}))
+        auth.chmod(0o600)
+        name_tag, _, digest = target.partition("@")
+        source_by_digest = source.split("@", 1)[0].rsplit(":", 1)[0] + "@" + digest
+        subprocess.run(
+            ["skopeo", "copy", "--quiet", "--preserve-digests", "--format", "v2s2",
+             "--src-tls-verify=false", "--dest-cert-dir", str(certs),
+             "--dest-authfile", str(auth), f"docker://{source_by_digest}",
+             f"docker://{name_tag}"],
+            check=True,
+            timeout=300,
+        )  # fmt: skip
+        auth.unlink()
+        assert _auth_has(AUTH_REGISTRY, AUTH_USER, password, ca_file, target), target
+    return AuthRegistry(AUTH_REGISTRY, AUTH_USER, password, ca_file, images)

@@ -111,43 +111,63 @@ def test_missing_job_id_exits_64(make_job: JobFactory, image, standin: Standin) 
     assert standin.calls() == []
 
 
-def test_import_refuses_enroot_3_5_with_78_before_any_other_call(
-    make_job: JobFactory, standin: Standin
+@pytest.mark.parametrize("version", ["3.4.0", "3.3.99", "2.9.9", "0.0.0"])
+def test_import_refuses_enroot_older_than_3_4_1_with_78_before_any_other_call(
+    make_job: JobFactory, standin: Standin, version: str
 ) -> None:
-    standin.configure(version="3.5.0")
+    standin.configure(version=version)
     job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
 
     result = job.run()
 
     assert result.returncode == 78
     assert standin.commands() == ["version"]
-    assert "3.5.0" in result.stderr and "4.0.0" in result.stderr
+    assert version in result.stderr and "3.4.1" in result.stderr
     assert job.leftover_scratch() == []
 
 
-def test_import_accepts_enroot_4_0_0(make_job: JobFactory, standin: Standin) -> None:
-    standin.configure(version="4.0.0")
+DIGEST_FORM = "docker://127.0.0.1:9#slurm-image-test/none:1@sha256:" + "a" * 64
+TAG_FORM = "docker://127.0.0.1:9#slurm-image-test/none:sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("version", "uri", "squash"),
+    [
+        ("3.4.1", TAG_FORM, "-comp lzo -noD -mem 2048M"),
+        ("3.5.0", TAG_FORM, "-comp lzo -noD -mem 2048M"),
+        ("3.99.99", TAG_FORM, "-comp lzo -noD -mem 2048M"),
+        ("4.0.0", DIGEST_FORM, "-comp lzo -noD -mem 2048M"),
+        ("4.1.2", DIGEST_FORM, "-comp lzo -noD -exit-on-error -mem 2048M"),
+    ],
+)
+def test_import_is_accepted_and_given_the_uri_form_that_enroot_reads(
+    make_job: JobFactory, standin: Standin, version: str, uri: str, squash: str
+) -> None:
+    standin.configure(version=version)
     job = make_job(operation="import_oci", role="client", source=UNREACHABLE)
 
     result = job.run()
 
     # accepted: it imports (here from a registry that is not there: curl's exit 7)
     assert standin.commands() == ["version", "import"]
-    assert standin.calls()[1]["argv"] == [
-        "import",
-        "-o",
-        job.paths.partial,
-        "docker://127.0.0.1:9#slurm-image-test/none:1@sha256:" + "a" * 64,
-    ]
+    assert standin.calls()[1]["argv"] == ["import", "-o", job.paths.partial, uri]
+    event = standin.event("import")  # that Enroot read the registry, image and digest
+    assert (event["user"], event["registry"], event["image"], event["reference"]) == (
+        None,
+        "127.0.0.1:9",
+        "slurm-image-test/none",
+        "sha256:" + "a" * 64,
+    )
     assert result.returncode == 7
+    assert "enroot import from 127.0.0.1:9 failed with status 7" in result.stderr
     assert not Path(job.paths.partial).exists()
     assert not Path(job.paths.candidate).exists()
-    # Enroot 4.0.x has no -exit-on-error in its default squash options
-    assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == "-comp lzo -noD -mem 2048M"
+    # -exit-on-error is in the default squash options of Enroot 4.1.0 and newer only
+    assert standin.calls()[1]["env"]["ENROOT_SQUASH_OPTIONS"] == squash
 
 
 @pytest.mark.parametrize(
-    ("operation", "version"), [("import_oci", "3.1000.0"), ("inspect_sqsh", "2.1500.0")]
+    ("operation", "version"), [("import_oci", "2.1000.0"), ("inspect_sqsh", "2.1500.0")]
 )
 def test_a_large_minor_version_does_not_count_as_a_major_one(
     make_job: JobFactory, image, standin: Standin, operation: str, version: str

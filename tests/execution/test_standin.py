@@ -96,7 +96,7 @@ def test_default_runtime_path_is_refused_for_a_non_root_user(tmp_path: Path) -> 
         ("4.1.2", "docker://localhost:5000#"),
         ("3.5.0", "docker://localhost:5000#img@" + DIGEST),
         ("3.5.0", "docker://localhost:5000#img:1@" + DIGEST),
-        ("3.4.1", "docker://localhost:5000/img@" + DIGEST),
+        ("3.4.1", "docker://localhost:5000#img:1@" + DIGEST),
     ],
 )
 def test_import_refuses_invalid_image_references(
@@ -132,6 +132,11 @@ def test_import_refuses_other_schemes(enroot, uri: str) -> None:
         ("3.5.0", "docker://127.0.0.1:9#img:" + DIGEST, (None, "127.0.0.1:9", "img", DIGEST)),
         ("3.5.0", "docker://ubuntu@" + DIGEST,
          ("ubuntu", "registry-1.docker.io", "library/sha256", "a" * 64)),
+        # 3.x: REG/IMAGE@sha256: makes the registry and image a user name (enroot.md)
+        ("3.4.1", "docker://127.0.0.1:9/team/img@" + DIGEST,
+         ("127.0.0.1:9/team/img", "registry-1.docker.io", "library/sha256", "a" * 64)),
+        ("3.4.1", "docker://127.0.0.1:9#team/img:" + DIGEST,
+         (None, "127.0.0.1:9", "team/img", DIGEST)),
     ],
 )  # fmt: skip
 def test_import_reads_references_like_that_enroot_version(

@@ -210,8 +210,9 @@ def test_a_job_that_cannot_be_observed_is_cancelled() -> None:
     ("version", "ok", "words"),
     [
         ("4.0.0", True, "import and inspect"),
-        ("3.5.0", False, "inspect only; import needs 4.0.0"),
-        ("3.4.9", False, "too old"),
+        ("3.5.0", True, "import and inspect"),
+        ("3.4.9", False, "import only; import needs 3.4.1, inspect 3.5.0"),
+        ("3.4.0", False, "too old; import needs 3.4.1, inspect 3.5.0"),
         ("", False, "printed nothing"),
         ("garbage", False, "printed 'garbage'"),
     ],

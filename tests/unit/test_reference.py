@@ -442,3 +442,36 @@ def test_reference_refuses_any_other_character_in_an_ipv6_literal(number: int, e
     with pytest.raises(InvalidReference) as caught:
         parse_reference(f"[{address}{extra}]/repo@{DIGEST}")
     assert caught.value.field == "source"
+
+
+# -- the Enroot 3.x form: the digest in tag position (enroot.md) -----------------------------
+
+ENROOT_3_URI = re.compile(
+    r"docker://(?P<registry>[^#]+)#(?P<image>[a-z0-9/._-]+):(?P<tag>[A-Za-z0-9._:-]+)"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"nvcr.io/nvidia/pytorch:24.05-py3@{DIGEST}", f"docker://nvcr.io#nvidia/pytorch:{DIGEST}"),
+        (f"ubuntu@{DIGEST}", f"docker://{HUB}#library/ubuntu:{DIGEST}"),
+        (f"docker.io/team/app:1@{DIGEST}", f"docker://{HUB}#team/app:{DIGEST}"),
+        (f"127.0.0.1:5443/a/b:1@{DIGEST}", f"docker://127.0.0.1:5443#a/b:{DIGEST}"),
+    ],
+)
+def test_reference_enroot_3_form_puts_the_digest_in_tag_position(text: str, expected: str) -> None:
+    assert parse_reference(text).enroot_uri_tag_digest == expected
+
+
+@given(references())
+def test_reference_enroot_3_form_reads_back_as_registry_image_and_digest(text: str) -> None:
+    ref = parse_reference(text)
+    match = ENROOT_3_URI.fullmatch(ref.enroot_uri_tag_digest)
+    assert match, ref.enroot_uri_tag_digest
+    assert "@" not in ref.enroot_uri_tag_digest
+    assert (match["registry"], match["image"], match["tag"]) == (
+        ref.enroot_registry,
+        ref.enroot_repository,
+        ref.digest,
+    )

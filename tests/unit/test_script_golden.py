@@ -21,7 +21,7 @@ from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.script import EXIT_CODES, render_script
-from support import FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
+from support import DIGEST, FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("SLURM_IMAGE_UPDATE_GOLDEN") == "1"
@@ -93,7 +93,10 @@ def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
     assert not any("--account" in line or "--qos" in line for line in lines)
     assert not re.search(r"--gres|--gpus|--gpu|gpu", "\n".join(lines), re.IGNORECASE)
     assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
-    assert re.search(r'^enroot import -o "\$PARTIAL" "\$SOURCE_URI"$', script, re.MULTILINE)
+    assert f"readonly SOURCE_URI_TAG_DIGEST='docker://nvcr.io#nvidia/pytorch:{DIGEST}'" in script
+    assert re.search(
+        r'^    enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"', script, re.MULTILINE
+    )
     assert f"# plan sha256: {plan.sha256()}" in script
 
 
