@@ -1,0 +1,383 @@
+"""One benchmark of the whole product: every figure a ratio against a baseline of the same run.
+
+Usage: .venv/bin/python bench/run.py [--quick] [--json]
+
+Run it with the interpreter of the environment the product is installed in (``pip install -e
+'.[test]'``): it imports ``slurm_image`` as installed, times the ``slurm-image`` console script
+next to that interpreter, and borrows the execution tests' harness (tests/execution/harness.py)
+to run the rendered batch job as slurmd does, with the Enroot stand-in. Nothing needs the local
+Slurm cluster or the registry. Rounds run every contestant once in turn, so a noisy neighbour
+slows a figure and its baseline alike; each figure is a ratio of medians.
+
+Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
+  hash_vs_openssl        Sha256Hasher's throughput / ``openssl dgst -sha256``'s, large file
+  job_hash_vs_openssl    the rendered job's ``hash_file`` (bash) / openssl, same file
+  cli_help_vs_python     ``slurm-image --help`` / ``python -c pass``
+  show_vs_python         ``slurm-image show NAME --json`` (1,000 aliases published) / python
+  dry_run_vs_python      ``slurm-image import REF ... --dry-run --json`` / python
+  submit_vs_python       ``slurm-image submit ID`` (recording sbatch stub) / python
+  scheduler_calls_per_poll_100_jobs   scheduler calls in one poll of ``wait`` for 100 jobs
+  sqsh_reads_in_job      bytes the job reads from the .sqsh (and its private copy) / its size
+  job_vs_bare_enroot     the rendered inspect job / ``enroot create`` + ``start python3 -c
+                         pass`` + ``remove`` on the same image, both with the stand-in
+  publish_per_second     publications per second into a local workspace
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parent
+sys.path.insert(0, str(HERE))  # bench/fixtures.py
+sys.path.insert(0, str(REPOSITORY / "tests" / "execution"))  # the job harness
+
+from fixtures import Site, bench_image  # noqa: E402
+from slurm_image.adapters.local_store import LocalStore  # noqa: E402
+from slurm_image.adapters.memory import FakeSubmitter  # noqa: E402
+from slurm_image.adapters.sha256_hasher import Sha256Hasher  # noqa: E402
+from slurm_image.adapters.system_clock import SystemClock  # noqa: E402
+from slurm_image.application.observe import Observe  # noqa: E402
+from slurm_image.application.wait import Wait  # noqa: E402
+
+GOALS: dict[str, tuple[str, float]] = {
+    "hash_vs_openssl": (">=", 0.9),
+    "job_hash_vs_openssl": (">=", 0.9),
+    "cli_help_vs_python": ("<=", 10),
+    "show_vs_python": ("<=", 8),
+    "dry_run_vs_python": ("<=", 15),
+    "submit_vs_python": ("<=", 15),
+    "scheduler_calls_per_poll_100_jobs": ("<=", 1),
+    "sqsh_reads_in_job": ("<=", 2),
+    "job_vs_bare_enroot": ("<=", 1.2),
+}
+
+BIN = Path(sys.executable).parent
+PYTHON = str(Path(sys.executable))
+CLI = str(BIN / "slurm-image")
+
+
+def child_environment() -> dict[str, str]:
+    """The caller's environment as a user has it: bytecode cached, as after ``pip install``
+    (a ``PYTHONDONTWRITEBYTECODE`` left over from a test harness would recompile every module
+    at every start), and no ``SLURM_IMAGE_*`` setting of the caller's."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key != "PYTHONDONTWRITEBYTECODE" and not key.startswith("SLURM_IMAGE_")
+    }
+
+
+ENV = child_environment()
+
+
+def _run(argv: Sequence[str], **options: Any) -> subprocess.CompletedProcess[bytes]:
+    done = subprocess.run(argv, env=options.pop("env", ENV), capture_output=True, **options)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()}")
+    return done
+
+
+def _timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def rounds(contestants: dict[str, Callable[[], object]], count: int) -> dict[str, float]:
+    """Medians of ``count`` rounds, each timing every contestant once, in turn."""
+    samples: dict[str, list[float]] = {name: [] for name in contestants}
+    for _ in range(count):
+        for name, action in contestants.items():
+            samples[name].append(_timed(action))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+# -- hashing ---------------------------------------------------------------------------------
+
+
+def hash_function(script: str) -> str:
+    """The ``hash_file`` function of a rendered job, as its text."""
+    match = re.search(r"^hash_file\(\) \{\n.*?^\}\n", script, re.MULTILINE | re.DOTALL)
+    if match is None:
+        raise SystemExit("the rendered script has no hash_file function")
+    return match.group(0)
+
+
+def hashing(path: Path, script: str, repetitions: int) -> dict[str, float]:
+    expected = _run(["openssl", "dgst", "-sha256", "-r", str(path)]).stdout.split()[0].decode()
+    job_code = f'set -euo pipefail\n{hash_function(script)}hash_file <"$1"\n'
+
+    def openssl() -> None:
+        _run(["openssl", "dgst", "-sha256", "-r", str(path)])
+
+    def ours() -> None:
+        if Sha256Hasher().digest_file(str(path)).sha256 != expected:
+            raise SystemExit("Sha256Hasher disagrees with openssl")
+
+    def job() -> None:
+        out = _run(["bash", "-c", job_code, "bash", str(path)]).stdout.decode().strip()
+        if out != expected:
+            raise SystemExit(f"the job's hash_file gave {out!r}, not {expected}")
+
+    times = rounds({"openssl": openssl, "ours": ours, "job": job}, repetitions)
+    return {
+        "hash_vs_openssl": times["openssl"] / times["ours"],
+        "job_hash_vs_openssl": times["openssl"] / times["job"],
+    }
+
+
+# -- start-up of the commands ----------------------------------------------------------------
+
+
+def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
+    """The CLI's commands against ``python -c pass``; also returns a rendered script."""
+    profile = ["--profile", str(site.sbatch_profile)]
+    source = f"registry.example.org/team/other:1@sha256:{'7' * 64}"
+    dry_run = [CLI, *profile, "import", source, "--name", "dry", "--role", "client"]
+    dry_run += ["--dry-run", "--json"]
+    staged = iter(site.staged(repetitions + 1))
+    calls_before = _calls(site)
+
+    def submit() -> None:
+        out = json.loads(_run([CLI, *profile, "--json", "submit", next(staged)]).stdout)
+        if not out.get("job_id"):
+            raise SystemExit(f"submit answered {out}")
+
+    def show() -> None:
+        out = json.loads(_run([CLI, *profile, "show", "alias0500", "--json"]).stdout)
+        if out["name"] != "alias0500":
+            raise SystemExit(f"show answered {out}")
+
+    contestants: dict[str, Callable[[], object]] = {
+        "python": lambda: _run([PYTHON, "-c", "pass"]),
+        "help": lambda: _run([CLI, "--help"]),
+        "show": show,
+        "dry_run": lambda: _run(dry_run),
+        "submit": submit,
+    }
+    for action in contestants.values():  # warm: bytecode written, page cache filled
+        action()
+    times = rounds(contestants, repetitions)
+    if _calls(site) - calls_before != repetitions + 1:
+        raise SystemExit("submit did not call the sbatch stub once per submission")
+    script = json.loads(_run(dry_run).stdout)["script"]
+    base = times["python"]
+    figures = {
+        "cli_help_vs_python": times["help"] / base,
+        "show_vs_python": times["show"] / base,
+        "dry_run_vs_python": times["dry_run"] / base,
+        "submit_vs_python": times["submit"] / base,
+    }
+    return figures | {"python_ms": base * 1000}, script
+
+
+def _calls(site: Site) -> int:
+    if not site.sbatch_calls.exists():
+        return 0
+    return len(site.sbatch_calls.read_text().splitlines())
+
+
+# -- the scheduler and the store -------------------------------------------------------------
+
+
+class CountingSubmitter:
+    """A ``BatchSubmitter`` that counts every call reaching the scheduler."""
+
+    def __init__(self, inner: FakeSubmitter) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+def scheduler_calls_per_poll(site: Site, jobs: int) -> int:
+    """Submit ``jobs`` attempts, leave them RUNNING, and count the calls of one poll."""
+    fake = FakeSubmitter()
+    counting = CountingSubmitter(fake)
+    submit = site.fake.container.submit(submitter=counting)
+    ids = site.staged(jobs, site.fake)
+    for lifecycle_id in ids:
+        fake.start(submit.staged(lifecycle_id).job_id)
+    store = LocalStore(str(site.root))
+    wait = Wait(Observe(store, counting), SystemClock(), sleep=lambda _: None)
+    counting.calls = 0
+    result = wait(ids, timeout_s=0)
+    if len(result.lifecycles) != jobs or not result.timed_out:
+        raise SystemExit("the poll did not see every job running")
+    return counting.calls
+
+
+def publications(site: Site, count: int) -> tuple[float, list[str]]:
+    """Publications per second: finished attempts published one after another."""
+    sqsh = b"hsqs" + bytes(60) + os.urandom(4096)
+    ids = [site.publish_finished(f"pub{i:03d}", sqsh) for i in range(count)]
+    elapsed = _timed(lambda: [site.publish(lifecycle_id) for lifecycle_id in ids])
+    return count / elapsed, ids
+
+
+# -- the job ---------------------------------------------------------------------------------
+
+
+def job_figures(base: Path, repetitions: int, filler_mib: int) -> dict[str, float]:
+    from harness import Job, Standin
+
+    image = bench_image(base, filler_mib)
+    size = image.stat().st_size
+    counter = 0
+
+    def fresh_job() -> Job:
+        nonlocal counter
+        counter += 1
+        directory = base / f"job{counter}"
+        directory.mkdir()
+        return Job(
+            directory,
+            Standin(directory / "standin"),
+            operation="inspect_sqsh",
+            role="client",
+            source=str(image),
+        )
+
+    def run_job() -> None:
+        job = fresh_job()
+        result = job.run()
+        if result.returncode != 0:
+            raise SystemExit(f"the job failed ({result.returncode}): {result.stderr}")
+
+    def bare() -> None:
+        nonlocal counter
+        counter += 1
+        directory = base / f"bare{counter}"
+        directory.mkdir()
+        standin = Standin(directory / "standin")
+        scratch = directory / "scratch"
+        scratch.mkdir(mode=0o700)
+        env = {
+            "PATH": f"{standin.bin}:/usr/bin:/bin",
+            "HOME": str(directory),
+            "ENROOT_TEMP_PATH": str(scratch),
+            "ENROOT_DATA_PATH": str(scratch / "data"),
+            "ENROOT_CACHE_PATH": str(scratch / "cache"),
+            "ENROOT_RUNTIME_PATH": str(scratch / "run"),
+        }
+        enroot = str(standin.bin / "enroot")
+        _run([enroot, "create", "--name", "bare", str(image)], env=env)
+        _run([enroot, "start", "--root", "bare", "python3", "-c", "pass"], env=env)
+        _run([enroot, "remove", "-f", "bare"], env=env)
+
+    run_job()
+    bare()
+    times = rounds({"job": run_job, "bare": bare}, repetitions)
+    return {
+        "job_vs_bare_enroot": times["job"] / times["bare"],
+        "sqsh_reads_in_job": sqsh_reads(fresh_job(), image, size),
+    }
+
+
+READ = re.compile(r"^\d+\s+(?:read|pread64|readv|preadv|preadv2)\((\d+)<([^>]*)>.*\)\s+=\s+(\d+)$")
+
+
+def sqsh_reads(job: Any, image: Path, size: int) -> float:
+    """Bytes read from the image or any ``.sqsh`` the job made of it, per image size (strace:
+    every process and thread of the job, Enroot's included)."""
+    trace = job.tmp / "strace.log"
+    spool = job.tmp / "spool" / f"job{job.job_id}" / "slurm_script"
+    spool.parent.mkdir(parents=True, mode=0o700)
+    spool.write_text(job.script)
+    spool.chmod(0o500)
+    done = subprocess.run(
+        [
+            *("strace", "-f", "-qq", "-y", "-s", "0"),
+            *("-e", "trace=read,pread64,readv,preadv,preadv2", "-e", "signal=none"),
+            *("-o", str(trace), str(spool)),
+        ],
+        cwd=job.job_dir,
+        env=job.environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the traced job failed ({done.returncode}): {done.stderr}")
+    total = 0
+    for line in trace.read_text().splitlines():
+        match = READ.match(line)
+        if match and (match.group(2) == str(image) or match.group(2).endswith(".sqsh")):
+            total += int(match.group(3))
+    return total / size
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller files")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = parser.parse_args()
+    repetitions = 5 if args.quick else 11
+    hash_mib = 256 if args.quick else 1024
+    aliases = 1000
+
+    started = time.perf_counter()
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="slurm-image-bench-") as tmp:
+        base = Path(tmp)
+        site = Site(base / "site")
+        sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
+        site.publish(site.publish_finished("alias0000", sqsh))
+        for i in range(1, aliases):
+            site.alias(f"alias{i:04d}")
+        per_second, _ = publications(site, 20 if args.quick else 100)
+        figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
+        startup, script = commands(site, repetitions)
+        figures |= startup
+        big = base / "large.bin"
+        with big.open("wb") as handle:
+            for _ in range(hash_mib):
+                handle.write(os.urandom(1 << 20))
+        figures |= hashing(big, script, 3 if args.quick else 5)
+        big.unlink()
+        (base / "job").mkdir()
+        figures |= job_figures(base / "job", 3 if args.quick else 7, 16 if args.quick else 64)
+        figures["publish_per_second"] = per_second
+    figures["seconds"] = time.perf_counter() - started
+    rounded = {key: round(value, 2) for key, value in figures.items()}
+    if args.json:
+        print(json.dumps(rounded, sort_keys=True))
+        return 0
+    for key, value in rounded.items():
+        goal = GOALS.get(key)
+        verdict = ""
+        if goal is not None:
+            kind, bound = goal
+            met = value >= bound if kind == ">=" else value <= bound
+            verdict = f"  (goal {kind} {bound}: {'met' if met else 'MISSED'})"
+        print(f"{key:36} {value}{verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
