@@ -1,6 +1,8 @@
 """The ``slurm-image`` command line (cli.md). Parses, calls ``Lifecycles`` (the Python API,
-``entrypoints.api``), prints. Heavy modules (the container, the scheduler adapters, rich) are
-imported inside the commands that need them."""
+``entrypoints.api``), prints. At module level only the standard library, typer and the domain's
+stdlib-only modules are imported: everything else (pydantic models, the container, the use
+cases, the adapters, rich) is imported inside the commands that need it, so ``--help`` loads
+none of it (tests/cli/test_lazy_imports.py)."""
 
 from __future__ import annotations
 
@@ -11,21 +13,20 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
-from slurm_image.domain.request import Operation, make_request
 from slurm_image.entrypoints.doctor_command import doctor_command
-from slurm_image.entrypoints.errors import EXIT_INTERNAL, EXIT_INVALID, describe, exit_code_for
+from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL, EXIT_INVALID
 
 if TYPE_CHECKING:
     from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.publication import AliasRecord
+    from slurm_image.domain.request import Operation
     from slurm_image.entrypoints.api import Lifecycles, Outcome
 
 PROG = "slurm-image"
@@ -45,6 +46,8 @@ class CommandFailed(Exception):
     """An error already mapped to an exit code, with an optional hint on what to do next."""
 
     def __init__(self, error: BaseException, hint: str | None = None) -> None:
+        from slurm_image.entrypoints.errors import describe
+
         self.error = error
         self.hint = hint
         super().__init__(describe(error))
@@ -65,6 +68,8 @@ app = typer.Typer(
 
 
 def _product_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("slurm-image-lifecycle")
     except PackageNotFoundError:
@@ -178,6 +183,8 @@ def _lifecycle_command(
     flags: LifecycleFlags,
 ) -> None:
     """Validate everything (profile, request, submitter) before the first file is created."""
+    from slurm_image.domain.request import make_request
+
     options = _options(ctx, flags.json_output)
     try:
         if flags.wait and (flags.dry_run or flags.no_submit):
@@ -630,6 +637,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command.main(args=argv, prog_name=PROG, standalone_mode=False)
     except CommandFailed as failure:
+        from slurm_image.entrypoints.errors import describe, exit_code_for
+
         hint = f" ({failure.hint})" if failure.hint else ""
         _fail(exit_code_for(failure.error), describe(failure.error) + hint)
     except typer.Exit as done:
@@ -643,6 +652,8 @@ def main(argv: list[str] | None = None) -> None:
     except typer.TyperException as error:
         _fail(EXIT_INVALID, " ".join(error.format_message().split()))
     except Exception as error:
+        from slurm_image.entrypoints.errors import describe
+
         _fail(EXIT_INTERNAL, f"internal error: {describe(error)} (please report this)")
 
 

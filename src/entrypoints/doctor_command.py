@@ -9,56 +9,56 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from slurm_image.adapters.statfs import StatfsFilesystems
-from slurm_image.application.doctor import (
-    DEFAULT_TIMEOUT_S,
-    ENROOT,
-    JOB,
-    LOCAL_SCRATCH,
-    PARTITION,
-    PROFILE,
-    SQUASHFS_TOOLS,
-    SUBMITTER,
-    WORKSPACE,
-    Doctor,
-    DoctorReport,
-    profile_failed,
-)
-from slurm_image.domain.errors import DomainError
-from slurm_image.domain.profile import ProfileSelection
-from slurm_image.entrypoints.container import build_container, require_submitter
-from slurm_image.entrypoints.errors import (
+from slurm_image.entrypoints.exit_codes import (
     EXIT_INVALID,
     EXIT_JOB_FAILED,
     EXIT_OK,
     EXIT_SCHEDULER,
-    describe,
 )
-from slurm_image.entrypoints.profile_loader import PROFILE_ENV, load_profile, profile_path
 
-EXIT_FOR_CHECK = {
-    PROFILE: EXIT_INVALID,
-    WORKSPACE: EXIT_INVALID,
-    SUBMITTER: EXIT_SCHEDULER,
-    PARTITION: EXIT_SCHEDULER,
-    JOB: EXIT_JOB_FAILED,
-    ENROOT: EXIT_JOB_FAILED,
-    SQUASHFS_TOOLS: EXIT_JOB_FAILED,
-    LOCAL_SCRATCH: EXIT_JOB_FAILED,
-}
+if TYPE_CHECKING:
+    from slurm_image.application.doctor import DoctorReport
+    from slurm_image.domain.profile import ProfileSelection
+
+# application.doctor.DEFAULT_TIMEOUT_S, written out so that building the command line (and its
+# --help) loads nothing of the doctor; tests/cli/test_lazy_imports.py checks that they agree.
+DEFAULT_TIMEOUT_S = 300.0
 
 
 def exit_code(report: DoctorReport) -> int:
+    from slurm_image.application.doctor import (
+        ENROOT,
+        JOB,
+        LOCAL_SCRATCH,
+        PARTITION,
+        PROFILE,
+        SQUASHFS_TOOLS,
+        SUBMITTER,
+        WORKSPACE,
+    )
+
+    exit_for_check = {
+        PROFILE: EXIT_INVALID,
+        WORKSPACE: EXIT_INVALID,
+        SUBMITTER: EXIT_SCHEDULER,
+        PARTITION: EXIT_SCHEDULER,
+        JOB: EXIT_JOB_FAILED,
+        ENROOT: EXIT_JOB_FAILED,
+        SQUASHFS_TOOLS: EXIT_JOB_FAILED,
+        LOCAL_SCRATCH: EXIT_JOB_FAILED,
+    }
     failed = report.first_failure
-    return EXIT_OK if failed is None else EXIT_FOR_CHECK[failed.name]
+    return EXIT_OK if failed is None else exit_for_check[failed.name]
 
 
 def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
     """Which file, which cluster, and why each was chosen."""
+    from slurm_image.entrypoints.profile_loader import PROFILE_ENV, profile_path
+
     path = profile_path(explicit, os.environ)
     if explicit:
         why_file = "--profile"
@@ -81,6 +81,13 @@ def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
 
 
 def _diagnose(options: Any, timeout_s: float) -> DoctorReport:
+    from slurm_image.adapters.statfs import StatfsFilesystems
+    from slurm_image.application.doctor import Doctor, profile_failed
+    from slurm_image.domain.errors import DomainError
+    from slurm_image.entrypoints.container import build_container, require_submitter
+    from slurm_image.entrypoints.errors import describe
+    from slurm_image.entrypoints.profile_loader import load_profile, profile_path
+
     try:
         profile, selection = load_profile(
             profile_path(options.profile, os.environ), cluster=options.cluster

@@ -17,6 +17,16 @@ from slurm_image.application.errors import (
 from slurm_image.application.observe import SubmitterMismatch
 from slurm_image.application.wait import WaitTimedOut
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.entrypoints.exit_codes import (
+    EXIT_CONFLICT,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    EXIT_SCHEDULER,
+    EXIT_VERIFICATION,
+    EXIT_WAIT_TIMEOUT,
+)
 from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.lock import LockTimeout
@@ -31,14 +41,18 @@ from slurm_image.ports.workspace import (
     UnsafePath,
 )
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_INVALID = 2
-EXIT_SCHEDULER = 3
-EXIT_JOB_FAILED = 4
-EXIT_VERIFICATION = 5
-EXIT_CONFLICT = 6
-EXIT_WAIT_TIMEOUT = 7
+__all__ = [
+    "EXIT_CONFLICT",
+    "EXIT_INTERNAL",
+    "EXIT_INVALID",
+    "EXIT_JOB_FAILED",
+    "EXIT_OK",
+    "EXIT_SCHEDULER",
+    "EXIT_VERIFICATION",
+    "EXIT_WAIT_TIMEOUT",
+    "describe",
+    "exit_code_for",
+]
 
 # Most specific first: the first matching row decides.
 EXIT_CODES: list[tuple[type[BaseException], int]] = [
