@@ -18,18 +18,23 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from slurm_image.application.catalog import Removed
-from slurm_image.application.observe import LifecycleStatus
-from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
-from slurm_image.application.submit import Submission
-from slurm_image.application.wait import Progress, WaitResult, require_success
-from slurm_image.domain.profile import ProfileSelection, SiteProfile
-from slurm_image.domain.publication import AliasRecord, StoreLayout
-from slurm_image.domain.reference import parse_reference
-from slurm_image.domain.request import Operation, Request, make_request
+from slurm_image.domain.request import make_request
 from slurm_image.entrypoints.container import Container, build_container, require_submitter
 from slurm_image.entrypoints.profile_loader import load_profile, profile_path
+
+if TYPE_CHECKING:
+    # The use cases are imported by the container's providers when a method first needs one:
+    # resolving an alias loads nothing of the scheduler's side.
+    from slurm_image.application.catalog import Removed
+    from slurm_image.application.observe import LifecycleStatus
+    from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
+    from slurm_image.application.submit import Submission
+    from slurm_image.application.wait import Progress, WaitResult
+    from slurm_image.domain.profile import ProfileSelection, SiteProfile
+    from slurm_image.domain.publication import AliasRecord
+    from slurm_image.domain.request import Operation, Request
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +193,8 @@ class Lifecycles:
         )
         if not wait:
             return Outcome(submission.lifecycle_id, SUBMITTED, job_id=submission.job_id)
+        from slurm_image.application.wait import require_success
+
         require_success(self.wait([submission.lifecycle_id], timeout_s=timeout_s, on_poll=on_poll))
         record = self.publish(submission.lifecycle_id, replace=replace)
         return Outcome(
@@ -195,6 +202,9 @@ class Lifecycles:
         )
 
     def _from_store(self, request: Request, replace: bool) -> Outcome | Request:
+        from slurm_image.domain.publication import StoreLayout
+        from slurm_image.domain.reference import parse_reference
+
         publisher = self.container.publish()
         source = publisher.stored_source(parse_reference(request.source).digest)
         if source is None:
