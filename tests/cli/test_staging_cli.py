@@ -28,14 +28,15 @@ from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.paths import AttemptLayout
 from support import unavailable
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 
 
 def run(*args: str, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC}
+    """The installed package's command line, in a fresh process."""
+    env = dict(os.environ)
     env.pop("SLURM_IMAGE_PROFILE", None)
-    command = [*prefix, sys.executable, "-m", "entrypoints", *args]
+    env.pop("PYTHONPATH", None)
+    command = [*prefix, sys.executable, "-m", "slurm_image.entrypoints.cli", *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 

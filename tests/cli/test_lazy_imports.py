@@ -1,0 +1,166 @@
+"""A command imports only what it uses: ``--help`` nothing of pydantic, the container or the use
+cases; ``show`` and ``list`` nothing of the scheduler's adapters; nothing but ``kind = "rest"``
+the HTTP client. Each command runs in a fresh process of the installed package, which then
+reports the modules it loaded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_image import Lifecycles
+from slurm_image.domain.paths import AttemptLayout
+from slurm_image.domain.request import make_request
+
+SOURCE = "registry.example.org/team/app:1@sha256:" + "5" * 64
+SQSH = b"hsqs" + bytes(60) + b"the image"
+
+# Runs the console entry point, then writes the names of the loaded modules to $REPORT.
+PROBE = """
+import json, os, sys
+from slurm_image.entrypoints.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as done:
+    code = done.code
+else:
+    code = 0
+with open(os.environ["REPORT"], "w") as report:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, report)
+"""
+
+SCHEDULER = (
+    "httpx",
+    "tenacity",
+    "slurm_image.adapters.slurmrest",
+    "slurm_image.adapters.sbatch",
+    "slurm_image.adapters.retry",
+    "slurm_image.adapters.memory",
+)
+
+
+def loaded(tmp_path: Path, *args: str) -> set[str]:
+    report = tmp_path / "modules.json"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_IMAGE_")}
+    env.pop("PYTHONPATH", None)
+    env["REPORT"] = str(report)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result = json.loads(report.read_text())
+    assert result["code"] in (0, None), done.stderr
+    return set(result["modules"])
+
+
+def of(modules: set[str], *packages: str) -> list[str]:
+    """The modules of ``packages`` (each a package or module name) among ``modules``."""
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def _profile(path: Path, root: Path, kind: str, sbatch: Path) -> Path:
+    path.write_text(
+        f'workspace_root = "{root}"\n'
+        "[image_build]\n"
+        'partition = "cpu"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:10:00"\n'
+        f'[submitter]\nkind = "{kind}"\n'
+        f'[submitter.sbatch]\nsbatch = "{sbatch}"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> dict[str, Path]:
+    """A workspace with one published alias (``app``), profiles for the in-memory scheduler
+    and for a stub ``sbatch`` that answers with a job id at once."""
+    root = tmp_path / "ws"
+    root.mkdir(mode=0o700)
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text("#!/bin/sh\ncat >/dev/null\necho 4242\n")
+    sbatch.chmod(0o755)
+    fake = _profile(tmp_path / "fake.toml", root, "fake", sbatch)
+    lifecycles = Lifecycles.from_profile(str(fake), environ={})
+    request = make_request("import_oci", name="app", role="client", source=SOURCE)
+    prepared = lifecycles.stage(request)
+    submission = lifecycles.container.submit()(prepared)
+    Path(prepared.plan.paths.sqsh).write_bytes(SQSH)
+    record = {
+        "schema_version": 1,
+        "inspector_version": "1.0.0",
+        "role": "client",
+        "sqsh_sha256": hashlib.sha256(SQSH).hexdigest(),
+        "facts": {
+            "python": {"implementation": "cpython", "version": "3.11.2", "abi": "cp311"},
+            "distributions": [{"name": "pip", "version": "23.0.1"}],
+            "installer": {"name": "pip", "version": "23.0.1", "path": "/usr/bin/pip"},
+        },
+    }
+    Path(prepared.plan.paths.result).write_text(json.dumps(record))
+    lifecycles.container.submitter().finish(submission.job_id, 0)
+    lifecycles.publish(prepared.lifecycle_id)
+    return {"fake": fake, "sbatch": _profile(tmp_path / "sbatch.toml", root, "sbatch", sbatch)}
+
+
+def test_help_loads_no_model_no_container_and_no_use_case(tmp_path: Path) -> None:
+    modules = loaded(tmp_path, "--help")
+    assert "slurm_image.entrypoints.cli" in modules
+    assert (
+        of(
+            modules,
+            "pydantic",
+            "dependency_injector",
+            "httpx",
+            "importlib.metadata",
+            "slurm_image.adapters",
+            "slurm_image.application",
+            "slurm_image.entrypoints.container",
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize("command", [["show", "app", "--json"], ["list", "--json"]])
+def test_show_and_list_load_nothing_of_the_scheduler(
+    tmp_path: Path, site: dict[str, Path], command: list[str]
+) -> None:
+    modules = loaded(tmp_path, "--profile", str(site["sbatch"]), *command)
+    assert "slurm_image.application.catalog" in modules
+    assert "slurm_image.adapters.local_store" in modules
+    assert of(modules, *SCHEDULER) == []
+
+
+def test_show_verify_validates_and_rehashes_without_the_scheduler(
+    tmp_path: Path, site: dict[str, Path]
+) -> None:
+    modules = loaded(tmp_path, "--profile", str(site["sbatch"]), "show", "app", "--verify")
+    assert "slurm_image.adapters.local_store" in modules
+    assert of(modules, *SCHEDULER) == []
+
+
+def test_submit_through_sbatch_never_loads_the_http_client(
+    tmp_path: Path, site: dict[str, Path]
+) -> None:
+    sbatch = Lifecycles.from_profile(str(site["sbatch"]), environ={})
+    staged = sbatch.import_image(SOURCE, name="other", role="client", submit=False)
+    modules = loaded(tmp_path, "--profile", str(site["sbatch"]), "submit", staged.lifecycle_id)
+    assert "slurm_image.adapters.sbatch" in modules
+    assert of(modules, "httpx", "slurm_image.adapters.slurmrest") == []
+    layout = AttemptLayout(sbatch.profile.workspace_root, staged.lifecycle_id)
+    assert json.loads(Path(layout.submission_record).read_text())["job_id"] == "4242"
+
+
+def test_the_doctor_commands_default_timeout_is_the_doctors() -> None:
+    from slurm_image.application.doctor import DEFAULT_TIMEOUT_S
+    from slurm_image.entrypoints import doctor_command
+
+    assert doctor_command.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
