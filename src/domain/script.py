@@ -351,21 +351,44 @@ rootfs_real=$(realpath -e -- "$ROOTFS")
 readonly ROOTFS_MOUNT_SUFFIX=/${scratch##*/}/data/$CONTAINER_NAME
 image_processes() {
     local entry root
+    local -a others=()
+    local -A found=()
     for entry in /proc/[0-9]*; do
         [ -O "$entry" ] || continue
         if [ "$entry/root/" -ef "$rootfs_real" ]; then
-            printf '%s\n' "${entry#/proc/}"
-            continue
-        fi
-        root=$(readlink -- "$entry/root" 2>/dev/null) || continue
-        if [[ $root == "$rootfs_real" || $root == "$rootfs_real"/* ]] ||
-            awk -v suffix="$ROOTFS_MOUNT_SUFFIX" '
-                { n = length($4) - length(suffix) }
-                n >= 0 && substr($4, n + 1) == suffix { found = 1; exit }
-                END { exit !found }' "$entry/mountinfo" 2>/dev/null; then
-            printf '%s\n' "${entry#/proc/}"
+            found[${entry#/proc/}]=1
+        else
+            others+=("$entry")
         fi
     done
+    # One find (readlink) and one awk for all the others, not a process each per process: as
+    # root, or for a user running many processes, that would cost seconds per look.
+    if ((${#others[@]})); then
+        while IFS= read -r -d '' entry && IFS= read -r -d '' root; do
+            if [[ -n $root && ($root == "$rootfs_real" || $root == "$rootfs_real"/*) ]]; then
+                found[${entry#/proc/}]=1
+            fi
+        done < <(find "${others[@]/%//root}" -maxdepth 0 -printf '%h\0%l\0' 2>/dev/null)
+        while IFS= read -r entry; do
+            found[${entry#/proc/}]=1
+        done < <(awk -v suffix="$ROOTFS_MOUNT_SUFFIX" '
+            BEGIN {
+                for (i = 1; i < ARGC; i++) {
+                    file = ARGV[i]
+                    while ((getline line < file) > 0) {
+                        split(line, field, " ")
+                        n = length(field[4]) - length(suffix)
+                        if (n >= 0 && substr(field[4], n + 1) == suffix) {
+                            print substr(file, 1, length(file) - length("/mountinfo"))
+                            break
+                        }
+                    }
+                    close(file)
+                }
+            }' "${others[@]/%//mountinfo}" 2>/dev/null)
+    fi
+    ((${#found[@]})) || return 0
+    printf '%s\n' "${!found[@]}"
 }
 reap_image() {
     local round pids
