@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ from slurm_image.application.errors import (
 )
 from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
 from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
@@ -43,17 +43,10 @@ from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import (
     ARTIFACT_MODE,
-    PUBLIC_DIRECTORY_MODE,
-    RECORD_MODE,
-    STORE_RECORD_MAX_BYTES,
     AliasRecord,
     PublicationMarker,
     SourceRecord,
-    StoreLayout,
     facts_of,
-    load_alias,
-    load_marker,
-    load_source,
 )
 from slurm_image.domain.request import Request
 from slurm_image.ports.clock import Clock
@@ -64,7 +57,6 @@ from slurm_image.ports.workspace import AlreadyExists, WorkspaceError
 
 log = logging.getLogger(__name__)
 
-STORE_LOCK = "store"
 DEFAULT_LOCK_TIMEOUT_S = 60.0
 CHECKPOINTS = ("verified", "marker", "artifact", "source", "alias", "done")
 """The steps after which ``checkpoint`` is called: a crash test stops the process there."""
@@ -74,11 +66,6 @@ _ARTICLE = {
     "symlink": "a symlink",
     "other": "special",
 }
-_TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
-
-
-def alias_lock(name: str) -> str:
-    return f"alias.{name}"
 
 
 def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
@@ -96,126 +83,6 @@ class Publication:
 
     record: AliasRecord
     changed: bool
-
-
-class StoreRecords:
-    """Read and write the store's records (shared by publish, recovery and the catalog)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.layout = StoreLayout(store.root)
-
-    def prepare_directories(self) -> None:
-        for directory in (self.layout.artifacts, self.layout.aliases, self.layout.sources):
-            self.store.ensure_directory(directory, mode=PUBLIC_DIRECTORY_MODE)
-        for directory in (self.layout.publishing, self.layout.markers, self.layout.staging):
-            self.store.ensure_directory(directory, mode=0o700)
-
-    def _read(self, path: str) -> bytes | None:
-        try:
-            if self.store.entry_kind(path) is None:
-                return None
-            return self.store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
-        except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
-
-    def alias(self, name: str) -> AliasRecord | None:
-        data = self._read(self.layout.alias(name))
-        if data is None:
-            return None
-        try:
-            record = load_alias(data)
-        except DomainError as error:
-            raise VerificationFailed(
-                self.layout.alias(name), f"{error.field}: {error.rule}"
-            ) from None
-        if record.name != name:
-            raise VerificationFailed(self.layout.alias(name), "names another alias")
-        return record
-
-    def source(self, source_digest: str) -> SourceRecord | None:
-        data = self._read(self.layout.source(source_digest))
-        if data is None:
-            return None
-        try:
-            return load_source(data)
-        except DomainError:
-            return None  # a damaged source record only costs a new import
-
-    def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
-        if self.store.entry_kind(self.layout.sources) != "directory":
-            return None
-        for entry in self.store.list_directory(self.layout.sources):
-            if entry.endswith(".json"):
-                found = self.source(entry.removesuffix(".json"))
-                if found is not None and found.sqsh_sha256 == sqsh_sha256:
-                    return found
-        return None
-
-    def write_alias(self, record: AliasRecord) -> None:
-        self.store.publish_file(
-            self.layout.alias(record.name),
-            record.canonical_bytes(),
-            mode=RECORD_MODE,
-            staging=self.layout.publishing,
-        )
-
-    def write_source(self, record: SourceRecord) -> None:
-        self.store.publish_file(
-            self.layout.source(record.source_digest),
-            record.canonical_bytes(),
-            mode=RECORD_MODE,
-            staging=self.layout.staging,
-        )
-
-    def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
-        if self.store.entry_kind(path) != "file":
-            return False
-        try:
-            return self.store.digest(path).sha256 == sqsh_sha256
-        except WorkspaceError:
-            return False
-
-    def recover(self, name: str) -> None:
-        """Finish or roll back a publication of ``name`` that a crashed process left.
-
-        The caller holds the alias lock. The marker is written whole (atomically) or not at all.
-        """
-        marker_path = self.layout.marker(name)
-        data = self._read(marker_path)
-        if data is not None:
-            try:
-                marker: PublicationMarker | None = load_marker(data)
-            except DomainError:
-                marker = None
-            if marker is not None and marker.alias.name == name:
-                self._finish(marker)
-            self.store.remove_file(marker_path)
-            log.info("recovered an interrupted publication of %s", name)
-        if self.store.entry_kind(self.layout.publishing) != "directory":
-            return
-        prefix = f"{name}.json"
-        for entry in self.store.list_directory(self.layout.publishing):
-            rest = entry[len(prefix) :] if entry.startswith(prefix) else ""
-            if _TEMPORARY.fullmatch(rest):
-                self.store.remove_file(f"{self.layout.publishing}/{entry}")
-
-    def _finish(self, marker: PublicationMarker) -> None:
-        alias = marker.alias
-        candidate = marker.candidate
-        if (
-            candidate is not None
-            and self.store.entry_kind(alias.path) is None
-            and self.store.entry_kind(candidate) == "file"
-        ):
-            digest = self.store.digest(candidate)
-            if digest.sha256 == alias.sqsh_sha256:
-                self.store.install(candidate, alias.path, expected=digest, mode=ARTIFACT_MODE)
-        if not self.artifact_matches(alias.path, alias.sqsh_sha256):
-            return  # never got as far as the artifact: the old state stands
-        if marker.source is not None:
-            self.write_source(marker.source)
-        self.write_alias(alias)
 
 
 class Publish:

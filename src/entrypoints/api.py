@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from slurm_image.domain.request import make_request
 from slurm_image.entrypoints.container import Container, build_container, require_submitter
 from slurm_image.entrypoints.profile_loader import load_profile, profile_path
 
 if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
-    from slurm_image.application.catalog import Removed
+    from slurm_image.application.maintain import Removed
     from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.submit import Submission
@@ -35,6 +34,14 @@ if TYPE_CHECKING:
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation, Request
+
+
+def make_request(operation: Operation, *, name: str, role: str, source: str) -> Request:
+    """``domain.request.make_request``, imported when a lifecycle is first asked for."""
+    from slurm_image.domain.request import make_request as make
+
+    return make(operation, name=name, role=role, source=source)
+
 
 log = logging.getLogger(__name__)
 

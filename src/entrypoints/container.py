@@ -11,7 +11,6 @@ from dependency_injector import containers, providers
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidProfile
-from slurm_image.entrypoints.runtime_files import load_runtime_files
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -26,13 +25,15 @@ if TYPE_CHECKING:
     from slurm_image.adapters.slurmrest import RestSubmitter
     from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.application.cancel import Cancel
-    from slurm_image.application.catalog import Catalog, Maintain
+    from slurm_image.application.catalog import Catalog
+    from slurm_image.application.maintain import Maintain
     from slurm_image.application.observe import Observe
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
     from slurm_image.domain.profile import SiteProfile
+    from slurm_image.domain.runtime import RuntimeFiles
     from slurm_image.ports.submitter import BatchSubmitter
 
 SUBMITTER_GROUP = "slurm_image.submitters"
@@ -41,6 +42,12 @@ SUBMITTER_GROUP = "slurm_image.submitters"
 # when it is first called: a command loads only what it uses (no HTTP client unless
 # kind = "rest", nothing of the scheduler for show, list or --help), while this container stays
 # the one place where everything is chosen and wired.
+
+
+def _runtime_files() -> RuntimeFiles:
+    from slurm_image.entrypoints.runtime_files import load_runtime_files
+
+    return load_runtime_files()
 
 
 def _clock() -> SystemClock:
@@ -152,7 +159,7 @@ def _catalog(**wiring: Any) -> Catalog:
 
 
 def _maintain(**wiring: Any) -> Maintain:
-    from slurm_image.application.catalog import Maintain
+    from slurm_image.application.maintain import Maintain
 
     return Maintain(**wiring)
 
@@ -163,7 +170,7 @@ class Container(containers.DeclarativeContainer):
     config = providers.Configuration(strict=True)
 
     clock = providers.Singleton(_clock)
-    runtime_files = providers.Singleton(load_runtime_files)
+    runtime_files = providers.Singleton(_runtime_files)
     hasher = providers.Singleton(_hasher)
     credentials_file = providers.Singleton(_credentials_file)
     workspace = providers.Singleton(_workspace, root=config.workspace_root)

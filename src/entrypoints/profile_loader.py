@@ -159,9 +159,13 @@ def load_profile(
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise InvalidProfile("profile", f"is not valid TOML: {error}") from None
     document = apply_overrides(document, environ)
+    if hostnames is None:
+        # Only a catalog without --cluster is chosen by host name: a single profile never asks
+        # the resolver for this host's fully qualified name.
+        hostnames = host_names() if "clusters" in document and cluster is None else []
     return select_cluster(
         document,
         explicit=cluster,
-        hostnames=host_names() if hostnames is None else hostnames,
+        hostnames=hostnames,
         catalog_sha256=hashlib.sha256(data).hexdigest(),
     )

@@ -1,7 +1,7 @@
 """A command imports only what it uses: ``--help`` nothing of pydantic, the container or the use
-cases; ``show`` and ``list`` nothing of the scheduler's adapters; nothing but ``kind = "rest"``
-the HTTP client. Each command runs in a fresh process of the installed package, which then
-reports the modules it loaded."""
+cases; ``show`` and ``list`` nothing of the scheduler nor of the lifecycle's use cases; nothing
+but ``kind = "rest"`` the HTTP client. Each command runs in a fresh process of the installed
+package, which then reports the modules it loaded."""
 
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ with open(os.environ["REPORT"], "w") as report:
     json.dump({"code": code, "modules": sorted(sys.modules)}, report)
 """
 
+# What only lifecycles and publication need: resolving a name loads none of it.
+LIFECYCLE_SIDE = (
+    "slurm_image.application.observe",
+    "slurm_image.application.wait",
+    "slurm_image.application.submit",
+    "slurm_image.application.prepare",
+    "slurm_image.application.publish",
+    "slurm_image.application.maintain",
+    "slurm_image.domain.plan",
+    "slurm_image.domain.script",
+)
 SCHEDULER = (
     "httpx",
     "tenacity",
@@ -137,6 +148,7 @@ def test_show_and_list_load_nothing_of_the_scheduler(
     assert "slurm_image.application.catalog" in modules
     assert "slurm_image.adapters.local_store" in modules
     assert of(modules, *SCHEDULER) == []
+    assert of(modules, *LIFECYCLE_SIDE) == []
 
 
 def test_show_verify_validates_and_rehashes_without_the_scheduler(

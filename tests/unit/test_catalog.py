@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from publish_support import SQSH_BYTES, PublishLab
-from slurm_image.application.catalog import Catalog, Maintain
+from slurm_image.application.catalog import Catalog
 from slurm_image.application.errors import StillRunning, UnknownAlias, VerificationFailed
+from slurm_image.application.maintain import Maintain
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.publication import parse_age
 

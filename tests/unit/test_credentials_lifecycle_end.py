@@ -11,8 +11,8 @@ import pytest
 
 from publish_support import PublishLab
 from slurm_image.adapters.memory import MemoryCredentialsFile
-from slurm_image.application.catalog import Maintain
 from slurm_image.application.errors import JobNotSuccessful, VerificationFailed
+from slurm_image.application.maintain import Maintain
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.submit import Submit
 from slurm_image.domain.credentials import staged_credentials_path

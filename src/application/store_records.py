@@ -1,0 +1,155 @@
+"""The store's records: read and write aliases, sources and publication markers, and finish
+a publication a crash interrupted (design §8). Shared by ``Publish``, ``Maintain`` and the
+read-only ``Catalog``, which needs nothing else of publication and nothing of the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from slurm_image.application.errors import VerificationFailed
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.publication import (
+    ARTIFACT_MODE,
+    PUBLIC_DIRECTORY_MODE,
+    RECORD_MODE,
+    STORE_RECORD_MAX_BYTES,
+    AliasRecord,
+    PublicationMarker,
+    SourceRecord,
+    StoreLayout,
+    load_alias,
+    load_marker,
+    load_source,
+)
+from slurm_image.ports.store import Store
+from slurm_image.ports.workspace import WorkspaceError
+
+log = logging.getLogger(__name__)
+
+STORE_LOCK = "store"
+_TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
+
+
+def alias_lock(name: str) -> str:
+    return f"alias.{name}"
+
+
+class StoreRecords:
+    """Read and write the store's records (shared by publish, recovery and the catalog)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.layout = StoreLayout(store.root)
+
+    def prepare_directories(self) -> None:
+        for directory in (self.layout.artifacts, self.layout.aliases, self.layout.sources):
+            self.store.ensure_directory(directory, mode=PUBLIC_DIRECTORY_MODE)
+        for directory in (self.layout.publishing, self.layout.markers, self.layout.staging):
+            self.store.ensure_directory(directory, mode=0o700)
+
+    def _read(self, path: str) -> bytes | None:
+        try:
+            if self.store.entry_kind(path) is None:
+                return None
+            return self.store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+
+    def alias(self, name: str) -> AliasRecord | None:
+        data = self._read(self.layout.alias(name))
+        if data is None:
+            return None
+        try:
+            record = load_alias(data)
+        except DomainError as error:
+            raise VerificationFailed(
+                self.layout.alias(name), f"{error.field}: {error.rule}"
+            ) from None
+        if record.name != name:
+            raise VerificationFailed(self.layout.alias(name), "names another alias")
+        return record
+
+    def source(self, source_digest: str) -> SourceRecord | None:
+        data = self._read(self.layout.source(source_digest))
+        if data is None:
+            return None
+        try:
+            return load_source(data)
+        except DomainError:
+            return None  # a damaged source record only costs a new import
+
+    def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
+        if self.store.entry_kind(self.layout.sources) != "directory":
+            return None
+        for entry in self.store.list_directory(self.layout.sources):
+            if entry.endswith(".json"):
+                found = self.source(entry.removesuffix(".json"))
+                if found is not None and found.sqsh_sha256 == sqsh_sha256:
+                    return found
+        return None
+
+    def write_alias(self, record: AliasRecord) -> None:
+        self.store.publish_file(
+            self.layout.alias(record.name),
+            record.canonical_bytes(),
+            mode=RECORD_MODE,
+            staging=self.layout.publishing,
+        )
+
+    def write_source(self, record: SourceRecord) -> None:
+        self.store.publish_file(
+            self.layout.source(record.source_digest),
+            record.canonical_bytes(),
+            mode=RECORD_MODE,
+            staging=self.layout.staging,
+        )
+
+    def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
+        if self.store.entry_kind(path) != "file":
+            return False
+        try:
+            return self.store.digest(path).sha256 == sqsh_sha256
+        except WorkspaceError:
+            return False
+
+    def recover(self, name: str) -> None:
+        """Finish or roll back a publication of ``name`` that a crashed process left.
+
+        The caller holds the alias lock. The marker is written whole (atomically) or not at all.
+        """
+        marker_path = self.layout.marker(name)
+        data = self._read(marker_path)
+        if data is not None:
+            try:
+                marker: PublicationMarker | None = load_marker(data)
+            except DomainError:
+                marker = None
+            if marker is not None and marker.alias.name == name:
+                self._finish(marker)
+            self.store.remove_file(marker_path)
+            log.info("recovered an interrupted publication of %s", name)
+        if self.store.entry_kind(self.layout.publishing) != "directory":
+            return
+        prefix = f"{name}.json"
+        for entry in self.store.list_directory(self.layout.publishing):
+            rest = entry[len(prefix) :] if entry.startswith(prefix) else ""
+            if _TEMPORARY.fullmatch(rest):
+                self.store.remove_file(f"{self.layout.publishing}/{entry}")
+
+    def _finish(self, marker: PublicationMarker) -> None:
+        alias = marker.alias
+        candidate = marker.candidate
+        if (
+            candidate is not None
+            and self.store.entry_kind(alias.path) is None
+            and self.store.entry_kind(candidate) == "file"
+        ):
+            digest = self.store.digest(candidate)
+            if digest.sha256 == alias.sqsh_sha256:
+                self.store.install(candidate, alias.path, expected=digest, mode=ARTIFACT_MODE)
+        if not self.artifact_matches(alias.path, alias.sqsh_sha256):
+            return  # never got as far as the artifact: the old state stands
+        if marker.source is not None:
+            self.write_source(marker.source)
+        self.write_alias(alias)
