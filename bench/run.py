@@ -361,7 +361,7 @@ def main() -> int:
         figures |= hashing(big, script, 3 if args.quick else 5)
         big.unlink()
         (base / "job").mkdir()
-        figures |= job_figures(base / "job", 3 if args.quick else 7)
+        figures |= job_figures(base / "job", 5 if args.quick else 9)
         figures["publish_per_second"] = per_second
     figures["seconds"] = time.perf_counter() - started
     rounded = {key: round(value, 2) for key, value in figures.items()}
