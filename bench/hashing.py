@@ -1,6 +1,9 @@
 """Hashing speed and memory: our Sha256Hasher against sha256sum and openssl, side by side.
 
-Usage: python bench/hashing.py [--size-mib N] [--rounds R] [--write bench/RESULTS.md]
+Usage: .venv/bin/python bench/hashing.py [--size-mib N] [--rounds R] [--write FILE]
+
+Run with the interpreter of the environment the product is installed in: it imports
+``slurm_image`` as installed. ``bench/run.py`` gives the same comparison as one figure.
 
 Every round times each contestant once, in turn, on the same file (warm page cache), so a
 noisy neighbour slows all of them alike; the report gives medians and ratios to sha256sum.
@@ -20,8 +23,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from slurm_image.adapters.sha256_hasher import Sha256Hasher
 
@@ -45,11 +46,7 @@ def _file_digest(path: str) -> str:
 
 def _peak_rss_kib(code: str, path: str) -> int:
     """Peak RSS of a fresh process running ``code`` on ``path``."""
-    probe = (
-        "import resource, subprocess, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent / 'src')!r})\n"
-        f"{code}\n"
-    )
+    probe = f"import resource, subprocess, sys\n{code}\n"
     out = subprocess.run(
         [sys.executable, "-c", probe, path], check=True, capture_output=True, text=True
     )
@@ -85,12 +82,12 @@ def main() -> int:
                     raise SystemExit(f"{name} gave {digest}, expected {expected}")
 
         idle = _peak_rss_kib(
-            "import adapters.sha256_hasher\n"
+            "import slurm_image.adapters.sha256_hasher\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)",
             path,
         )
         ours = _peak_rss_kib(
-            "from adapters.sha256_hasher import Sha256Hasher\n"
+            "from slurm_image.adapters.sha256_hasher import Sha256Hasher\n"
             "Sha256Hasher().digest_file(sys.argv[1])\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)",
             path,
