@@ -44,10 +44,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
-sys.path.insert(0, str(HERE))  # bench/fixtures.py
+sys.path.insert(0, str(HERE))  # bench/workloads.py
 sys.path.insert(0, str(REPOSITORY / "tests" / "execution"))  # the job harness
 
-from fixtures import Site, bench_image  # noqa: E402
+from workloads import Site, bench_image  # noqa: E402
+
 from slurm_image.adapters.local_store import LocalStore  # noqa: E402
 from slurm_image.adapters.memory import FakeSubmitter  # noqa: E402
 from slurm_image.adapters.sha256_hasher import Sha256Hasher  # noqa: E402

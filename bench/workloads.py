@@ -1,4 +1,4 @@
-"""Fixtures of ``bench/run.py``, built with the product's own code in a temporary directory.
+"""The workloads of ``bench/run.py``, built with the product's own code in a temporary directory.
 
 - ``Site``: a workspace, two profiles (the in-memory scheduler, and ``sbatch`` pointing at a
   recording stub that answers at once), published aliases made through the Python API, and
