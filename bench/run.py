@@ -402,7 +402,7 @@ def main() -> int:
         with big.open("wb") as handle:
             for _ in range(hash_mib):
                 handle.write(os.urandom(1 << 20))
-        figures |= hashing(big, script, 3 if args.quick else 5)
+        figures |= hashing(big, script, 5 if args.quick else 9)
         big.unlink()
         (base / "job").mkdir()
         figures |= job_figures(base / "job", 5 if args.quick else 9)
