@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -376,7 +377,19 @@ def sqsh_reads(job: Any, image: Path, size: int) -> float:
 # -- the run ---------------------------------------------------------------------------------
 
 
+NEEDED = {
+    "openssl": "openssl",
+    "mksquashfs": "squashfs-tools",
+    "unsquashfs": "squashfs-tools",
+    "strace": "strace",
+    "/bin/busybox": "busybox-static",
+}
+
+
 def main() -> int:
+    missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
+    if missing:
+        raise SystemExit(f"bench/run.py needs: apt-get install {' '.join(missing)}")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller files")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
