@@ -387,13 +387,13 @@ NEEDED = {
 
 
 def main() -> int:
-    missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
-    if missing:
-        raise SystemExit(f"bench/run.py needs: apt-get install {' '.join(missing)}")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller files")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args()
+    missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
+    if missing:
+        raise SystemExit(f"bench/run.py needs: apt-get install {' '.join(missing)}")
     repetitions = 5 if args.quick else 11
     hash_mib = 256 if args.quick else 1024
     aliases = 1000
