@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+import slurm_image.entrypoints.container as container_module
 from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
+from slurm_image.domain.profile import parse_profile
 from slurm_image.domain.request import make_request
 
 SOURCE = "registry.example.org/team/app:1@sha256:" + "5" * 64
@@ -176,3 +178,32 @@ def test_the_doctor_commands_default_timeout_is_the_doctors() -> None:
     from slurm_image.entrypoints import doctor_command
 
     assert doctor_command.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
+
+
+def test_site_submitters_are_looked_up_only_for_a_kind_not_built_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    looked_up: list[str] = []
+
+    def entry_points(*, group: str) -> list[object]:
+        looked_up.append(group)
+        return []
+
+    monkeypatch.setattr(container_module, "entry_points", entry_points)
+    build = {"partition": "cpu", "cpus_per_task": 1, "memory": "1G", "time_limit": "0:10:00"}
+    for kind in ("sbatch", "rest", "fake"):
+        rest = {"url": "unix:///run/slurmrestd.sock"}
+        profile = parse_profile(
+            {
+                "workspace_root": "/srv/ws",
+                "image_build": build,
+                "submitter": {"kind": kind, "rest": rest},
+            }
+        )
+        container_module.build_container(profile)
+    assert looked_up == []
+    profile = parse_profile(
+        {"workspace_root": "/srv/ws", "image_build": build, "submitter": {"kind": "mysite"}}
+    )
+    container_module.build_container(profile)
+    assert looked_up == [container_module.SUBMITTER_GROUP]
