@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.slurm
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "c" * 64
 KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 

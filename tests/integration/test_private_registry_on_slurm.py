@@ -22,7 +22,7 @@ from harness import STANDIN, AuthRegistry, auth_registry, registry_images  # noq
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 

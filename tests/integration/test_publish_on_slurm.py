@@ -23,7 +23,7 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = str(ROOT / "src")
+SRC = str(ROOT / ".pkg")  # the one package, slurm_image
 STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 TEST_IMAGES = Path(
     os.environ.get(

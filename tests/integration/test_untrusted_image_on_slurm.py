@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = str(ROOT / "src")
+SRC = str(ROOT / ".pkg")  # the one package, slurm_image
 STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER = "331"
