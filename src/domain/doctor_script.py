@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from slurm_image.domain import paths
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.profile import SiteProfile
-from slurm_image.domain.script import _BODY, _REEXEC, MIN_ENROOT, directives
+from slurm_image.domain.script import _BODY, _CHAIN_RULES, MIN_ENROOT, directives, reexec_step
 from slurm_image.domain.shell import quote
 
 DOCTOR_ID_PREFIX = "doctor-"
@@ -47,7 +47,13 @@ def _section(start: str, end: str) -> str:
 
 
 _HELPERS = _section("die() {", "# 1. An attempt directory")
-_JOB_ID = _section("[[ ${SLURM_JOB_ID-}", "hash_file() {")
+_JOB_ID = _section("[[ ${SLURM_JOB_ID-}", "hash_file() {").replace(
+    "@CHECK_CHAIN@\n",
+    "# 1b. Trust no directory that another user could change (exit 71).\n"
+    + _CHAIN_RULES
+    + 'check_shared_chain "${JOB_DIR%/images/.tmp/doctor/*}"\n'
+    + 'check_directory "$JOB_DIR" own\n\n',
+)
 _ISOLATION = _section("# 4. Private, job-local scratch", "# 5. Enroot's version")
 
 
@@ -115,7 +121,7 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
         *directives(job.spec),
         f"# slurm-image-lifecycle: doctor {job.doctor_id}",
         "",
-        _REEXEC.replace("@JOB_PATH@", quote(build.job_path)),
+        reexec_step(build.job_path),
         "set -Eeuo pipefail",
         "umask 077",
         *(f"readonly {key}={quote(value, key)}" for key, value in values),
@@ -132,7 +138,7 @@ report() {
     local value=${2%%$'\n'*}
     printf 'slurm-image-doctor: %s=%s\n' "$1" "${value//[[:cntrl:]]/}"
 }
-report node "${SLURM_JOB_NODELIST-}"
+report node "$(uname -n 2>/dev/null || :)"
 report job_path "$JOB_PATH"
 version_output=$(enroot version 2>/dev/null) || version_output=""
 report enroot_version "$version_output"

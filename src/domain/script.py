@@ -108,9 +108,7 @@ def render_script(plan: Plan) -> str:
         f"# slurm-image-lifecycle: {plan.operation} for lifecycle {plan.lifecycle_id}",
         f"# plan sha256: {plan.sha256()}",
         "",
-        _REEXEC.replace("@JOB_PATH@", quote(plan.profile.image_build.job_path)).replace(
-            "@SLURM_VARIABLES@", " ".join(JOB_SLURM_VARIABLES)
-        ),
+        reexec_step(plan.profile.image_build.job_path),
         "set -Eeuo pipefail",
         "umask 077",
         *_assignments(plan),
@@ -123,6 +121,13 @@ def render_script(plan: Plan) -> str:
     body = body.replace("@CONTAIN_IMAGE@\n", _CONTAIN_IMAGE)
     body = body.replace("@CHECK_CHAIN@\n", _CHECK_CHAIN)
     return "\n".join(header) + "\n" + body
+
+
+def reexec_step(job_path: str) -> str:
+    """Step 0, the clean-environment re-exec on ``job_path`` (the doctor's job starts so too)."""
+    return _REEXEC.replace("@JOB_PATH@", quote(job_path)).replace(
+        "@SLURM_VARIABLES@", " ".join(JOB_SLURM_VARIABLES)
+    )
 
 
 # The Slurm variables the job reads (issue #14): SLURM_JOB_ID names the container and scratch,
@@ -229,9 +234,11 @@ partial_owned=0
 # workspace root and its parents (as written and as resolved) may be changed by nobody but the
 # user and root, or are sticky; images/ down to the attempt, and what the job makes in it, are
 # the user's own. The same rules as domain/paths.py (shared_/own_directory_problem).
-_CHECK_CHAIN = r"""# 1b. Trust no directory that another user could change (exit 71).
+_CHAIN_HEADER = r"""# 1b. Trust no directory that another user could change (exit 71).
 readonly WORKSPACE_ROOT=${JOB_DIR%/images/.tmp/jobs/*}
-directory_problem() {
+"""
+# The rules of who may change a directory (paths.py's, in bash); the doctor uses them too.
+_CHAIN_RULES = r"""directory_problem() {
     # directory_problem PATH shared|own: what lets another user change PATH, or nothing. A
     # shared directory is followed if it is a symlink (its parent is checked on its own).
     local owner mode kind
@@ -271,7 +278,8 @@ check_shared_chain() {
         done <<<"${path#/}/"
     done
 }
-check_shared_chain "$WORKSPACE_ROOT"
+"""
+_CHAIN_CHECKS = r"""check_shared_chain "$WORKSPACE_ROOT"
 for directory in images images/.tmp images/.tmp/jobs "images/.tmp/jobs/$LIFECYCLE_ID"; do
     check_directory "$WORKSPACE_ROOT/$directory" own
 done
@@ -284,6 +292,7 @@ for directory in "$OUTPUT_DIR" "$JOB_HOME" "$JOB_DIR/enroot"; do
 done
 
 """
+_CHECK_CHAIN = _CHAIN_HEADER + _CHAIN_RULES + _CHAIN_CHECKS
 
 # Step 8b (issue #14): Enroot's `start` reads the root's etc/fstab and etc/environment and runs
 # the system and user hooks on the host's view of the root, where an image's symlinks lead out

@@ -18,7 +18,7 @@ import pytest
 
 from slurm_image.domain.paths import AttemptLayout
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 PROFILE = (
     'workspace_root = "{root}"\n'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SECRET = "canary-cli-5f0e1d2c3b4a"
 SOURCE = "127.0.0.1:5443/team/app:1@sha256:" + "c" * 64
 NETRC = (

@@ -21,7 +21,7 @@ from slurm_image.domain.profile import select_cluster
 from slurm_image.entrypoints.container import build_container, require_submitter
 from slurm_image.ports.submitter import SchedulerAuthError
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 BUILD = (
     '[image_build]\npartition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_the_doctor_job_runs_enroot_in_the_real_jobs_isolation(
     report = parse_report(stdout)
     assert report.enroot_version == "4.0.3"
     assert report.enroot == str(standin.bin / "enroot")
-    assert (report.node, report.scratch) == ("node1", str(scratch))
+    assert (report.node, report.scratch) == (os.uname().nodename, str(scratch))
     assert report.scratch_free_bytes is not None and report.scratch_free_bytes > 0
     assert report.scratch_filesystem
     for tool in ("mksquashfs", "unsquashfs"):

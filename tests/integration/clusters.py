@@ -37,6 +37,20 @@ class Cluster:
         """What ``[submitter.sbatch] sbatch`` names for this cluster."""
         return f"{self.bin_dir}/sbatch" if self.bin_dir else "sbatch"
 
+    def submitter_table(self, kind: str = "sbatch") -> str:
+        """The profile's ``[submitter]`` tables reaching this cluster: ``sbatch`` (its own
+        clients), ``rest-tcp`` (JWT, api_version auto) or ``rest-unix``."""
+        if kind == "sbatch":
+            return f'[submitter]\nkind = "sbatch"\n[submitter.sbatch]\nsbatch = "{self.sbatch}"\n'
+        if kind == "rest-tcp":
+            return (
+                '[submitter]\nkind = "rest"\n[submitter.rest]\n'
+                f'url = "{self.rest_url}"\nuser = "{self.rest_user}"\n'
+                f'token_file = "{self.token_file}"\napi_version = "auto"\n'
+            )
+        assert kind == "rest-unix", kind
+        return f'[submitter]\nkind = "rest"\n[submitter.rest]\nurl = "unix://{self.rest_socket}"\n'
+
     def client(self, name: str) -> str:
         return f"{self.bin_dir}/{name}" if self.bin_dir else f"/usr/bin/{name}"
 

@@ -16,21 +16,9 @@ import pytest
 
 pytestmark = pytest.mark.slurm
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "c" * 64
 KINDS = ["sbatch", "rest-tcp", "rest-unix"]
-
-
-def _submitter_table(kind: str, local: Any) -> str:
-    if kind == "sbatch":  # the cluster's own clients (Slurm 24.11's through its wrappers)
-        return f'[submitter]\nkind = "sbatch"\n[submitter.sbatch]\nsbatch = "{local.sbatch}"\n'
-    if kind == "rest-tcp":
-        return (
-            '[submitter]\nkind = "rest"\n[submitter.rest]\n'
-            f'url = "{local.rest_url}"\nuser = "{local.rest_user}"\n'
-            f'token_file = "{local.token_file}"\napi_version = "auto"\n'
-        )
-    return f'[submitter]\nkind = "rest"\n[submitter.rest]\nurl = "unix://{local.rest_socket}"\n'
 
 
 class Site:
@@ -43,7 +31,7 @@ class Site:
             f'workspace_root = "{self.workspace}"\n'
             "[image_build]\n"
             f'partition = "{partition}"\ncpus_per_task = 1\nmemory = "200M"\n'
-            f'time_limit = "0:05:00"\njob_path = "{job_path}"\n' + _submitter_table(kind, local)
+            f'time_limit = "0:05:00"\njob_path = "{job_path}"\n' + local.submitter_table(kind)
         )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -24,18 +24,6 @@ STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 
 
-def _submitter_table(kind: str, local: Any) -> str:
-    if kind == "sbatch":
-        return '[submitter]\nkind = "sbatch"\n'
-    if kind == "rest-tcp":
-        return (
-            '[submitter]\nkind = "rest"\n[submitter.rest]\n'
-            f'url = "{local.rest_url}"\nuser = "{local.rest_user}"\n'
-            f'token_file = "{local.token_file}"\n'
-        )
-    return f'[submitter]\nkind = "rest"\n[submitter.rest]\nurl = "unix://{local.rest_socket}"\n'
-
-
 def _site(tmp_path: Path, kind: str, local: Any, *, job_path: str, **build: str) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -52,7 +40,7 @@ def _site(tmp_path: Path, kind: str, local: Any, *, job_path: str, **build: str)
     profile.write_text(
         f'workspace_root = "{workspace}"\n[image_build]\n'
         + "".join(f"{key} = {value}\n" for key, value in values.items())
-        + _submitter_table(kind, local)
+        + local.submitter_table(kind)
     )
     return profile
 

@@ -113,7 +113,7 @@ class Site:
             f'time_limit = "0:10:00"\nlocal_scratch = "{self.base / "scratch"}"\n'
             f'job_path = "{self.standin}:{JOB_PATH}"\n'
             f"[inspection]\nclient_distributions = {json.dumps(required or ['pip'])}\n"
-            '[submitter]\nkind = "sbatch"\n'
+            + self.local.submitter_table()
         )
         return path
 

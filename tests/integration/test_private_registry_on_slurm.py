@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from harness import STANDIN, AuthRegistry, auth_registry, registry_images  # noq
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -34,8 +35,10 @@ class Site:
         standin = base / "standin"
         standin.mkdir()
         (standin / "enroot").symlink_to(STANDIN)
+        ca_file = base / "ca.crt"  # where every node sees it (24.11's node root binds /tmp)
+        shutil.copy(registry.ca_file, ca_file)
         (standin / "enroot-standin.json").write_text(
-            json.dumps({"ca_file": str(registry.ca_file), "log": str(base / "enroot.jsonl")})
+            json.dumps({"ca_file": str(ca_file), "log": str(base / "enroot.jsonl")})
         )
         self.netrc = base / ".config" / "enroot" / ".credentials"
         self.netrc.parent.mkdir(parents=True)
@@ -48,7 +51,7 @@ class Site:
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:10:00"\n'
             f'job_path = "{standin}:{JOB_PATH}"\n'
             '[enroot]\ncredentials_file = "~/.config/enroot/.credentials"\n'
-            '[submitter]\nkind = "sbatch"\n'
+            + self.local.submitter_table()
         )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_on_slurm import _submitter_table
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = str(ROOT / "src")
+SRC = str(ROOT / ".pkg")  # the one package, slurm_image
 STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 TEST_IMAGES = Path(
     os.environ.get(
@@ -70,8 +69,7 @@ class Site:
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\n'
             f'time_limit = "0:15:00"\njob_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n'
-            + _submitter_table(kind, local)
+            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table(kind)
         )
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = str(ROOT / "src")
+SRC = str(ROOT / ".pkg")  # the one package, slurm_image
 STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER = "331"
@@ -112,7 +112,7 @@ def test_an_image_leaves_no_process_and_mounts_nothing_on_the_cluster(
         "[image_build]\n"
         'partition = "build"\ncpus_per_task = 1\nmemory = "200M"\n'
         f'time_limit = "0:05:00"\njob_path = "{standin}:{JOB_PATH}"\n'
-        '[submitter]\nkind = "sbatch"\n'
+        + local_slurm.submitter_table()
     )
 
     submitted = run(tmp_path, local_slurm, "inspect", str(image), "--name", "a", "--role", "client")

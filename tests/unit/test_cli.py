@@ -14,7 +14,7 @@ import pytest
 
 from support import DIGEST, HEX, PYTORCH, PYTORCH_URI
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[2] / ".pkg"  # the one package, slurm_image
 CONSOLE = Path(sys.executable).with_name("slurm-image")
 
 PROFILE_TOML = """\

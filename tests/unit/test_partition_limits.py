@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_image.adapters.slurm_partition import duration_minutes, limits_from_scontrol
+from slurm_image.adapters.slurmrest.submitter import _names_no_partition
 from slurm_image.adapters.slurmrest.versions import SUPPORTED
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.partition import PartitionLimits, fit_problems
@@ -166,6 +167,30 @@ def test_rest_data_parser_partition_reads_no_val_numbers(version: str) -> None:
     )
 
 
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_rest_data_parser_partition_reads_zero_memory_as_unlimited(version: str) -> None:
+    # The maximums slurmrestd 24.11.5 answered live for a partition without memory limits.
+    body = {
+        "partitions": [
+            {
+                "name": "build",
+                "partition": {"state": ["UP"]},
+                "maximums": {
+                    "cpus_per_node": {"set": False, "infinite": True, "number": 0},
+                    "memory_per_cpu": 0,
+                    "partition_memory_per_cpu": {"set": False, "infinite": False, "number": 0},
+                    "partition_memory_per_node": {"set": True, "infinite": False, "number": 0},
+                    "time": {"set": False, "infinite": True, "number": 0},
+                },
+            }
+        ]
+    }
+    limits = SUPPORTED[version].partition_limits(body, NODES, "build")
+    assert limits is not None
+    assert (limits.max_memory_per_node_mib, limits.max_memory_per_cpu_mib) == (None, None)
+    assert fit_problems(spec(cpus_per_task=2, memory="200M", time_limit="0:10:00"), limits) == []
+
+
 @pytest.mark.parametrize(
     ("entry", "up"),
     [
@@ -181,3 +206,23 @@ def test_rest_ping_answers_in_every_shape(entry: dict[str, object], up: bool) ->
         ((text, responding),) = mapping.controllers({"pings": [entry]})
         assert responding is up
         assert "c1" in text
+
+
+@pytest.mark.parametrize(
+    "errors",
+    [
+        [{"error": "Invalid partition name specified", "errno": 2000}],  # 22.05, HTTP 500
+        [  # 24.11.5, HTTP 422, every data_parser version (measured live)
+            {
+                "description": "Unable to find partition nosuchpart",
+                "error_number": 9000,
+                "error": "Query empty or not RFC7320 compliant",
+                "source": "op_handler_partition",
+            }
+        ],
+    ],
+)
+def test_rest_answers_naming_no_such_partition(errors: list[dict[str, object]]) -> None:
+    assert _names_no_partition({"errors": errors})
+    other = [{"description": "Unable to query nodes", "error_number": 9000}]
+    assert not _names_no_partition({"errors": other})

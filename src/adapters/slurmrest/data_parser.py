@@ -52,6 +52,13 @@ def _no_val_number(value: Any) -> int | None:
     return None
 
 
+def _memory_limit(value: Any) -> int | None:
+    """A partition's memory maximum: 0 is Slurm's UNLIMITED (24.11 answers
+    ``{"set": true, "infinite": false, "number": 0}`` for ``MaxMemPerNode=UNLIMITED``)."""
+    number = _no_val_number(value)
+    return number if number else None
+
+
 def exit_code_of(value: Any) -> int | None:
     """A ``process_exit_code_verbose`` as one number: the return code, or 128 + signal."""
     if not isinstance(value, dict):
@@ -164,8 +171,8 @@ class DataParserMapping(VersionedPaths):
                 state=str(state or "UNKNOWN"),
                 max_time_minutes=_no_val_number(maximums.get("time")),
                 max_cpus_per_node=_no_val_number(maximums.get("cpus_per_node")),
-                max_memory_per_node_mib=_no_val_number(maximums.get("partition_memory_per_node")),
-                max_memory_per_cpu_mib=_no_val_number(maximums.get("partition_memory_per_cpu")),
+                max_memory_per_node_mib=_memory_limit(maximums.get("partition_memory_per_node")),
+                max_memory_per_cpu_mib=_memory_limit(maximums.get("partition_memory_per_cpu")),
                 node_cpus=node_cpus,
                 node_memory_mib=node_memory,
             )

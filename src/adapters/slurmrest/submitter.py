@@ -191,11 +191,14 @@ class RestSubmitter:
 
 def _names_no_partition(body: dict[str, object]) -> bool:
     """Whether an answer says the partition does not exist: 22.05 answers HTTP 500 with
-    ``{"error": "Invalid partition name specified", "errno": 2000}``."""
+    ``{"error": "Invalid partition name specified", "errno": 2000}``, 24.11 HTTP 422 with
+    ``{"error_number": 9000, "description": "Unable to find partition NAME"}``."""
     for entry in body.get("errors") or []:  # type: ignore[attr-defined]
         if not isinstance(entry, dict):
             continue
         codes = {entry.get(key) for key in ("errno", "error_number", "error_code")}
         if INVALID_PARTITION in codes or "invalid partition" in str(entry.get("error", "")).lower():
+            return True
+        if str(entry.get("description", "")).lower().startswith("unable to find partition"):
             return True
     return False
