@@ -31,7 +31,7 @@ PROFILE = (
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": SRC}
     env.pop("SLURM_IMAGE_PROFILE", None)
-    command = [sys.executable, "-m", "entrypoints", *args]
+    command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
