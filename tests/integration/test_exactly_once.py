@@ -147,8 +147,8 @@ def test_sbatch_submit_whose_answer_is_lost_makes_one_job(
         job_id = submitter.submit(SCRIPT, spec)
     finally:
         stop.set()
-        if outage:
-            watcher.join(timeout=5)
+        if outage:  # its stop may still be under way: the restart must be known to finish()
+            watcher.join(timeout=60)
         controller.finish()
     assert flag.exists()
     assert local_slurm.jobs_with_comment(spec.comment) == [job_id]
