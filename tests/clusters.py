@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-LOCAL_SLURM = Path(__file__).resolve().parents[2] / "scripts" / "local-slurm"
+LOCAL_SLURM = Path(__file__).resolve().parents[1] / "scripts" / "local-slurm"
 CLUSTERS = ["22.05", "24.11"]
 
 
