@@ -202,8 +202,6 @@ class Maintain:
     def _remove(self, item: Removed) -> None:
         if item.kind == "attempt":
             self.cleanup(item.path.rsplit("/", 1)[1])
-        elif item.kind == "credentials":
-            remove_staged_credentials(self._store, item.path.split("/")[-4])
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
         log.info("gc removed %s %s", item.kind, item.path)

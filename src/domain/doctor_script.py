@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict
 from slurm_image.domain import paths
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.profile import SiteProfile
-from slurm_image.domain.script import _BODY, _CHAIN_RULES, MIN_ENROOT, directives, reexec_step
+from slurm_image.domain.script import (
+    _BODY,
+    _CHAIN_RULES,
+    CHAIN_TITLE,
+    MIN_ENROOT,
+    directives,
+    reexec_step,
+)
 from slurm_image.domain.shell import quote
 
 DOCTOR_ID_PREFIX = "doctor-"
@@ -49,7 +56,7 @@ def _section(start: str, end: str) -> str:
 _HELPERS = _section("die() {", "# 1. An attempt directory")
 _JOB_ID = _section("[[ ${SLURM_JOB_ID-}", "hash_file() {").replace(
     "@CHECK_CHAIN@\n",
-    "# 1b. Trust no directory that another user could change (exit 71).\n"
+    CHAIN_TITLE
     + _CHAIN_RULES
     + 'check_shared_chain "${JOB_DIR%/images/.tmp/doctor/*}"\n'
     + 'check_directory "$JOB_DIR" own\n\n',

@@ -234,9 +234,12 @@ partial_owned=0
 # workspace root and its parents (as written and as resolved) may be changed by nobody but the
 # user and root, or are sticky; images/ down to the attempt, and what the job makes in it, are
 # the user's own. The same rules as domain/paths.py (shared_/own_directory_problem).
-_CHAIN_HEADER = r"""# 1b. Trust no directory that another user could change (exit 71).
-readonly WORKSPACE_ROOT=${JOB_DIR%/images/.tmp/jobs/*}
+CHAIN_TITLE = "# 1b. Trust no directory that another user could change (exit 71).\n"
+_CHAIN_HEADER = (
+    CHAIN_TITLE
+    + r"""readonly WORKSPACE_ROOT=${JOB_DIR%/images/.tmp/jobs/*}
 """
+)
 # The rules of who may change a directory (paths.py's, in bash); the doctor uses them too.
 _CHAIN_RULES = r"""directory_problem() {
     # directory_problem PATH shared|own: what lets another user change PATH, or nothing. A
