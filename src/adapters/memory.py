@@ -787,11 +787,7 @@ class MemoryStore(MemoryWorkspace):
     ) -> FileIdentity:
         with self.filesystem.lock:
             source_dir, source_name = self._parent(source, None)
-            node = source_dir.entries.get(source_name)
-            if node is None:
-                raise NotFound(source, "does not exist")
-            if node.kind != "file":
-                raise NotRegularFile(source, f"is {node.describe()}, not a regular file")
+            node = self._regular(source)
             if node.identity != expected.identity or len(node.data) != expected.size:
                 raise ChangedWhileRead(source, "is not the file that was verified")
             if hashlib.sha256(node.data).hexdigest() != expected.sha256:
