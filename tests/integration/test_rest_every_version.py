@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusters import Cluster, cluster
 from test_cli_on_slurm import SOURCE, Site
 
+from clusters import Cluster, cluster
 from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
