@@ -22,13 +22,17 @@ from slurm_image.domain.publication import (
     load_marker,
     load_source,
 )
-from slurm_image.ports.store import Store
+from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import WorkspaceError
 
 log = logging.getLogger(__name__)
 
 STORE_LOCK = "store"
 _TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
+# A publisher of the same bytes under another alias links the artifact, then unlinks its own
+# candidate name: the link count, hence the ctime, of the artifact changes once more after it
+# appears. A hash that saw that change is tried again; a file that keeps changing is refused.
+_HASH_ATTEMPTS = 3
 
 
 def alias_lock(name: str) -> str:
@@ -106,12 +110,16 @@ class StoreRecords:
         )
 
     def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
-        if self.store.entry_kind(path) != "file":
-            return False
-        try:
-            return self.store.digest(path).sha256 == sqsh_sha256
-        except WorkspaceError:
-            return False
+        for _ in range(_HASH_ATTEMPTS):
+            if self.store.entry_kind(path) != "file":
+                return False
+            try:
+                return self.store.digest(path).sha256 == sqsh_sha256
+            except ChangedWhileRead:
+                continue
+            except WorkspaceError:
+                return False
+        return False
 
     def recover(self, name: str) -> None:
         """Finish or roll back a publication of ``name`` that a crashed process left.

@@ -13,6 +13,7 @@ from slurm_image.application.errors import AliasExists, JobNotSuccessful, Verifi
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobState
 from slurm_image.domain.publication import load_alias, load_source
+from slurm_image.ports.store import ChangedWhileRead
 
 A, B, C = (f"img-{n:032x}" for n in range(1, 4))
 KEPT_BYTES = SQSH_BYTES + b" kept"
@@ -91,6 +92,42 @@ def test_identical_bytes_are_reused_and_two_aliases_keep_their_bindings(lab: Pub
     assert {load_alias(lab.harness.read(lab.layout.alias(n))).path for n in ("one", "two")} == {
         one.path
     }
+
+
+def test_a_hash_disturbed_once_is_taken_again(lab: PublishLab, mocker: Any) -> None:
+    lab.finished(A, name="one")
+    artifact = lab.publish(A).record.path
+    lab.finished(B, name="two")
+    real = lab.store.digest
+    disturbed: list[str] = []
+
+    def digest(path: str) -> Any:
+        if path == artifact and not disturbed:
+            disturbed.append(path)
+            raise ChangedWhileRead(path, "changed while it was hashed")
+        return real(path)
+
+    mocker.patch.object(lab.store, "digest", side_effect=digest)
+    assert lab.publish(B).record.path == artifact
+    assert disturbed == [artifact]
+
+
+def test_an_artifact_that_changes_at_every_hash_is_refused(lab: PublishLab, mocker: Any) -> None:
+    lab.finished(A, name="one")
+    artifact = lab.publish(A).record.path
+    lab.finished(B, name="two")
+    real = lab.store.digest
+
+    def digest(path: str) -> Any:
+        if path == artifact:
+            raise ChangedWhileRead(path, "changed while it was hashed")
+        return real(path)
+
+    mocker.patch.object(lab.store, "digest", side_effect=digest)
+    with pytest.raises(VerificationFailed, match="does not hold the bytes"):
+        lab.publish(B)
+    assert not lab.harness.exists(lab.layout.alias("two"))
+    assert not lab.harness.exists(lab.layout.marker("two"))
 
 
 def test_an_inspection_records_the_existing_path_with_its_digest(lab: PublishLab) -> None:

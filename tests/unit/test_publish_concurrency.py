@@ -81,3 +81,28 @@ def test_two_aliases_of_one_artifact_published_at_once_keep_both_bindings(
     one, two = (load_alias(lab.harness.read(lab.layout.alias(n))) for n in ("one", "two"))
     assert one.path == two.path and lab.harness.read(one.path) == SQSH_BYTES
     assert lab.store.list_directory(lab.layout.artifacts) == [f"{one.sqsh_sha256}.sqsh"]
+
+
+def test_an_artifact_linked_by_another_publisher_while_it_is_hashed_is_hashed_again(
+    local_lab: PublishLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = local_lab
+    lab.finished(IDS[0], name="one")
+    artifact = lab.publish(IDS[0]).record.path
+    lab.finished(IDS[1], name="two")
+    original_readv = os.readv
+    disturbed: list[str] = []
+
+    def readv(fd: int, buffers: Any) -> int:
+        count = original_readv(fd, buffers)
+        if not disturbed and os.readlink(f"/proc/self/fd/{fd}") == artifact:
+            disturbed.append(artifact)
+            os.link(artifact, f"{artifact}.peer")  # a peer's candidate name, then its unlink
+            os.unlink(f"{artifact}.peer")
+        return count
+
+    monkeypatch.setattr(os, "readv", readv)
+    two = lab.publish(IDS[1]).record
+    assert disturbed == [artifact]
+    assert two.path == artifact and lab.harness.read(artifact) == SQSH_BYTES
+    assert load_alias(lab.harness.read(lab.layout.alias("one"))).path == artifact
