@@ -22,9 +22,7 @@ Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
                          pass`` + ``remove`` on the same image, both with the stand-in
   publish_per_second     publications per second into a local workspace
 
-Also printed: ``python_ms`` (the baseline), ``typer_command_floor_vs_python`` (a typer program
-with the product's global options and one command that does nothing: the least any command of
-a typer CLI costs here) and ``seconds`` (the run's wall time).
+Also printed: ``python_ms`` (the baseline) and ``seconds`` (the run's wall time).
 """
 
 from __future__ import annotations
@@ -146,40 +144,6 @@ def hashing(path: Path, script: str, repetitions: int) -> dict[str, float]:
 
 # -- start-up of the commands ----------------------------------------------------------------
 
-TYPER_FLOOR = '''"""The least a typer command costs: the product's global options and one
-command of its shape, doing nothing."""
-from typing import Annotated
-
-import typer
-
-app = typer.Typer(pretty_exceptions_enable=False, rich_markup_mode=None)
-
-
-@app.callback()
-def options(
-    profile: Annotated[str | None, typer.Option("--profile")] = None,
-    json_output: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    pass
-
-
-@app.command()
-def show(
-    name: str,
-    verify: Annotated[bool, typer.Option("--verify")] = False,
-    json_output: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    print(name)
-
-
-@app.command()
-def other(name: str) -> None:
-    pass
-
-
-typer.main.get_command(app).main(standalone_mode=False)
-'''
-
 
 def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
     """The CLI's commands against ``python -c pass``; also returns a rendered script."""
@@ -200,12 +164,8 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
         if out["name"] != "alias0500":
             raise SystemExit(f"show answered {out}")
 
-    floor = site.base / "typer_floor.py"
-    floor.write_text(TYPER_FLOOR)
-    floor_command = [PYTHON, "-m", "typer_floor", "show", "x", "--json"]
     contestants: dict[str, Callable[[], object]] = {
         "python": lambda: _run([PYTHON, "-c", "pass"]),
-        "typer_floor": lambda: _run(floor_command, cwd=site.base),
         "help": lambda: _run([CLI, "--help"]),
         "show": show,
         "dry_run": lambda: _run(dry_run),
@@ -223,7 +183,6 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
         "show_vs_python": times["show"] / base,
         "dry_run_vs_python": times["dry_run"] / base,
         "submit_vs_python": times["submit"] / base,
-        "typer_command_floor_vs_python": times["typer_floor"] / base,
     }
     return figures | {"python_ms": base * 1000}, script
 

@@ -1,45 +1,35 @@
-"""The ``slurm-image`` command line (cli.md). Parses, calls ``Lifecycles`` (the Python API,
-``entrypoints.api``), prints. At module level only the standard library, typer and the domain's
-stdlib-only modules are imported: everything else (pydantic models, the container, the use
-cases, the adapters, rich) is imported inside the commands that need it, so ``--help`` loads
-none of it (tests/cli/test_lazy_imports.py)."""
+"""The ``slurm-image`` command line (cli.md). Parses (``entrypoints.arguments``), calls
+``Lifecycles`` (the Python API, ``entrypoints.api``), prints. At module level only the standard
+library and the domain's stdlib-only modules are imported: everything else (pydantic models, the
+container, the use cases, the adapters, rich) is imported inside the commands that need it, so
+``--help`` loads none of it (tests/cli/test_lazy_imports.py)."""
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
-from slurm_image.entrypoints.doctor_command import doctor_command
-from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL, EXIT_INVALID
+from slurm_image.entrypoints import arguments, doctor_command
+from slurm_image.entrypoints.arguments import PROG, Options
+from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation
     from slurm_image.entrypoints.api import Lifecycles, Outcome
 
-PROG = "slurm-image"
 log = logging.getLogger("slurm_image")
-
-
-@dataclass
-class Options:
-    profile: str | None
-    cluster: str | None
-    json: bool
-    quiet: bool
-    verbose: bool
 
 
 class CommandFailed(Exception):
@@ -51,35 +41,6 @@ class CommandFailed(Exception):
         self.error = error
         self.hint = hint
         super().__init__(describe(error))
-
-
-class Role(enum.StrEnum):
-    client = "client"
-    serving = "serving"
-
-
-app = typer.Typer(
-    name=PROG,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    help="Turn digest-pinned container images into verified Enroot squashfs files on Slurm.",
-)
-
-
-def _product_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("slurm-image-lifecycle")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"{PROG} {_product_version()}")
-        raise typer.Exit(0)
 
 
 class _LifecycleField(logging.Filter):
@@ -99,49 +60,15 @@ def _configure_logging(verbose: bool) -> None:
     log.propagate = False
 
 
-@app.callback(invoke_without_command=True)
-def global_options(
-    ctx: typer.Context,
-    profile: Annotated[
-        str | None, typer.Option("--profile", metavar="PATH", help="Site profile (TOML).")
-    ] = None,
-    cluster: Annotated[
-        str | None, typer.Option("--cluster", metavar="NAME", help="Cluster of a catalog.")
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", help="Print only what scripts need (ids, paths).")
-    ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", help="Log every step (ids, job ids, digests) to stderr.")
-    ] = False,
-    show_version: Annotated[
-        bool, typer.Option("--version", callback=_print_version, is_eager=True)
-    ] = False,
-) -> None:
-    ctx.obj = Options(profile, cluster, json_output, quiet, verbose)
-    _configure_logging(verbose)
-    if ctx.invoked_subcommand is None:
-        typer.echo(ctx.get_help())
-        raise typer.Exit(0)
-
-
-def _options(ctx: typer.Context, json_output: bool) -> Options:
-    options: Options = ctx.obj
-    if json_output:
-        options.json = True
-    return options
-
-
 def _emit(options: Options, payload: dict[str, Any], human: str, quiet: str | None = None) -> None:
     """``--json``: the payload; ``--quiet``: only ``quiet`` (ids, paths); else ``human``."""
     if options.json:
-        typer.echo(json.dumps(payload, sort_keys=True))
+        print(json.dumps(payload, sort_keys=True))
     elif options.quiet:
         if quiet:
-            typer.echo(quiet)
+            print(quiet)
     else:
-        typer.echo(human)
+        print(human)
 
 
 def _lifecycles(options: Options) -> Lifecycles:
@@ -167,7 +94,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 class LifecycleFlags:
     dry_run: bool
     no_submit: bool
-    json_output: bool
     wait: bool = False
     timeout_s: float | None = None
     replace: bool = False
@@ -175,7 +101,7 @@ class LifecycleFlags:
 
 
 def _lifecycle_command(
-    ctx: typer.Context,
+    options: Options,
     operation: Operation,
     source: str,
     name: str,
@@ -185,7 +111,6 @@ def _lifecycle_command(
     """Validate everything (profile, request, submitter) before the first file is created."""
     from slurm_image.domain.request import make_request
 
-    options = _options(ctx, flags.json_output)
     try:
         if flags.wait and (flags.dry_run or flags.no_submit):
             raise InvalidRequest("wait", "needs a submitted job: not with --dry-run or --no-submit")
@@ -251,83 +176,25 @@ def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
     )
 
 
-NameOption = Annotated[
-    str, typer.Option("--name", metavar="NAME", help="Alias to publish under.", show_default=False)
-]
-RoleOption = Annotated[Role, typer.Option("--role", help="What the image is for.")]
-DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print plan and script only.")]
-NoSubmitOption = Annotated[
-    bool, typer.Option("--no-submit", help="Stage only; submit later with `submit ID`.")
-]
-WaitOption = Annotated[
-    bool, typer.Option("--wait", help="Wait for the job and publish its result.")
-]
-TimeoutOption = Annotated[
-    float | None,
-    typer.Option("--timeout", metavar="S", min=0, help="Stop waiting after S seconds (exit 7)."),
-]
-ReplaceOption = Annotated[
-    bool, typer.Option("--replace", help="Rebind an existing alias (its old artifact stays).")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
-IdArgument = Annotated[str, typer.Argument(metavar="ID", help="A lifecycle id.")]
-IdsArgument = Annotated[list[str], typer.Argument(metavar="ID", help="Lifecycle ids.")]
-AliasArgument = Annotated[str, typer.Argument(metavar="NAME", help="A published alias.")]
-
-
-@app.command("import")
-def import_command(
-    ctx: typer.Context,
-    source: Annotated[
-        str,
-        typer.Argument(metavar="SOURCE", help="registry/repo[:tag]@sha256:<64 hex>"),
-    ],
-    name: NameOption,
-    role: RoleOption,
-    dry_run: DryRunOption = False,
-    no_submit: NoSubmitOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    replace: ReplaceOption = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Import even when the store holds this source.")
-    ] = False,
-    json_output: JsonOption = False,
-) -> None:
+def import_command(options: Options, args: Namespace) -> None:
     """Import a digest-pinned OCI image into a verified .sqsh and inspect it."""
-    flags = LifecycleFlags(dry_run, no_submit, json_output, wait, timeout, replace, force)
-    _lifecycle_command(ctx, "import_oci", source, name, role.value, flags)
+    flags = LifecycleFlags(
+        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, args.force
+    )
+    _lifecycle_command(options, "import_oci", args.source, args.name, args.role, flags)
 
 
-@app.command("inspect")
-def inspect_command(
-    ctx: typer.Context,
-    source: Annotated[
-        str, typer.Argument(metavar="SQSH", help="Absolute path of an existing .sqsh")
-    ],
-    name: NameOption,
-    role: RoleOption,
-    dry_run: DryRunOption = False,
-    no_submit: NoSubmitOption = False,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    replace: ReplaceOption = False,
-    json_output: JsonOption = False,
-) -> None:
+def inspect_command(options: Options, args: Namespace) -> None:
     """Inspect an existing .sqsh in place."""
-    flags = LifecycleFlags(dry_run, no_submit, json_output, wait, timeout, replace)
-    _lifecycle_command(ctx, "inspect_sqsh", source, name, role.value, flags)
+    flags = LifecycleFlags(args.dry_run, args.no_submit, args.wait, args.timeout, args.replace)
+    _lifecycle_command(options, "inspect_sqsh", args.source, args.name, args.role, flags)
 
 
-@app.command("submit")
-def submit_command(
-    ctx: typer.Context, lifecycle_id: IdArgument, json_output: JsonOption = False
-) -> None:
+def submit_command(options: Options, args: Namespace) -> None:
     """Verify and submit a lifecycle staged with --no-submit."""
-    options = _options(ctx, json_output)
     try:
-        paths.name(lifecycle_id, "lifecycle_id")
-        submission = _lifecycles(options).submit(lifecycle_id)
+        paths.name(args.lifecycle_id, "lifecycle_id")
+        submission = _lifecycles(options).submit(args.lifecycle_id)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit_submission(options, submission.lifecycle_id, submission.job_id)
@@ -336,14 +203,10 @@ def submit_command(
 # -- observe -----------------------------------------------------------------------------
 
 
-@app.command("status")
-def status_command(
-    ctx: typer.Context, lifecycle_ids: IdsArgument, json_output: JsonOption = False
-) -> None:
+def status_command(options: Options, args: Namespace) -> None:
     """Lifecycle and scheduler state, with one scheduler call for all ids."""
-    options = _options(ctx, json_output)
     try:
-        statuses = _lifecycles(options).status(lifecycle_ids)
+        statuses = _lifecycles(options).status(args.lifecycle_ids)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit_statuses(options, statuses, {})
@@ -385,20 +248,15 @@ def _progress(options: Options, *, enabled: bool = True) -> Iterator[Progress | 
         yield show
 
 
-@app.command("wait")
-def wait_command(
-    ctx: typer.Context,
-    lifecycle_ids: IdsArgument,
-    timeout: TimeoutOption = None,
-    json_output: JsonOption = False,
-) -> None:
+def wait_command(options: Options, args: Namespace) -> None:
     """Poll with backoff until every job is terminal (exit 4 if any failed, 7 on timeout)."""
     from slurm_image.application.wait import require_success
 
-    options = _options(ctx, json_output)
     try:
         with _progress(options) as on_poll:
-            result = _lifecycles(options).wait(lifecycle_ids, timeout_s=timeout, on_poll=on_poll)
+            result = _lifecycles(options).wait(
+                args.lifecycle_ids, timeout_s=args.timeout, on_poll=on_poll
+            )
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit_statuses(options, result.lifecycles, {"timed_out": result.timed_out})
@@ -408,14 +266,10 @@ def wait_command(
         raise CommandFailed(error, _next_step(error)) from error
 
 
-@app.command("cancel")
-def cancel_command(
-    ctx: typer.Context, lifecycle_id: IdArgument, json_output: JsonOption = False
-) -> None:
+def cancel_command(options: Options, args: Namespace) -> None:
     """Cancel the lifecycle's job."""
-    options = _options(ctx, json_output)
     try:
-        status = _lifecycles(options).cancel(lifecycle_id)
+        status = _lifecycles(options).cancel(args.lifecycle_id)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit(
@@ -424,9 +278,6 @@ def cancel_command(
         f"lifecycle {status.lifecycle_id}: cancel requested; job {status.job_id} is {status.state}",
         status.state,
     )
-
-
-app.command("doctor")(doctor_command)
 
 
 def _describe_status(status: LifecycleStatus) -> str:
@@ -467,18 +318,11 @@ def _describe_record(record: AliasRecord) -> str:
     return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
 
 
-@app.command("publish")
-def publish_command(
-    ctx: typer.Context,
-    lifecycle_id: IdArgument,
-    replace: ReplaceOption = False,
-    json_output: JsonOption = False,
-) -> None:
+def publish_command(options: Options, args: Namespace) -> None:
     """Verify the finished job's result and publish it under its alias."""
-    options = _options(ctx, json_output)
     try:
-        paths.name(lifecycle_id, "lifecycle_id")
-        record = _lifecycles(options).publish(lifecycle_id, replace=replace)
+        paths.name(args.lifecycle_id, "lifecycle_id")
+        record = _lifecycles(options).publish(args.lifecycle_id, replace=args.replace)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit(
@@ -489,19 +333,11 @@ def publish_command(
     )
 
 
-@app.command("show")
-def show_command(
-    ctx: typer.Context,
-    name: AliasArgument,
-    verify: Annotated[
-        bool, typer.Option("--verify", help="Re-hash the artifact against its digest.")
-    ] = False,
-    json_output: JsonOption = False,
-) -> None:
+def show_command(options: Options, args: Namespace) -> None:
     """One alias: its verified .sqsh path and all its facts."""
-    options = _options(ctx, json_output)
+    verify = args.verify
     try:
-        record = _lifecycles(options).resolve(name, verify=verify)
+        record = _lifecycles(options).resolve(args.name, verify=verify)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     checked = " (artifact re-hashed: matches)" if verify else ""
@@ -513,10 +349,8 @@ def show_command(
     )
 
 
-@app.command("list")
-def list_command(ctx: typer.Context, json_output: JsonOption = False) -> None:
+def list_command(options: Options, args: Namespace) -> None:
     """The published aliases."""
-    options = _options(ctx, json_output)
     try:
         records = _lifecycles(options).list_aliases()
     except Exception as error:
@@ -537,50 +371,31 @@ def list_command(ctx: typer.Context, json_output: JsonOption = False) -> None:
     )
 
 
-@app.command("unregister")
-def unregister_command(
-    ctx: typer.Context, name: AliasArgument, json_output: JsonOption = False
-) -> None:
+def unregister_command(options: Options, args: Namespace) -> None:
     """Remove an alias; its artifact stays until gc finds nothing refers to it."""
-    options = _options(ctx, json_output)
     try:
-        removed = _lifecycles(options).unregister(name)
+        removed = _lifecycles(options).unregister(args.name)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit(options, {"name": removed}, f"unregistered {removed} (the artifact stays)")
 
 
-@app.command("cleanup")
-def cleanup_command(
-    ctx: typer.Context, lifecycle_id: IdArgument, json_output: JsonOption = False
-) -> None:
+def cleanup_command(options: Options, args: Namespace) -> None:
     """Remove an attempt directory (refused while its job may run)."""
-    options = _options(ctx, json_output)
     try:
-        removed = _lifecycles(options).cleanup(lifecycle_id)
+        removed = _lifecycles(options).cleanup(args.lifecycle_id)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     _emit(options, {"lifecycle_id": removed}, f"removed the attempt {removed}")
 
 
-@app.command("gc")
-def gc_command(
-    ctx: typer.Context,
-    older_than: Annotated[
-        str,
-        typer.Option(
-            "--older-than", metavar="D", help="Finished attempts older than D (30m, 12h, 7d)."
-        ),
-    ] = "7d",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List only; remove nothing.")] = False,
-    json_output: JsonOption = False,
-) -> None:
+def gc_command(options: Options, args: Namespace) -> None:
     """Remove unreferenced artifacts and finished attempts past the bound."""
     from slurm_image.domain.publication import parse_age
 
-    options = _options(ctx, json_output)
+    dry_run = args.dry_run
     try:
-        removed = _lifecycles(options).gc(older_than=parse_age(older_than), dry_run=dry_run)
+        removed = _lifecycles(options).gc(older_than=parse_age(args.older_than), dry_run=dry_run)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     verb = "would remove" if dry_run else "removed"
@@ -626,6 +441,102 @@ def _next_step(error: BaseException) -> str | None:
     return None
 
 
+Command = Callable[[Options, "Namespace"], None]
+
+
+def _command(commands: Any, name: str, run: Command, help_text: str) -> arguments.Parser:
+    parser: arguments.Parser = commands.add_parser(name, help=help_text, description=help_text)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _lifecycle_options(parser: arguments.Parser) -> None:
+    parser.add_argument("--name", metavar="NAME", required=True, help="Alias to publish under.")
+    parser.add_argument(
+        "--role", choices=("client", "serving"), required=True, help="What the image is for."
+    )
+    parser.add_argument("--dry-run", action="store_true", help="Print plan and script only.")
+    parser.add_argument(
+        "--no-submit", action="store_true", help="Stage only; submit later with `submit ID`."
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="Wait for the job and publish its result."
+    )
+    _timeout(parser)
+    parser.add_argument(
+        "--replace", action="store_true", help="Rebind an existing alias (its old artifact stays)."
+    )
+
+
+def _timeout(parser: arguments.Parser) -> None:
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=arguments.seconds(0),
+        help="Stop waiting after S seconds (exit 7).",
+    )
+
+
+def _id(parser: arguments.Parser) -> None:
+    parser.add_argument("lifecycle_id", metavar="ID", help="A lifecycle id.")
+
+
+def _alias(parser: arguments.Parser) -> None:
+    parser.add_argument("name", metavar="NAME", help="A published alias.")
+
+
+def parser() -> arguments.Parser:
+    """The whole command line (cli.md)."""
+    root, commands = arguments.root_parser(
+        "Turn digest-pinned container images into verified Enroot squashfs files on Slurm."
+    )
+    imports = _command(commands, "import", import_command, _doc(import_command))
+    imports.add_argument("source", metavar="SOURCE", help="registry/repo[:tag]@sha256:<64 hex>")
+    _lifecycle_options(imports)
+    imports.add_argument(
+        "--force", action="store_true", help="Import even when the store holds this source."
+    )
+    inspects = _command(commands, "inspect", inspect_command, _doc(inspect_command))
+    inspects.add_argument("source", metavar="SQSH", help="Absolute path of an existing .sqsh")
+    _lifecycle_options(inspects)
+    _id(_command(commands, "submit", submit_command, _doc(submit_command)))
+    for name, run in (("status", status_command), ("wait", wait_command)):
+        watched = _command(commands, name, run, _doc(run))
+        watched.add_argument("lifecycle_ids", metavar="ID", nargs="+", help="Lifecycle ids.")
+    _timeout(commands.choices["wait"])
+    _id(_command(commands, "cancel", cancel_command, _doc(cancel_command)))
+    doctor = _command(commands, "doctor", doctor_command.run, _doc(doctor_command.run))
+    doctor_command.add_options(doctor)
+    publishing = _command(commands, "publish", publish_command, _doc(publish_command))
+    _id(publishing)
+    publishing.add_argument(
+        "--replace", action="store_true", help="Rebind an existing alias (its old artifact stays)."
+    )
+    shown = _command(commands, "show", show_command, _doc(show_command))
+    _alias(shown)
+    shown.add_argument(
+        "--verify", action="store_true", help="Re-hash the artifact against its digest."
+    )
+    _command(commands, "list", list_command, _doc(list_command))
+    _alias(_command(commands, "unregister", unregister_command, _doc(unregister_command)))
+    _id(_command(commands, "cleanup", cleanup_command, _doc(cleanup_command)))
+    collect = _command(commands, "gc", gc_command, _doc(gc_command))
+    collect.add_argument(
+        "--older-than",
+        metavar="D",
+        default="7d",
+        help="Finished attempts older than D (30m, 12h, 7d; default 7d).",
+    )
+    collect.add_argument("--dry-run", action="store_true", help="List only; remove nothing.")
+    for command in commands.choices.values():
+        arguments.add_json(command)
+    return root
+
+
+def _doc(run: Command) -> str:
+    return (run.__doc__ or "").strip()
+
+
 def _fail(code: int, message: str) -> NoReturn:
     sys.stderr.write(f"{PROG}: error: {message}\n")
     raise SystemExit(code)
@@ -633,24 +544,23 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure is one line on stderr and a documented exit code."""
-    command = typer.main.get_command(app)
+    root = parser()
+    namespace = root.parse_args(argv)
+    options = arguments.options_of(namespace)
+    _configure_logging(options.verbose)
+    run: Command | None = getattr(namespace, "run", None)
+    if run is None:
+        root.print_help()
+        raise SystemExit(0)
     try:
-        command.main(args=argv, prog_name=PROG, standalone_mode=False)
+        run(options, namespace)
     except CommandFailed as failure:
         from slurm_image.entrypoints.errors import describe, exit_code_for
 
         hint = f" ({failure.hint})" if failure.hint else ""
         _fail(exit_code_for(failure.error), describe(failure.error) + hint)
-    except typer.Exit as done:
-        raise SystemExit(done.exit_code) from None
-    except typer.Abort:
+    except KeyboardInterrupt:
         _fail(130, "interrupted")
-    except typer.BadParameter as error:
-        field = error.param.name if error.param is not None and error.param.name else "argument"
-        rule = " ".join(str(error.message).removeprefix("Value error, ").split())
-        _fail(EXIT_INVALID, f"{field}: {rule} (see {PROG} --help)")
-    except typer.TyperException as error:
-        _fail(EXIT_INVALID, " ".join(error.format_message().split()))
     except Exception as error:
         from slurm_image.entrypoints.errors import describe
 

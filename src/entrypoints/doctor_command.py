@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 
-import typer
-
+from slurm_image.entrypoints.arguments import Options, Parser, seconds
 from slurm_image.entrypoints.exit_codes import (
     EXIT_INVALID,
     EXIT_JOB_FAILED,
@@ -21,6 +20,8 @@ from slurm_image.entrypoints.exit_codes import (
 )
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from slurm_image.application.doctor import DoctorReport
     from slurm_image.domain.profile import ProfileSelection
 
@@ -80,7 +81,7 @@ def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
     )
 
 
-def _diagnose(options: Any, timeout_s: float) -> DoctorReport:
+def _diagnose(options: Options, timeout_s: float) -> DoctorReport:
     from slurm_image.adapters.statfs import StatfsFilesystems
     from slurm_image.application.doctor import Doctor, profile_failed
     from slurm_image.domain.errors import DomainError
@@ -106,21 +107,22 @@ def _diagnose(options: Any, timeout_s: float) -> DoctorReport:
     return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)
 
 
-def doctor_command(
-    ctx: typer.Context,
-    timeout: Annotated[
-        float,
-        typer.Option("--timeout", min=1, help="Seconds to wait for the doctor's tiny job."),
-    ] = DEFAULT_TIMEOUT_S,
-    json_output: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
-) -> None:
+def add_options(parser: Parser) -> None:
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=seconds(1),
+        default=DEFAULT_TIMEOUT_S,
+        help=f"Seconds to wait for the doctor's tiny job (default {DEFAULT_TIMEOUT_S:g}).",
+    )
+
+
+def run(options: Options, args: Namespace) -> None:
     """Check the profile, the scheduler, the partition, the workspace and a compute node."""
-    options = ctx.obj
-    report = _diagnose(options, timeout)
-    if json_output or options.json:
-        typer.echo(json.dumps(report.as_dict(), sort_keys=True))
+    report = _diagnose(options, args.timeout)
+    if options.json:
+        print(json.dumps(report.as_dict(), sort_keys=True))
     elif not options.quiet or not report.ok:
         for check in report.checks:
-            typer.echo(f"{'ok' if check.ok else 'FAIL':<4}  {check.name:<14}  {check.detail}")
-    # SystemExit, not typer.Exit: click's non-standalone main returns an Exit's code unread.
+            print(f"{'ok' if check.ok else 'FAIL':<4}  {check.name:<14}  {check.detail}")
     raise SystemExit(exit_code(report))
