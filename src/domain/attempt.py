@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.model_config import FROZEN
 
 RECORD_MAX_BYTES = 64 * 1024
 Record = TypeVar("Record", bound=BaseModel)
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 def _check_hex(record: BaseModel, fields: tuple[str, ...]) -> None:
@@ -34,7 +33,7 @@ class StagedRecord(BaseModel):
     script re-rendered from the plan, so rebinding a digest here does not make an edit pass.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1] = 1
     lifecycle_id: str
@@ -61,7 +60,7 @@ class StagedRecord(BaseModel):
 class SubmissionRecord(BaseModel):
     """Written once the scheduler accepted the job: which job runs this attempt."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1] = 1
     lifecycle_id: str

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from slurm_image.domain import paths
 from slurm_image.domain.job import JobSpec
+from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import (
     _BODY,
@@ -67,7 +68,7 @@ _ISOLATION = _section("# 4. Private, job-local scratch", "# 5. Enroot's version"
 class DoctorJob(BaseModel):
     """Where the doctor's job lives in the workspace, and what it asks of the scheduler."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     doctor_id: str
     job_dir: str
@@ -165,7 +166,7 @@ succeeded=1
 class NodeReport(BaseModel):
     """What the doctor's job found on the compute node (untrusted text, checked here)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     node: str = ""
     job_path: str = ""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from slurm_image.domain.model_config import FROZEN
 
 
 class FileIdentity(BaseModel):
@@ -12,7 +14,7 @@ class FileIdentity(BaseModel):
     ``st_dev`` on another node (design §8), so identities are compared on the login node only.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     device: int = Field(ge=0)
     inode: int = Field(ge=0)

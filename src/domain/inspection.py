@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     StringConstraints,
@@ -32,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from slurm_image.domain.canonical import SHA256_HEX
 from slurm_image.domain.errors import InvalidInspection
+from slurm_image.domain.model_config import FROZEN
 
 SCHEMA_VERSION = 2
 """The version the inspector writes."""
@@ -66,7 +66,7 @@ Role = Literal["client", "serving"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
 
 class PythonFacts(_Frozen):

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import enum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
+
+from slurm_image.domain.model_config import FROZEN
 
 
 class JobSpec(BaseModel):
     """The scheduler-facing description of one lifecycle attempt's batch job."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     name: str
     partition: str
@@ -116,7 +118,7 @@ _TERMINAL = frozenset(
 class JobStatus(BaseModel):
     """One job's state as the scheduler reports it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     job_id: str
     state: JobState

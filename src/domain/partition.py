@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from slurm_image.domain.job import JobSpec
+from slurm_image.domain.model_config import FROZEN
 
 
 class PartitionLimits(BaseModel):
     """What the scheduler says about one partition. ``None``: unlimited, or not reported."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     name: str
     state: str

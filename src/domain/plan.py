@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.domain.job import JobSpec
+from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
@@ -20,13 +21,11 @@ SCHEMA_VERSION = 1
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
-
 
 class RuntimeDigests(BaseModel):
     """SHA-256 of the package-owned files staged beside the script."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     inspector_sha256: str
     rc_sha256: str
@@ -42,7 +41,7 @@ class RuntimeDigests(BaseModel):
 class AttemptPaths(BaseModel):
     """Absolute paths of one attempt; every one derives from the workspace and the id."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     job_dir: str
     plan: str
@@ -88,7 +87,7 @@ class AttemptPaths(BaseModel):
 class Plan(BaseModel):
     """Everything the job will do, fixed before anything is staged."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1]
     lifecycle_id: str

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -20,6 +19,7 @@ from pydantic import (
 from slurm_image.domain import paths
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
+from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN
 
 MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
@@ -49,8 +49,6 @@ ENROOT_ENVIRONMENT_RESERVED = frozenset(
 )
 SUBMITTER_KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 API_VERSION = re.compile(r"auto|v0\.0\.(3[89]|4[0-4])")
-
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 # One year: a job limit beyond it is a typo, and Slurm keeps limits in 32-bit minutes.
@@ -102,7 +100,7 @@ def _path_rule(rule: Any, field: str) -> AfterValidator:
 
 
 class ImageBuild(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     partition: Annotated[str, _slurm_name("image_build.partition")]
     account: Annotated[str, _slurm_name("image_build.account")] | None = None
@@ -115,7 +113,7 @@ class ImageBuild(BaseModel):
 
 
 class Inspection(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     client_distributions: tuple[str, ...] = ("pip",)
 
@@ -145,7 +143,7 @@ def _credentials_file(value: str) -> str:
 
 
 class Enroot(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     environment: dict[str, str] = Field(default_factory=dict)
     credentials_file: Annotated[str, AfterValidator(_credentials_file)] | None = None
@@ -178,7 +176,7 @@ class Enroot(BaseModel):
 
 
 class SbatchSettings(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sbatch: str = "sbatch"
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
@@ -199,7 +197,7 @@ class SbatchSettings(BaseModel):
 
 
 class RestSettings(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
 
     url: str = "http://127.0.0.1:6820"
     user: str | None = None
@@ -251,7 +249,7 @@ class Submitter(BaseModel):
     table ``[submitter.<kind>]``; no other extra table is accepted.
     """
 
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True)
+    model_config = FROZEN_OPEN
 
     kind: str = "sbatch"
     sbatch: SbatchSettings = Field(default_factory=SbatchSettings)
@@ -293,7 +291,7 @@ class Submitter(BaseModel):
 class SiteProfile(BaseModel):
     """One cluster's site profile."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     workspace_root: Annotated[str, _path_rule(paths.workspace_root, "workspace_root")]
     image_build: ImageBuild
@@ -308,7 +306,7 @@ class SiteProfile(BaseModel):
 class ProfileSelection(BaseModel):
     """How the profile was chosen, so a job traces back to its exact configuration."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     how: Literal["explicit", "hostname", "default"]
     cluster: str | None = None

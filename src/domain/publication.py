@@ -15,15 +15,18 @@ reader opens one file and publishers of different aliases never touch the same f
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
-from slurm_image.domain.inspection import InspectionRecord
+from slurm_image.domain.model_config import FROZEN
+
+if TYPE_CHECKING:
+    from slurm_image.domain.inspection import InspectionRecord
 
 STORE_RECORD_MAX_BYTES = 4 * 1024 * 1024
 """Alias and source records hold an image's facts (up to 10 000 distributions)."""
@@ -32,7 +35,6 @@ RECORD_MODE = 0o644
 PUBLIC_DIRECTORY_MODE = 0o755
 
 Role = Literal["client", "serving"]
-_FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 _Record = TypeVar("_Record", bound=BaseModel)
 
 
@@ -118,7 +120,7 @@ class AliasRecord(BaseModel):
     publication; ``identity`` is the artifact's ``(st_dev, st_ino)`` on the publishing host.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1] = 1
     name: str
@@ -175,7 +177,7 @@ class AliasRecord(BaseModel):
 class RoleFacts(BaseModel):
     """The facts one inspection recorded for one role of an artifact."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     inspection_schema_version: int
     inspector_version: str
@@ -186,7 +188,7 @@ class RoleFacts(BaseModel):
 class SourceRecord(BaseModel):
     """An OCI source digest and the artifact it was imported as, with its facts per role."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1] = 1
     source_digest: str
@@ -214,7 +216,7 @@ class PublicationMarker(BaseModel):
     is in place with the recorded digest, else drops it: the old alias record was never touched.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[1] = 1
     candidate: str | None

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from slurm_image.domain.errors import InvalidReference
+from slurm_image.domain.model_config import FROZEN
 
 FIELD = "source"
 PATH_MAX = 255
@@ -30,7 +31,7 @@ _IPV6_CHARACTERS = re.compile(r"[0-9A-Fa-f:]+")
 class OciReference(BaseModel):
     """A digest-pinned OCI reference, split into its parts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     registry: str | None
     """The registry host[:port] as written, or None for Docker Hub's implicit default."""

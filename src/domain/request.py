@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError, InvalidRequest
+from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.reference import parse_reference
 
 Role = Literal["client", "serving"]
@@ -18,7 +19,7 @@ ROLES: tuple[Role, ...] = ("client", "serving")
 class Request(BaseModel):
     """A validated request: ``source`` is an OCI reference (import) or a ``.sqsh`` path."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = FROZEN
 
     operation: Operation
     name: str
