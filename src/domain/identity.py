@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from dataclasses import dataclass
 
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.errors import InvalidRecord
 
 
-class FileIdentity(BaseModel):
+@dataclass(frozen=True)
+class FileIdentity:
     """``(st_dev, st_ino)``: equal identities name the same object, whatever its path.
 
     Only meaningful on the host that recorded it: a shared filesystem may show another
     ``st_dev`` on another node (design §8), so identities are compared on the login node only.
+    A standard-library dataclass: every filesystem read carries one, and reading the catalog
+    needs no model library. Records that embed it (pydantic models) validate its fields too.
     """
 
-    model_config = FROZEN
+    device: int
+    inode: int
 
-    device: int = Field(ge=0)
-    inode: int = Field(ge=0)
+    def __post_init__(self) -> None:
+        for field, value in (("device", self.device), ("inode", self.inode)):
+            if type(value) is not int or value < 0:
+                raise InvalidRecord(f"identity.{field}", "must be a non-negative integer", value)
 
     def same_object_elsewhere(self, other: FileIdentity) -> bool:
         """Whether ``other``, seen from another login node, may name the same object.

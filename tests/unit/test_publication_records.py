@@ -77,6 +77,10 @@ def test_an_alias_record_round_trips() -> None:
         ("name", "a b", "alias.name"),
         ("role", "admin", "alias.role"),
         ("extra", 1, "alias.extra"),
+        ("identity", {"device": -1, "inode": 2}, "alias.identity.device"),
+        ("identity", {"device": 1, "inode": "2"}, "alias.identity.inode"),
+        ("identity", {"device": 1}, "alias.identity.inode"),
+        ("identity", {"device": 1, "inode": 2, "rdev": 3}, "alias.identity.rdev"),
     ],
 )
 def test_a_damaged_alias_record_is_refused_naming_the_field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -405,7 +406,7 @@ def test_a_claimed_submission_without_a_job_is_refused_not_submitted_again(world
 def _rebind_record_device(world: World, device: int) -> None:
     layout = world.layout()
     record = load_staged_record(world.harness.read(layout.staged_record))
-    moved = record.job_dir.model_copy(update={"device": device})
+    moved = dataclasses.replace(record.job_dir, device=device)
     world.harness.remove(layout.staged_record)
     world.harness.write(
         layout.staged_record, record.model_copy(update={"job_dir": moved}).canonical_bytes()
