@@ -22,8 +22,8 @@ from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publication, Publish
 from slurm_image.application.submit import Submit
 from slurm_image.domain.plan import Plan
-from slurm_image.domain.publication import StoreLayout
 from slurm_image.domain.request import make_request
+from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from slurm_image.adapters.local_store import LocalStore
 from slurm_image.domain import paths
-from slurm_image.domain.publication import StoreLayout
+from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.lock import LockTimeout
 
 _BUSY = frozenset({errno.EAGAIN, errno.EACCES})

@@ -1,16 +1,15 @@
-"""The catalog: resolve, list and verify the published aliases (§8). Reading only: it needs
-nothing of the scheduler, so a launcher resolves names cheaply (``Maintain``, in
-``application.maintain``, changes the catalog)."""
+"""The catalog: resolve, list and verify the published aliases (§8), each record validated.
+Reading only, with nothing of the scheduler (``Maintain``, in ``application.maintain``, changes
+the catalog; ``CatalogReader`` reads it without validating the records again)."""
 
 from __future__ import annotations
 
 import logging
 
+from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
-from slurm_image.application.store_records import StoreRecords
-from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
-from slurm_image.domain.publication import AliasRecord
+from slurm_image.domain.publication import AliasRecord, load_alias
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
 
@@ -18,17 +17,21 @@ log = logging.getLogger(__name__)
 
 
 class Catalog:
-    """Read the published aliases. Needs no scheduler: a launcher resolves names cheaply."""
+    """Read the published aliases, each validated. Needs no scheduler."""
 
     def __init__(self, store: Store) -> None:
-        self._records = StoreRecords(store)
+        self._reader = CatalogReader(store)
         self._store = store
 
     def show(self, name: str) -> AliasRecord:
-        paths.name(name)
-        record = self._records.alias(name)
-        if record is None:
-            raise UnknownAlias("name", f"no alias {name} is published (see: slurm-image list)")
+        data = self._reader.data(name)
+        path = self._reader.layout.alias(name)
+        try:
+            record = load_alias(data)
+        except DomainError as error:
+            raise VerificationFailed(path, f"{error.field}: {error.rule}") from None
+        if record.name != name:
+            raise VerificationFailed(path, "names another alias")
         return record
 
     def verify(self, name: str) -> AliasRecord:
@@ -46,18 +49,10 @@ class Catalog:
         return record
 
     def list(self) -> list[AliasRecord]:
-        layout = self._records.layout
-        if self._store.entry_kind(layout.aliases) != "directory":
-            return []
         found = []
-        for entry in self._store.list_directory(layout.aliases):
-            if not entry.endswith(".json"):
-                continue
+        for name in self._reader.names():
             try:
-                record = self._records.alias(entry.removesuffix(".json"))
-            except (DomainError, VerificationFailed) as error:
-                log.warning("skipping %s: %s", entry, error)
-                continue
-            if record is not None:
-                found.append(record)
+                found.append(self.show(name))
+            except (DomainError, VerificationFailed, UnknownAlias) as error:
+                log.warning("skipping %s.json: %s", name, error)
         return found

@@ -41,14 +41,9 @@ from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
-from slurm_image.domain.publication import (
-    ARTIFACT_MODE,
-    AliasRecord,
-    PublicationMarker,
-    SourceRecord,
-    facts_of,
-)
+from slurm_image.domain.publication import AliasRecord, PublicationMarker, SourceRecord, facts_of
 from slurm_image.domain.request import Request
+from slurm_image.domain.store_layout import ARTIFACT_MODE
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks

@@ -7,20 +7,22 @@ from __future__ import annotations
 import logging
 import re
 
+from slurm_image.application.catalog_reader import read_record
 from slurm_image.application.errors import VerificationFailed
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.publication import (
-    ARTIFACT_MODE,
-    PUBLIC_DIRECTORY_MODE,
-    RECORD_MODE,
-    STORE_RECORD_MAX_BYTES,
     AliasRecord,
     PublicationMarker,
     SourceRecord,
-    StoreLayout,
     load_alias,
     load_marker,
     load_source,
+)
+from slurm_image.domain.store_layout import (
+    ARTIFACT_MODE,
+    PUBLIC_DIRECTORY_MODE,
+    RECORD_MODE,
+    StoreLayout,
 )
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import WorkspaceError
@@ -53,12 +55,7 @@ class StoreRecords:
             self.store.ensure_directory(directory, mode=0o700)
 
     def _read(self, path: str) -> bytes | None:
-        try:
-            if self.store.entry_kind(path) is None:
-                return None
-            return self.store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
-        except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+        return read_record(self.store, path)
 
     def alias(self, name: str) -> AliasRecord | None:
         data = self._read(self.layout.alias(name))

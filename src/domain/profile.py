@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -20,6 +19,7 @@ from slurm_image.domain import paths
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN
+from slurm_image.domain.profile_catalog import How, choose_profile
 
 MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
@@ -308,7 +308,7 @@ class ProfileSelection(BaseModel):
 
     model_config = FROZEN
 
-    how: Literal["explicit", "hostname", "default"]
+    how: How
     cluster: str | None = None
     pattern: str | None = None
     catalog_sha256: str | None = None
@@ -343,67 +343,14 @@ def select_cluster(
     hostnames: Sequence[str],
     catalog_sha256: str,
 ) -> tuple[SiteProfile, ProfileSelection]:
-    """Pick and validate one profile from a file that is a catalog or a single profile.
-
-    Precedence: ``explicit`` > the one cluster whose pattern matches a host name > ``default``.
-    """
-    if "clusters" not in document:
-        if explicit is not None:
-            raise InvalidProfile("cluster", "the profile file has no [clusters] catalog")
-        profile = parse_profile(document)
-        selection = ProfileSelection(
-            how="explicit", catalog_sha256=catalog_sha256, profile_sha256=profile.sha256()
-        )
-        return profile, selection
-    extra = set(document) - {"clusters", "default"}
-    if extra:
-        raise InvalidProfile(sorted(extra)[0], "a catalog holds only 'default' and [clusters.*]")
-    clusters = document["clusters"]
-    if not isinstance(clusters, Mapping) or not clusters:
-        raise InvalidProfile("clusters", "must be a table of clusters")
-    for cluster_name, table in clusters.items():
-        if not isinstance(table, Mapping):
-            raise InvalidProfile(f"clusters.{cluster_name}", "must be a table")
-        patterns = table.get("host_patterns", [])
-        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-            raise InvalidProfile(
-                f"clusters.{cluster_name}.host_patterns", "must be a list of strings"
-            )
-    chosen: str | None = None
-    how: Literal["explicit", "hostname", "default"] = "explicit"
-    matched: str | None = None
-    if explicit is not None:
-        if explicit not in clusters:
-            raise InvalidProfile("cluster", f"{explicit!r} is not in the catalog")
-        chosen = explicit
-    else:
-        hits: list[tuple[str, str]] = []
-        for cluster_name, table in clusters.items():
-            for pattern in table.get("host_patterns", []):
-                if any(fnmatch.fnmatchcase(host, pattern) for host in hostnames):
-                    hits.append((cluster_name, pattern))
-                    break
-        if len({hit[0] for hit in hits}) > 1:
-            names = ", ".join(hit[0] for hit in hits)
-            raise InvalidProfile("clusters", f"this host matches several clusters: {names}")
-        if hits:
-            chosen, matched, how = hits[0][0], hits[0][1], "hostname"
-        elif "default" in document:
-            chosen, how = str(document["default"]), "default"
-            if chosen not in clusters:
-                raise InvalidProfile("default", f"{chosen!r} is not in the catalog")
-        else:
-            host = hostnames[0] if hostnames else "?"
-            raise InvalidProfile(
-                "cluster", f"no cluster matches host {host!r} and no default is set"
-            )
-    table = dict(clusters[chosen])
-    table.pop("host_patterns", None)
-    profile = parse_profile(table, prefix=f"clusters.{chosen}.")
+    """Pick (``profile_catalog.choose_profile``) and validate one profile from a file that is a
+    catalog or a single profile."""
+    choice = choose_profile(document, explicit=explicit, hostnames=hostnames)
+    profile = parse_profile(choice.table, prefix=choice.prefix)
     selection = ProfileSelection(
-        how=how,
-        cluster=chosen,
-        pattern=matched,
+        how=choice.how,
+        cluster=choice.cluster,
+        pattern=choice.pattern,
         catalog_sha256=catalog_sha256,
         profile_sha256=profile.sha256(),
     )

@@ -20,97 +20,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
-from slurm_image.domain.canonical import SHA256_HEX, canonical_json
+from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS
+from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
 
 if TYPE_CHECKING:
     from slurm_image.domain.inspection import InspectionRecord
 
-STORE_RECORD_MAX_BYTES = 4 * 1024 * 1024
-"""Alias and source records hold an image's facts (up to 10 000 distributions)."""
-ARTIFACT_MODE = 0o444
-RECORD_MODE = 0o644
-PUBLIC_DIRECTORY_MODE = 0o755
-
 Role = Literal["client", "serving"]
 _Record = TypeVar("_Record", bound=BaseModel)
-
-
-class StoreLayout:
-    """Paths of the store under one workspace root. Pure path arithmetic, every name checked."""
-
-    def __init__(self, root: str) -> None:
-        self.root = paths.workspace_root(root)
-
-    @property
-    def images(self) -> str:
-        return f"{self.root}/images"
-
-    @property
-    def artifacts(self) -> str:
-        return f"{self.images}/artifacts"
-
-    @property
-    def aliases(self) -> str:
-        return f"{self.images}/aliases"
-
-    @property
-    def sources(self) -> str:
-        return f"{self.images}/sources"
-
-    @property
-    def locks(self) -> str:
-        return f"{self.images}/locks"
-
-    @property
-    def tmp(self) -> str:
-        return f"{self.images}/.tmp"
-
-    @property
-    def publishing(self) -> str:
-        return f"{self.tmp}/publish"
-
-    @property
-    def markers(self) -> str:
-        return f"{self.tmp}/markers"
-
-    @property
-    def staging(self) -> str:
-        """Temporary source records (written without the alias lock)."""
-        return f"{self.tmp}/sources"
-
-    @property
-    def jobs(self) -> str:
-        return f"{self.tmp}/jobs"
-
-    def artifact(self, sqsh_sha256: str) -> str:
-        return f"{self.artifacts}/{_hex(sqsh_sha256, 'sqsh_sha256')}.sqsh"
-
-    def alias(self, name: str) -> str:
-        return f"{self.aliases}/{paths.name(name)}.json"
-
-    def source(self, source_digest: str) -> str:
-        return f"{self.sources}/{_hex(source_digest.removeprefix('sha256:'), 'source_digest')}.json"
-
-    def marker(self, name: str) -> str:
-        """The transaction marker of a publication of ``name`` (present while it is torn)."""
-        return f"{self.markers}/{paths.name(name)}.json"
-
-    def in_store(self, path: str) -> str | None:
-        """The digest of ``path`` when it names an artifact of this store, else None."""
-        prefix = f"{self.artifacts}/"
-        if not path.startswith(prefix) or not path.endswith(".sqsh"):
-            return None
-        digest = path[len(prefix) : -len(".sqsh")]
-        return digest if SHA256_HEX.fullmatch(digest) else None
-
-
-def _hex(value: str, field: str) -> str:
-    if not SHA256_HEX.fullmatch(value):
-        raise InvalidRecord(field, "must be 64 lowercase hex", value)
-    return value
 
 
 class AliasRecord(BaseModel):
@@ -143,9 +64,9 @@ class AliasRecord(BaseModel):
         paths.name(self.name)
         paths.name(self.lifecycle_id, "lifecycle_id")
         paths.sqsh_path(self.path, "path")
-        _hex(self.sqsh_sha256, "sqsh_sha256")
+        hex_digest(self.sqsh_sha256, "sqsh_sha256")
         if self.source_digest is not None:
-            _hex(self.source_digest.removeprefix("sha256:"), "source_digest")
+            hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
         return self
 
     def canonical_bytes(self) -> bytes:
@@ -153,25 +74,13 @@ class AliasRecord(BaseModel):
 
     def summary(self) -> dict[str, object]:
         """The keys ``list`` prints per image (cli.md)."""
-        return {
-            "name": self.name,
-            "role": self.role,
-            "path": self.path,
-            "sqsh_sha256": self.sqsh_sha256,
-            "source": self.source,
-            "source_digest": self.source_digest,
-            "published_at": self.published_at,
-        }
+        data = self.model_dump(mode="json", include=set(SUMMARY_KEYS))
+        return {key: data[key] for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
         """The keys ``show`` and ``publish`` print (cli.md)."""
-        return {
-            **self.summary(),
-            "facts": self.facts,
-            "inspector_version": self.inspector_version,
-            "lifecycle_id": self.lifecycle_id,
-            "size": self.size,
-        }
+        data = self.model_dump(mode="json", include=set(DETAIL_KEYS))
+        return {key: data[key] for key in DETAIL_KEYS}
 
 
 class RoleFacts(BaseModel):
@@ -198,8 +107,8 @@ class SourceRecord(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> SourceRecord:
-        _hex(self.source_digest.removeprefix("sha256:"), "source_digest")
-        _hex(self.sqsh_sha256, "sqsh_sha256")
+        hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
+        hex_digest(self.sqsh_sha256, "sqsh_sha256")
         return self
 
     def canonical_bytes(self) -> bytes:

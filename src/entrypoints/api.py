@@ -209,8 +209,8 @@ class Lifecycles:
         )
 
     def _from_store(self, request: Request, replace: bool) -> Outcome | Request:
-        from slurm_image.domain.publication import StoreLayout
         from slurm_image.domain.reference import parse_reference
+        from slurm_image.domain.store_layout import StoreLayout
 
         publisher = self.container.publish()
         source = publisher.stored_source(parse_reference(request.source).digest)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -23,9 +23,9 @@ from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL
 if TYPE_CHECKING:
     from argparse import Namespace
 
+    from slurm_image.application.catalog_reader import CatalogReader
     from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.wait import Progress
-    from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation
     from slurm_image.entrypoints.api import Lifecycles, Outcome
 
@@ -69,6 +69,12 @@ def _emit(options: Options, payload: dict[str, Any], human: str, quiet: str | No
             print(quiet)
     else:
         print(human)
+
+
+def _catalog_reader(options: Options) -> CatalogReader:
+    from slurm_image.entrypoints.lookup import catalog_reader
+
+    return catalog_reader(options.profile, cluster=options.cluster)
 
 
 def _lifecycles(options: Options) -> Lifecycles:
@@ -151,7 +157,7 @@ def _emit_outcome(options: Options, outcome: Outcome) -> None:
     if outcome.published is not None:
         record = outcome.published
         how = "answered from the store (no job)" if outcome.from_store else "published"
-        human = f"{how}: {record.name}\n{_describe_record(record)}"
+        human = f"{how}: {record.name}\n{_describe_record(record.details())}"
         _emit(options, outcome.as_dict(), human, record.path)
     elif outcome.job_id is None:
         _emit(
@@ -293,8 +299,9 @@ def _describe_status(status: LifecycleStatus) -> str:
 # -- publish and the catalog -------------------------------------------------------------
 
 
-def _describe_record(record: AliasRecord) -> str:
-    facts = record.facts
+def _describe_record(details: Mapping[str, Any]) -> str:
+    """A published record's ``details()`` as aligned lines, its facts summed up."""
+    facts = details["facts"]
     if "server" in facts:
         summary = f"{facts['server']['name']} {facts['server']['version']}"
     else:
@@ -305,14 +312,17 @@ def _describe_record(record: AliasRecord) -> str:
             f" {count} distributions, pip {facts.get('installer', {}).get('version')}"
         )
     rows = [
-        ("name", record.name),
-        ("role", record.role),
-        ("path", record.path),
-        ("sqsh_sha256", record.sqsh_sha256),
-        ("source", record.source),
-        ("facts", summary),
-        ("published_at", record.published_at),
-        ("lifecycle_id", record.lifecycle_id),
+        (key, summary if key == "facts" else details[key])
+        for key in (
+            "name",
+            "role",
+            "path",
+            "sqsh_sha256",
+            "source",
+            "facts",
+            "published_at",
+            "lifecycle_id",
+        )
     ]
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
@@ -328,7 +338,7 @@ def publish_command(options: Options, args: Namespace) -> None:
     _emit(
         options,
         record.details(),
-        f"published {record.name}\n{_describe_record(record)}",
+        f"published {record.name}\n{_describe_record(record.details())}",
         record.path,
     )
 
@@ -337,38 +347,43 @@ def show_command(options: Options, args: Namespace) -> None:
     """One alias: its verified .sqsh path and all its facts."""
     verify = args.verify
     try:
-        record = _lifecycles(options).resolve(args.name, verify=verify)
+        if verify:
+            details = _lifecycles(options).resolve(args.name, verify=True).details()
+        else:
+            details = _catalog_reader(options).show(args.name).details()
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     checked = " (artifact re-hashed: matches)" if verify else ""
     _emit(
         options,
-        record.details() | ({"verified": True} if verify else {}),
-        f"{record.name}{checked}\n{_describe_record(record)}",
-        record.path,
+        details | ({"verified": True} if verify else {}),
+        f"{details['name']}{checked}\n{_describe_record(details)}",
+        str(details["path"]),
     )
 
 
 def list_command(options: Options, args: Namespace) -> None:
     """The published aliases."""
     try:
-        records = _lifecycles(options).list_aliases()
+        summaries = [record.summary() for record in _catalog_reader(options).list()]
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     rows = [
-        (r.name, r.role, r.sqsh_sha256[:12], r.published_at[:19] + "Z", r.path) for r in records
+        (
+            str(s["name"]),
+            str(s["role"]),
+            str(s["sqsh_sha256"])[:12],
+            str(s["published_at"])[:19] + "Z",
+            str(s["path"]),
+        )
+        for s in summaries
     ]
     human = (
         _table(("NAME", "ROLE", "SHA256", "PUBLISHED", "PATH"), rows)
         if rows
         else "no images published yet"
     )
-    _emit(
-        options,
-        {"images": [r.summary() for r in records]},
-        human,
-        "\n".join(r.name for r in records),
-    )
+    _emit(options, {"images": summaries}, human, "\n".join(row[0] for row in rows))
 
 
 def unregister_command(options: Options, args: Namespace) -> None:

@@ -11,157 +11,19 @@ from dependency_injector import containers, providers
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidProfile
+from slurm_image.entrypoints import factories as make
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-    from slurm_image.adapters.credentials_file import LocalCredentialsFile
-    from slurm_image.adapters.fcntl_lock import FcntlLocks
-    from slurm_image.adapters.local_store import LocalStore
-    from slurm_image.adapters.local_workspace import LocalWorkspace
-    from slurm_image.adapters.memory import FakeSubmitter
-    from slurm_image.adapters.sbatch import SbatchSubmitter
-    from slurm_image.adapters.sha256_hasher import Sha256Hasher
-    from slurm_image.adapters.slurmrest import RestSubmitter
-    from slurm_image.adapters.system_clock import SystemClock
-    from slurm_image.application.cancel import Cancel
-    from slurm_image.application.catalog import Catalog
-    from slurm_image.application.maintain import Maintain
-    from slurm_image.application.observe import Observe
-    from slurm_image.application.prepare import PlanLifecycle, Prepare
-    from slurm_image.application.publish import Publish
-    from slurm_image.application.submit import Submit
-    from slurm_image.application.wait import Wait
     from slurm_image.domain.profile import SiteProfile
-    from slurm_image.domain.runtime import RuntimeFiles
     from slurm_image.ports.submitter import BatchSubmitter
 
 SUBMITTER_GROUP = "slurm_image.submitters"
 
-# Every provider below builds through a small function that imports its adapter or use case
-# when it is first called: a command loads only what it uses (no HTTP client unless
-# kind = "rest", nothing of the scheduler for show, list or --help), while this container stays
-# the one place where everything is chosen and wired.
-
-
-def _runtime_files() -> RuntimeFiles:
-    from slurm_image.entrypoints.runtime_files import load_runtime_files
-
-    return load_runtime_files()
-
-
-def _clock() -> SystemClock:
-    from slurm_image.adapters.system_clock import SystemClock
-
-    return SystemClock()
-
-
-def _hasher() -> Sha256Hasher:
-    from slurm_image.adapters.sha256_hasher import Sha256Hasher
-
-    return Sha256Hasher()
-
-
-def _credentials_file() -> LocalCredentialsFile:
-    from slurm_image.adapters.credentials_file import LocalCredentialsFile
-
-    return LocalCredentialsFile()
-
-
-def _workspace(root: str) -> LocalWorkspace:
-    from slurm_image.adapters.local_workspace import LocalWorkspace
-
-    return LocalWorkspace(root=root)
-
-
-def _store(root: str) -> LocalStore:
-    from slurm_image.adapters.local_store import LocalStore
-
-    return LocalStore(root=root)
-
-
-def _store_reader(root: str) -> LocalStore:
-    from slurm_image.adapters.local_store import LocalStore
-
-    return LocalStore.reader(root=root)
-
-
-def _locks(store: LocalStore) -> FcntlLocks:
-    from slurm_image.adapters.fcntl_lock import FcntlLocks
-
-    return FcntlLocks(store=store)
-
-
-def _fake_submitter() -> FakeSubmitter:
-    from slurm_image.adapters.memory import FakeSubmitter
-
-    return FakeSubmitter()
-
-
-def _sbatch_submitter(**settings: Any) -> SbatchSubmitter:
-    from slurm_image.adapters.sbatch import SbatchSubmitter
-
-    return SbatchSubmitter(**settings)
-
-
-def _rest_submitter(**settings: Any) -> RestSubmitter:
-    from slurm_image.adapters.slurmrest import RestSubmitter
-
-    return RestSubmitter(**settings)
-
-
-def _plan_lifecycle(**wiring: Any) -> PlanLifecycle:
-    from slurm_image.application.prepare import PlanLifecycle
-
-    return PlanLifecycle(**wiring)
-
-
-def _prepare(**wiring: Any) -> Prepare:
-    from slurm_image.application.prepare import Prepare
-
-    return Prepare(**wiring)
-
-
-def _submit(**wiring: Any) -> Submit:
-    from slurm_image.application.submit import Submit
-
-    return Submit(**wiring)
-
-
-def _observe(**wiring: Any) -> Observe:
-    from slurm_image.application.observe import Observe
-
-    return Observe(**wiring)
-
-
-def _cancel(**wiring: Any) -> Cancel:
-    from slurm_image.application.cancel import Cancel
-
-    return Cancel(**wiring)
-
-
-def _wait(**wiring: Any) -> Wait:
-    from slurm_image.application.wait import Wait
-
-    return Wait(**wiring)
-
-
-def _publish(**wiring: Any) -> Publish:
-    from slurm_image.application.publish import Publish
-
-    return Publish(**wiring)
-
-
-def _catalog(**wiring: Any) -> Catalog:
-    from slurm_image.application.catalog import Catalog
-
-    return Catalog(**wiring)
-
-
-def _maintain(**wiring: Any) -> Maintain:
-    from slurm_image.application.maintain import Maintain
-
-    return Maintain(**wiring)
+# Every provider builds through a function of entrypoints.factories that imports its adapter or
+# use case when it is first called: a command loads only what it uses (no HTTP client unless
+# kind = "rest"), while this container stays the one place where everything is wired.
 
 
 class Container(containers.DeclarativeContainer):
@@ -169,21 +31,21 @@ class Container(containers.DeclarativeContainer):
 
     config = providers.Configuration(strict=True)
 
-    clock = providers.Singleton(_clock)
-    runtime_files = providers.Singleton(_runtime_files)
-    hasher = providers.Singleton(_hasher)
-    credentials_file = providers.Singleton(_credentials_file)
-    workspace = providers.Singleton(_workspace, root=config.workspace_root)
+    clock = providers.Singleton(make.clock)
+    runtime_files = providers.Singleton(make.runtime_files)
+    hasher = providers.Singleton(make.hasher)
+    credentials_file = providers.Singleton(make.credentials_file)
+    workspace = providers.Singleton(make.workspace, root=config.workspace_root)
     submitter = providers.Selector(
         config.submitter.kind,
-        fake=providers.Singleton(_fake_submitter),
+        fake=providers.Singleton(make.fake_submitter),
         sbatch=providers.Singleton(
-            _sbatch_submitter,
+            make.sbatch_submitter,
             sbatch=config.submitter.sbatch.sbatch,
             timeout_s=config.submitter.sbatch.timeout_s,
         ),
         rest=providers.Singleton(
-            _rest_submitter,
+            make.rest_submitter,
             url=config.submitter.rest.url,
             user=config.submitter.rest.user,
             token_file=config.submitter.rest.token_file,
@@ -194,41 +56,41 @@ class Container(containers.DeclarativeContainer):
     )
 
     plan_lifecycle = providers.Factory(
-        _plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
+        make.plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
     )
     prepare = providers.Factory(
-        _prepare,
+        make.prepare,
         clock=clock,
         runtime=runtime_files,
         workspace=workspace,
         credentials=credentials_file,
     )
-    submit = providers.Factory(_submit, workspace=workspace, submitter=submitter, clock=clock)
-    observe = providers.Factory(_observe, workspace=workspace, submitter=submitter)
-    cancel = providers.Factory(_cancel, workspace=workspace, submitter=submitter)
+    submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
+    observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)
+    cancel = providers.Factory(make.cancel, workspace=workspace, submitter=submitter)
 
     # Publication and the catalog (design §8). The store is the workspace with publication's
     # operations; list/show need neither the scheduler nor the locks.
     lock_timeout_s = providers.Object(60.0)
-    store = providers.Singleton(_store, root=config.workspace_root)
-    locks = providers.Singleton(_locks, store=store)
-    wait = providers.Factory(_wait, observe=observe, clock=clock)
+    store = providers.Singleton(make.store, root=config.workspace_root)
+    locks = providers.Singleton(make.locks, store=store)
+    wait = providers.Factory(make.wait, observe=observe, clock=clock)
     publish = providers.Factory(
-        _publish,
+        make.publish,
         store=store,
         locks=locks,
-        observe=providers.Factory(_observe, workspace=store, submitter=submitter),
+        observe=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
     )
-    catalog = providers.Factory(
-        _catalog, store=providers.Singleton(_store_reader, root=config.workspace_root)
-    )
+    store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
+    catalog = providers.Factory(make.catalog, store=store_reader)
+    catalog_reader = providers.Factory(make.catalog_reader, store=store_reader)
     maintain = providers.Factory(
-        _maintain,
+        make.maintain,
         store=store,
         locks=locks,
-        observe=providers.Factory(_observe, workspace=store, submitter=submitter),
+        observe=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
     )

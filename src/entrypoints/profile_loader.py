@@ -1,4 +1,8 @@
-"""Read the site profile: TOML file, ``SLURM_IMAGE_*`` overrides, cluster selection."""
+"""Read the site profile: TOML file, ``SLURM_IMAGE_*`` overrides, cluster selection.
+
+``load_profile`` validates the whole selected profile (the domain's models); ``store_root``
+reads only its ``workspace_root``, by the same rule, for the catalog reads (``show``,
+``list``) that need nothing else and load no model library."""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from slurm_image.domain import paths
+from slurm_image.domain.errors import DomainError, InvalidProfile
+from slurm_image.domain.profile_catalog import choose_profile, is_catalog
 
-from slurm_image.domain.errors import InvalidProfile
-from slurm_image.domain.profile import ProfileSelection, SiteProfile, select_cluster
+if TYPE_CHECKING:
+    from slurm_image.domain.profile import ProfileSelection, SiteProfile
 
 PROFILE_ENV = "SLURM_IMAGE_PROFILE"
 OVERRIDE_PREFIX = "SLURM_IMAGE_"
@@ -47,6 +53,10 @@ def _unwrap(annotation: Any) -> Any:
 
 def _is_text_setting(keys: list[str]) -> bool:
     """Whether the profile key at ``keys`` holds a string, so ``10:00:00`` stays text."""
+    from pydantic import BaseModel
+
+    from slurm_image.domain.profile import SiteProfile
+
     annotation: Any = SiteProfile
     for key in keys:
         annotation = _unwrap(annotation)
@@ -142,6 +152,28 @@ def _read_profile(path: Path) -> bytes:
         os.close(fd)
 
 
+def _document(path: Path, environ: Mapping[str, str]) -> tuple[dict[str, Any], str]:
+    """The profile file's document with the overrides applied, and the file's SHA-256."""
+    data = _read_profile(path)
+    if len(data) > PROFILE_MAX_BYTES:
+        raise InvalidProfile("profile", f"must be at most {PROFILE_MAX_BYTES} bytes")
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise InvalidProfile("profile", f"is not valid TOML: {error}") from None
+    return apply_overrides(document, environ), hashlib.sha256(data).hexdigest()
+
+
+def _host_names_for(
+    document: Mapping[str, Any], cluster: str | None, hostnames: list[str] | None
+) -> list[str]:
+    if hostnames is not None:
+        return hostnames
+    # Only a catalog without --cluster is chosen by host name: a single profile never asks the
+    # resolver for this host's fully qualified name.
+    return host_names() if is_catalog(document) and cluster is None else []
+
+
 def load_profile(
     path: Path,
     *,
@@ -150,22 +182,37 @@ def load_profile(
     hostnames: list[str] | None = None,
 ) -> tuple[SiteProfile, ProfileSelection]:
     """Load and validate the profile at ``path``. Raises ``InvalidProfile``; writes nothing."""
-    environ = os.environ if environ is None else environ
-    data = _read_profile(path)
-    if len(data) > PROFILE_MAX_BYTES:
-        raise InvalidProfile("profile", f"must be at most {PROFILE_MAX_BYTES} bytes")
-    try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise InvalidProfile("profile", f"is not valid TOML: {error}") from None
-    document = apply_overrides(document, environ)
-    if hostnames is None:
-        # Only a catalog without --cluster is chosen by host name: a single profile never asks
-        # the resolver for this host's fully qualified name.
-        hostnames = host_names() if "clusters" in document and cluster is None else []
+    from slurm_image.domain.profile import select_cluster
+
+    document, catalog_sha256 = _document(path, os.environ if environ is None else environ)
     return select_cluster(
         document,
         explicit=cluster,
-        hostnames=hostnames,
-        catalog_sha256=hashlib.sha256(data).hexdigest(),
+        hostnames=_host_names_for(document, cluster, hostnames),
+        catalog_sha256=catalog_sha256,
     )
+
+
+def store_root(
+    path: Path,
+    *,
+    cluster: str | None,
+    environ: Mapping[str, str] | None = None,
+    hostnames: list[str] | None = None,
+) -> str:
+    """The selected profile's ``workspace_root``, checked by its rule, and nothing else of the
+    profile (the catalog reads). Raises ``InvalidProfile``; writes nothing."""
+    document, _ = _document(path, os.environ if environ is None else environ)
+    choice = choose_profile(
+        document, explicit=cluster, hostnames=_host_names_for(document, cluster, hostnames)
+    )
+    field = f"{choice.prefix}workspace_root"
+    value = choice.table.get("workspace_root")
+    if value is None:
+        raise InvalidProfile(field, "is required")
+    if not isinstance(value, str):
+        raise InvalidProfile(field, "must be a string")
+    try:
+        return paths.workspace_root(value, "workspace_root")
+    except DomainError as error:
+        raise InvalidProfile(field, error.rule) from None

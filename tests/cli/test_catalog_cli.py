@@ -16,7 +16,7 @@ import slurm_image.entrypoints.cli as cli
 from publish_support import SOURCE, SQSH_BYTES, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
-from slurm_image.domain.publication import StoreLayout
+from slurm_image.domain.store_layout import StoreLayout
 
 SHA = hashlib.sha256(SQSH_BYTES).hexdigest()
 
@@ -100,6 +100,29 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
     assert header.split() == ["NAME", "ROLE", "SHA256", "PUBLISHED", "PATH"]
     assert row.index(SHA[:12]) == header.index("SHA256")
     assert site.run("--quiet", "show", "app")[1] == f"{site.layout.artifact(SHA)}\n"
+
+
+def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
+    published = site.json("publish", site.finished_import())
+    verified = site.json("show", "app", "--verify")
+    assert verified.pop("verified") is True
+    assert site.json("show", "app") == verified == published
+    human = site.run("show", "app")[1].splitlines()
+    assert human[0] == "app"
+    assert site.run("show", "app", "--verify")[1].splitlines()[1:] == human[1:]
+    assert any(line.split()[:2] == ["path", published["path"]] for line in human)
+
+
+def test_show_of_a_damaged_record_exits_5_naming_the_record(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    alias = Path(site.layout.alias("app"))
+    record = json.loads(alias.read_text())
+    alias.write_text(json.dumps({**record, "path": "images/elsewhere.sqsh"}))
+    for command in (("show", "app"), ("show", "app", "--verify")):
+        code, out, err = site.run(*command)
+        assert code == 5 and out == "", command
+        assert err.startswith(f"slurm-image: error: {alias}: alias.path: "), err
+        assert len(err.splitlines()) == 1
 
 
 def test_a_second_publish_without_replace_exits_6_and_unknown_alias_exits_2(site: Site) -> None:

@@ -1,6 +1,7 @@
 """A command imports only what it uses: ``--help`` nothing of pydantic, the container or the use
-cases; ``show`` and ``list`` nothing of the scheduler nor of the lifecycle's use cases; nothing
-but ``kind = "rest"`` the HTTP client. Each command runs in a fresh process of the installed
+cases; ``show`` and ``list`` neither the model library nor the container, nothing of the
+scheduler nor of the lifecycle's use cases (``show --verify`` validates through the container);
+nothing but ``kind = "rest"`` the HTTP client. Each command runs in a fresh process of the installed
 package, which then reports the modules it loaded."""
 
 from __future__ import annotations
@@ -142,13 +143,17 @@ def test_help_loads_no_model_no_container_and_no_use_case(tmp_path: Path) -> Non
     )
 
 
-@pytest.mark.parametrize("command", [["show", "app", "--json"], ["list", "--json"]])
-def test_show_and_list_load_nothing_of_the_scheduler(
+@pytest.mark.parametrize(
+    "command", [["show", "app", "--json"], ["list", "--json"], ["--quiet", "show", "app"]]
+)
+def test_show_and_list_load_no_model_library_no_container_and_nothing_of_the_scheduler(
     tmp_path: Path, site: dict[str, Path], command: list[str]
 ) -> None:
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), *command)
-    assert "slurm_image.application.catalog" in modules
+    assert "slurm_image.application.catalog_reader" in modules
     assert "slurm_image.adapters.local_store" in modules
+    assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
+    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
 
@@ -158,6 +163,8 @@ def test_show_verify_validates_and_rehashes_without_the_scheduler(
 ) -> None:
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), "show", "app", "--verify")
     assert "slurm_image.adapters.local_store" in modules
+    assert {"slurm_image.domain.profile", "slurm_image.application.catalog"} <= modules
+    assert "slurm_image.entrypoints.container" in modules
     assert of(modules, *SCHEDULER) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from publish_support import SQSH_BYTES, PublishLab
 from slurm_image.application.catalog import Catalog
+from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import StillRunning, UnknownAlias, VerificationFailed
 from slurm_image.application.maintain import Maintain
 from slurm_image.domain.errors import DomainError
@@ -199,3 +201,57 @@ def test_gc_finishes_an_interrupted_publication_and_removes_leftover_temporaries
     record = Catalog(lab.store).verify("app")
     assert record.lifecycle_id == A
     assert record.path not in [r.path for r in removed]
+
+
+# -- the catalog as launchers read it (show and list without re-validating) ------------------
+
+
+def test_the_reader_prints_what_the_validated_catalog_prints(lab: PublishLab) -> None:
+    lab.finished(A, name="one")
+    lab.finished(B, name="two", sqsh=SQSH_BYTES + b"2")
+    lab.publish(A)
+    lab.publish(B)
+    reader, catalog = CatalogReader(lab.store), Catalog(lab.store)
+    assert reader.show("two").details() == catalog.show("two").details()
+    assert [r.summary() for r in reader.list()] == [r.summary() for r in catalog.list()]
+    assert [r.summary()["name"] for r in reader.list()] == ["one", "two"]
+    with pytest.raises(UnknownAlias):
+        reader.show("three")
+
+
+def _damage(lab: PublishLab, name: str, change: dict[str, Any] | None, raw: bytes | None) -> None:
+    path = lab.layout.alias(name)
+    record = json.loads(lab.harness.read(path))
+    data = raw if raw is not None else json.dumps({**record, **(change or {})}).encode()
+    lab.harness.remove(path)
+    lab.harness.write(path, data)
+    lab.harness.chmod(path, 0o644)
+
+
+@pytest.mark.parametrize(
+    ("change", "raw", "field"),
+    [
+        ({"name": "two"}, None, "alias.name"),
+        ({"path": "relative/x.sqsh"}, None, "alias.path"),
+        ({"path": 3}, None, "alias.path"),
+        ({"sqsh_sha256": "x" * 64}, None, "alias.sqsh_sha256"),
+        ({"facts": []}, None, "alias.facts"),
+        (None, b"[1, 2]", "alias"),
+        (None, b"{not json", "alias"),
+        (None, b'{"name": "one"}', "alias.role"),
+    ],
+)
+def test_the_reader_refuses_a_damaged_record_naming_the_field_and_list_skips_it(
+    lab: PublishLab, change: dict[str, Any] | None, raw: bytes | None, field: str
+) -> None:
+    lab.finished(A, name="one")
+    lab.finished(B, name="two", sqsh=SQSH_BYTES + b"2")
+    lab.publish(A)
+    lab.publish(B)
+    _damage(lab, "one", change, raw)
+    reader = CatalogReader(lab.store)
+    with pytest.raises(VerificationFailed) as refused:
+        reader.show("one")
+    assert refused.value.field == lab.layout.alias("one")
+    assert refused.value.reason.startswith(f"{field}:")
+    assert [r.summary()["name"] for r in reader.list()] == ["two"]

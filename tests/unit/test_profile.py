@@ -12,7 +12,12 @@ import pytest
 
 from slurm_image.domain.errors import InvalidProfile
 from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.profile_loader import apply_overrides, load_profile, profile_path
+from slurm_image.entrypoints.profile_loader import (
+    apply_overrides,
+    load_profile,
+    profile_path,
+    store_root,
+)
 from support import FULL_PROFILE, PROFILE
 
 # (dotted key, bad value); the error must name the dotted key.
@@ -631,3 +636,61 @@ def test_a_profile_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) ->
     os.mkfifo(fifo)
     with pytest.raises(InvalidProfile, match="not a regular file"):
         load_profile(fifo, cluster=None, environ={}, hostnames=["h"])
+
+
+# -- store_root: the catalog reads' profile (workspace_root only, same selection and rule) ----
+
+
+@pytest.mark.parametrize(
+    ("cluster", "hosts"),
+    [
+        ("beta", ["login1.alpha.example.org"]),
+        (None, ["login1.alpha.example.org", "login1"]),
+        (None, ["beta-gw"]),
+        (None, ["elsewhere"]),
+    ],
+)
+def test_store_root_is_the_workspace_root_load_profile_selects(
+    tmp_path: Path, cluster: str | None, hosts: list[str]
+) -> None:
+    path = catalog(tmp_path)
+    profile, _ = load_profile(path, cluster=cluster, environ={}, hostnames=hosts)
+    assert store_root(path, cluster=cluster, environ={}, hostnames=hosts) == profile.workspace_root
+
+
+def test_store_root_of_a_single_profile_follows_the_override(tmp_path: Path) -> None:
+    path = write(tmp_path, SIMPLE_TOML)
+    environ = {"SLURM_IMAGE_WORKSPACE_ROOT": "/srv/other"}
+    profile, _ = load_profile(path, cluster=None, environ=environ)
+    assert store_root(path, cluster=None, environ=environ) == profile.workspace_root == "/srv/other"
+
+
+@pytest.mark.parametrize(
+    ("text", "cluster", "field"),
+    [
+        (CATALOG, "gamma", "cluster"),
+        (CATALOG.replace('"/lustre/beta/images"', '"relative/images"'), "beta", None),
+        (CATALOG.replace('"/lustre/beta/images"', '"/lustre/be ta"'), "beta", None),
+        (CATALOG.replace('"/lustre/beta/images"', "3"), "beta", None),
+        (CATALOG.replace('workspace_root = "/lustre/beta/images"\n', ""), "beta", None),
+        ("clusters = 3\n", None, "clusters"),
+        ("workspace_root = [\n", None, "profile"),
+    ],
+)
+def test_store_root_refuses_what_load_profile_refuses_naming_the_same_field(
+    tmp_path: Path, text: str, cluster: str | None, field: str | None
+) -> None:
+    path = catalog(tmp_path, text)
+    with pytest.raises(InvalidProfile) as full:
+        load_profile(path, cluster=cluster, environ={}, hostnames=["elsewhere"])
+    with pytest.raises(InvalidProfile) as light:
+        store_root(path, cluster=cluster, environ={}, hostnames=["elsewhere"])
+    assert light.value.field == full.value.field == (field or "clusters.beta.workspace_root")
+
+
+def test_store_root_reads_nothing_but_the_workspace_root(tmp_path: Path) -> None:
+    """The catalog reads do not depend on the build or submitter settings."""
+    path = catalog(tmp_path, CATALOG.replace('partition = "short"', 'partition = "a b"'))
+    with pytest.raises(InvalidProfile):
+        load_profile(path, cluster="beta", environ={})
+    assert store_root(path, cluster="beta", environ={}) == "/lustre/beta/images"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from slurm_image.domain.errors import DomainError, InvalidIdentifier, InvalidRecord
-from slurm_image.domain.publication import StoreLayout, load_alias, load_marker, load_source
+from slurm_image.domain.publication import load_alias, load_marker, load_source
+from slurm_image.domain.store_layout import StoreLayout
 
 ROOT = "/lustre/site/images"
 SHA = "ab" * 32

@@ -1,0 +1,73 @@
+"""The catalog as launchers read it: ``show`` and ``list`` of the published aliases, each record
+as it was written (validated then; ``Catalog.verify`` validates it again and re-hashes the
+artifact). Needs neither the scheduler nor the model library, so resolving a name at every
+job launch costs little (bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from slurm_image.application.errors import UnknownAlias, VerificationFailed
+from slurm_image.domain import paths
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.published import PublishedAlias, read_published
+from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
+from slurm_image.ports.store import Store
+from slurm_image.ports.workspace import WorkspaceError
+
+log = logging.getLogger(__name__)
+
+
+def read_record(store: Store, path: str) -> bytes | None:
+    """The bytes of the store record at ``path``, or None when there is none. A record that is
+    not a private regular file of bounded size fails verification."""
+    try:
+        if store.entry_kind(path) is None:
+            return None
+        return store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
+    except WorkspaceError as error:
+        raise VerificationFailed(error.field, error.reason) from None
+
+
+class CatalogReader:
+    """Read the published aliases as written (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.layout = StoreLayout(store.root)
+
+    def data(self, name: str) -> bytes:
+        """The alias record of ``name`` as stored; ``UnknownAlias`` when none is published."""
+        paths.name(name)
+        data = read_record(self._store, self.layout.alias(name))
+        if data is None:
+            raise UnknownAlias("name", f"no alias {name} is published (see: slurm-image list)")
+        return data
+
+    def names(self) -> list[str]:
+        """The published aliases' names, in the directory's order."""
+        if self._store.entry_kind(self.layout.aliases) != "directory":
+            return []
+        return [
+            entry.removesuffix(".json")
+            for entry in self._store.list_directory(self.layout.aliases)
+            if entry.endswith(".json")
+        ]
+
+    def show(self, name: str) -> PublishedAlias:
+        data = self.data(name)
+        try:
+            return read_published(data, name)
+        except DomainError as error:
+            raise VerificationFailed(
+                self.layout.alias(name), f"{error.field}: {error.rule}"
+            ) from None
+
+    def list(self) -> list[PublishedAlias]:
+        found = []
+        for name in self.names():
+            try:
+                found.append(self.show(name))
+            except (DomainError, VerificationFailed, UnknownAlias) as error:
+                log.warning("skipping %s.json: %s", name, error)
+        return found

@@ -1,0 +1,92 @@
+"""Where the store keeps things under ``<workspace>/images/`` (design §8): pure path arithmetic
+with every name checked, and the modes of what it publishes. Standard library only: reading
+the catalog needs nothing else (``domain.publication`` holds the records themselves)."""
+
+from __future__ import annotations
+
+from slurm_image.domain import paths
+from slurm_image.domain.canonical import SHA256_HEX
+from slurm_image.domain.errors import InvalidRecord
+
+STORE_RECORD_MAX_BYTES = 4 * 1024 * 1024
+"""Alias and source records hold an image's facts (up to 10 000 distributions)."""
+ARTIFACT_MODE = 0o444
+RECORD_MODE = 0o644
+PUBLIC_DIRECTORY_MODE = 0o755
+
+
+class StoreLayout:
+    """Paths of the store under one workspace root. Pure path arithmetic, every name checked."""
+
+    def __init__(self, root: str) -> None:
+        self.root = paths.workspace_root(root)
+
+    @property
+    def images(self) -> str:
+        return f"{self.root}/images"
+
+    @property
+    def artifacts(self) -> str:
+        return f"{self.images}/artifacts"
+
+    @property
+    def aliases(self) -> str:
+        return f"{self.images}/aliases"
+
+    @property
+    def sources(self) -> str:
+        return f"{self.images}/sources"
+
+    @property
+    def locks(self) -> str:
+        return f"{self.images}/locks"
+
+    @property
+    def tmp(self) -> str:
+        return f"{self.images}/.tmp"
+
+    @property
+    def publishing(self) -> str:
+        return f"{self.tmp}/publish"
+
+    @property
+    def markers(self) -> str:
+        return f"{self.tmp}/markers"
+
+    @property
+    def staging(self) -> str:
+        """Temporary source records (written without the alias lock)."""
+        return f"{self.tmp}/sources"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.tmp}/jobs"
+
+    def artifact(self, sqsh_sha256: str) -> str:
+        return f"{self.artifacts}/{hex_digest(sqsh_sha256, 'sqsh_sha256')}.sqsh"
+
+    def alias(self, name: str) -> str:
+        return f"{self.aliases}/{paths.name(name)}.json"
+
+    def source(self, source_digest: str) -> str:
+        digest = hex_digest(source_digest.removeprefix("sha256:"), "source_digest")
+        return f"{self.sources}/{digest}.json"
+
+    def marker(self, name: str) -> str:
+        """The transaction marker of a publication of ``name`` (present while it is torn)."""
+        return f"{self.markers}/{paths.name(name)}.json"
+
+    def in_store(self, path: str) -> str | None:
+        """The digest of ``path`` when it names an artifact of this store, else None."""
+        prefix = f"{self.artifacts}/"
+        if not path.startswith(prefix) or not path.endswith(".sqsh"):
+            return None
+        digest = path[len(prefix) : -len(".sqsh")]
+        return digest if SHA256_HEX.fullmatch(digest) else None
+
+
+def hex_digest(value: str, field: str) -> str:
+    """``value`` when it is a SHA-256 as the store names things (64 lowercase hex)."""
+    if not SHA256_HEX.fullmatch(value):
+        raise InvalidRecord(field, "must be 64 lowercase hex", value)
+    return value

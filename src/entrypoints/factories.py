@@ -1,0 +1,155 @@
+"""How each adapter and use case is built, one small function each, importing its module when
+first called. The container's providers (``entrypoints.container``) call these; so does the
+catalog read of ``show`` and ``list`` (``entrypoints.lookup``), which runs at every job launch
+and so loads neither dependency-injector nor the model library."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slurm_image.adapters.credentials_file import LocalCredentialsFile
+    from slurm_image.adapters.fcntl_lock import FcntlLocks
+    from slurm_image.adapters.local_store import LocalStore
+    from slurm_image.adapters.local_workspace import LocalWorkspace
+    from slurm_image.adapters.memory import FakeSubmitter
+    from slurm_image.adapters.sbatch import SbatchSubmitter
+    from slurm_image.adapters.sha256_hasher import Sha256Hasher
+    from slurm_image.adapters.slurmrest import RestSubmitter
+    from slurm_image.adapters.system_clock import SystemClock
+    from slurm_image.application.cancel import Cancel
+    from slurm_image.application.catalog import Catalog
+    from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.maintain import Maintain
+    from slurm_image.application.observe import Observe
+    from slurm_image.application.prepare import PlanLifecycle, Prepare
+    from slurm_image.application.publish import Publish
+    from slurm_image.application.submit import Submit
+    from slurm_image.application.wait import Wait
+    from slurm_image.domain.runtime import RuntimeFiles
+
+
+def runtime_files() -> RuntimeFiles:
+    from slurm_image.entrypoints.runtime_files import load_runtime_files
+
+    return load_runtime_files()
+
+
+def clock() -> SystemClock:
+    from slurm_image.adapters.system_clock import SystemClock
+
+    return SystemClock()
+
+
+def hasher() -> Sha256Hasher:
+    from slurm_image.adapters.sha256_hasher import Sha256Hasher
+
+    return Sha256Hasher()
+
+
+def credentials_file() -> LocalCredentialsFile:
+    from slurm_image.adapters.credentials_file import LocalCredentialsFile
+
+    return LocalCredentialsFile()
+
+
+def workspace(root: str) -> LocalWorkspace:
+    from slurm_image.adapters.local_workspace import LocalWorkspace
+
+    return LocalWorkspace(root=root)
+
+
+def store(root: str) -> LocalStore:
+    from slurm_image.adapters.local_store import LocalStore
+
+    return LocalStore(root=root)
+
+
+def store_reader(root: str) -> LocalStore:
+    from slurm_image.adapters.local_store import LocalStore
+
+    return LocalStore.reader(root=root)
+
+
+def locks(store: LocalStore) -> FcntlLocks:
+    from slurm_image.adapters.fcntl_lock import FcntlLocks
+
+    return FcntlLocks(store=store)
+
+
+def fake_submitter() -> FakeSubmitter:
+    from slurm_image.adapters.memory import FakeSubmitter
+
+    return FakeSubmitter()
+
+
+def sbatch_submitter(**settings: Any) -> SbatchSubmitter:
+    from slurm_image.adapters.sbatch import SbatchSubmitter
+
+    return SbatchSubmitter(**settings)
+
+
+def rest_submitter(**settings: Any) -> RestSubmitter:
+    from slurm_image.adapters.slurmrest import RestSubmitter
+
+    return RestSubmitter(**settings)
+
+
+def plan_lifecycle(**wiring: Any) -> PlanLifecycle:
+    from slurm_image.application.prepare import PlanLifecycle
+
+    return PlanLifecycle(**wiring)
+
+
+def prepare(**wiring: Any) -> Prepare:
+    from slurm_image.application.prepare import Prepare
+
+    return Prepare(**wiring)
+
+
+def submit(**wiring: Any) -> Submit:
+    from slurm_image.application.submit import Submit
+
+    return Submit(**wiring)
+
+
+def observe(**wiring: Any) -> Observe:
+    from slurm_image.application.observe import Observe
+
+    return Observe(**wiring)
+
+
+def cancel(**wiring: Any) -> Cancel:
+    from slurm_image.application.cancel import Cancel
+
+    return Cancel(**wiring)
+
+
+def wait(**wiring: Any) -> Wait:
+    from slurm_image.application.wait import Wait
+
+    return Wait(**wiring)
+
+
+def publish(**wiring: Any) -> Publish:
+    from slurm_image.application.publish import Publish
+
+    return Publish(**wiring)
+
+
+def catalog(**wiring: Any) -> Catalog:
+    from slurm_image.application.catalog import Catalog
+
+    return Catalog(**wiring)
+
+
+def maintain(**wiring: Any) -> Maintain:
+    from slurm_image.application.maintain import Maintain
+
+    return Maintain(**wiring)
+
+
+def catalog_reader(store: LocalStore) -> CatalogReader:
+    from slurm_image.application.catalog_reader import CatalogReader
+
+    return CatalogReader(store)

@@ -1,0 +1,26 @@
+"""The catalog reads of the command line (``show NAME`` and ``list``), which sites run at every
+job launch: the selected profile's ``workspace_root`` (``profile_loader.store_root``), the
+store's read-only adapter and the catalog reader, built by the same factories the container's
+``catalog_reader`` provider calls (``entrypoints.factories``). Nothing here loads
+dependency-injector (it imports asyncio) or the model library; ``show --verify`` and the
+Python API go through the container and validate the whole profile and the record."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from slurm_image.entrypoints import factories
+from slurm_image.entrypoints.profile_loader import profile_path, store_root
+
+if TYPE_CHECKING:
+    from slurm_image.application.catalog_reader import CatalogReader
+
+
+def catalog_reader(
+    profile: str | None, *, cluster: str | None, environ: Mapping[str, str] | None = None
+) -> CatalogReader:
+    env = os.environ if environ is None else environ
+    root = store_root(profile_path(profile, env), cluster=cluster, environ=env)
+    return factories.catalog_reader(factories.store_reader(root))
