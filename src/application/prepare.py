@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
 from slurm_image.domain import paths
-from slurm_image.domain.attempt import StagedRecord
+from slurm_image.domain.attempt import ATTEMPT_RECORD_MODE, StagedRecord
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.credentials import (
     CREDENTIALS_MAX_BYTES,
@@ -31,7 +31,6 @@ from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 log = logging.getLogger(__name__)
 
 PLAN_MODE = 0o600
-RECORD_MODE = 0o600
 EXECUTABLE_MODE = 0o500
 
 
@@ -186,7 +185,10 @@ class Prepare:
                 credentials_sha256=self._stage_credentials(planned, identity),
             )
             workspace.write_new(
-                layout.staged_record, staged.canonical_bytes(), mode=RECORD_MODE, within=identity
+                layout.staged_record,
+                staged.canonical_bytes(),
+                mode=ATTEMPT_RECORD_MODE,
+                within=identity,
             )
         except BaseException as failure:
             self._undo(plan.paths.job_dir, identity, failure)

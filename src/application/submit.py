@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurm_image.application.errors import (
     AlreadySubmitted,
     SubmissionInDoubt,
     VerificationFailed,
 )
-from slurm_image.application.prepare import RECORD_MODE, PreparedLifecycle
 from slurm_image.application.records import attempt_directory
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import (
+    ATTEMPT_RECORD_MODE,
     RECORD_MAX_BYTES,
     StagedRecord,
     SubmissionRecord,
@@ -48,6 +49,9 @@ from slurm_image.domain.script import render_script
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerRejected
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from slurm_image.application.prepare import PreparedLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +156,7 @@ class Submit:
         self._workspace.replace_file(
             layout.submission_record,
             record.canonical_bytes(),
-            mode=RECORD_MODE,
+            mode=ATTEMPT_RECORD_MODE,
             within=staged.job_dir,
         )
         log.info(
@@ -287,7 +291,7 @@ class Submit:
             self._workspace.write_new(
                 layout.submission_claim,
                 f"{plan.marker}\n".encode(),
-                mode=RECORD_MODE,
+                mode=ATTEMPT_RECORD_MODE,
                 within=within,
             )
         except AlreadyExists:

@@ -17,6 +17,8 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN
 
 RECORD_MAX_BYTES = 64 * 1024
+ATTEMPT_RECORD_MODE = 0o600
+"""``staged.json`` and ``submission.json``: private to the workspace owner."""
 Record = TypeVar("Record", bound=BaseModel)
 
 

@@ -176,6 +176,7 @@ def test_submit_through_sbatch_never_loads_the_http_client(
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), "submit", staged.lifecycle_id)
     assert "slurm_image.adapters.sbatch" in modules
     assert of(modules, "httpx", "slurm_image.adapters.slurmrest") == []
+    assert of(modules, "slurm_image.application.prepare") == []
     layout = AttemptLayout(sbatch.profile.workspace_root, staged.lifecycle_id)
     assert json.loads(Path(layout.submission_record).read_text())["job_id"] == "4242"
 
