@@ -22,7 +22,11 @@ Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
                          pass`` + ``remove`` on the same image, both with the stand-in
   publish_per_second     publications per second into a local workspace
 
-Also printed: ``python_ms`` (the baseline) and ``seconds`` (the run's wall time).
+Also printed: ``python_ms`` (the baseline), ``seconds`` (the run's wall time), and two floors
+that no command validating with the domain's models through the container can go below:
+``floor_pydantic_vs_python`` (``python -c "import pydantic.main"``) and
+``floor_container_vs_python`` (``import dependency_injector.containers``, which imports
+pydantic and asyncio).
 """
 
 from __future__ import annotations
@@ -166,6 +170,8 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
 
     contestants: dict[str, Callable[[], object]] = {
         "python": lambda: _run([PYTHON, "-c", "pass"]),
+        "pydantic": lambda: _run([PYTHON, "-c", "import pydantic.main"]),
+        "container": lambda: _run([PYTHON, "-c", "import dependency_injector.containers"]),
         "help": lambda: _run([CLI, "--help"]),
         "show": show,
         "dry_run": lambda: _run(dry_run),
@@ -180,6 +186,8 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
     base = times["python"]
     figures = {
         "cli_help_vs_python": times["help"] / base,
+        "floor_pydantic_vs_python": times["pydantic"] / base,
+        "floor_container_vs_python": times["container"] / base,
         "show_vs_python": times["show"] / base,
         "dry_run_vs_python": times["dry_run"] / base,
         "submit_vs_python": times["submit"] / base,
