@@ -429,20 +429,52 @@ def test_bad_request_exits_2_naming_the_field(
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "named"),
     [
-        ["import", PYTORCH, "--role", "client", "--dry-run"],
-        ["import", "--name", "t", "--role", "client", "--dry-run"],
-        ["import", PYTORCH, "--name", "t", "--role", "client", "--bogus"],
-        ["nonsense"],
+        (["import", PYTORCH, "--role", "client", "--dry-run"], "--name"),
+        (["import", "--name", "t", "--role", "client", "--dry-run"], "SOURCE"),
+        (["import", PYTORCH, "--name", "t", "--role", "client", "--bogus"], "--bogus"),
+        (["import", PYTORCH, "--name", "t", "--role", "admin", "--dry-run"], "--role"),
+        (["import", PYTORCH, "--na", "t", "--role", "client", "--dry-run"], "--na"),
+        (["wait", "img-x", "--timeout", "soon"], "--timeout"),
+        (["wait", "img-x", "--timeout", "-1"], "--timeout"),
+        (["wait", "img-x", "--timeout", "nan"], "--timeout"),
+        (["wait", "img-x", "--timeout", "inf"], "--timeout"),
+        (["doctor", "--timeout", "0.5"], "--timeout"),
+        (["status"], "ID"),
+        (["nonsense"], "COMMAND"),
     ],
-    ids=["no name", "no source", "unknown option", "unknown command"],
+    ids=[
+        "no name",
+        "no source",
+        "unknown option",
+        "unknown role",
+        "abbreviated option",
+        "timeout not a number",
+        "negative timeout",
+        "nan timeout",
+        "infinite timeout",
+        "doctor timeout below 1",
+        "no id",
+        "unknown command",
+    ],
 )
-def test_usage_errors_exit_2_with_one_line(run: Run, profile: Path, args: list[str]) -> None:
+def test_usage_errors_exit_2_with_one_line_naming_the_argument(
+    run: Run, profile: Path, args: list[str], named: str
+) -> None:
     done = run("--profile", str(profile), *args)
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("slurm-image: error: ") and named in done.stderr, done.stderr
+    assert "--help)" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_help_and_version_exit_0(run: Run) -> None:
+    for args in ([], ["--help"], ["import", "--help"], ["--version"]):
+        done = run(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert done.stdout.startswith("usage: slurm-image" if args != ["--version"] else "slurm-")
 
 
 def test_catalog_cluster_option_selects_the_cluster(run: Run, tmp_path: Path) -> None:
