@@ -169,6 +169,9 @@ def test_another_user_resolves_what_the_workspace_owner_published(
             os.chown(os.path.join(directory, name), owner, -1, follow_symlinks=False)
     os.chown(lab.harness.root, owner, -1)
     assert Catalog(LocalStore.reader(lab.harness.root)).verify("app") == record
+    reader = CatalogReader(LocalStore.reader(lab.harness.root))
+    assert reader.show("app").details() == record.details()
+    assert [r.summary() for r in reader.list()] == [record.summary()]
     with pytest.raises(InvalidPath) as refused:  # a store that writes trusts only its user
         Catalog(LocalStore(lab.harness.root)).show("app")
     assert refused.value.field == "workspace_root"
