@@ -140,9 +140,7 @@ def submit_exactly_once(
             ambiguous = ambiguous or exc.ambiguous
             raise
 
-    job_id = with_retries(policy, f"submit {marker}", attempt)
-    _log.info("%s: submitted as job %s", marker, job_id)
-    return job_id
+    return with_retries(policy, f"submit {marker}", attempt)
 
 
 def submit_spec_exactly_once(

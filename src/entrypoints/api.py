@@ -193,11 +193,6 @@ class Lifecycles:
                 f" retry with: slurm-image submit {prepared.lifecycle_id}"
             )
             raise
-        log.info(
-            "submitted as job %s",
-            submission.job_id,
-            extra={"lifecycle_id": submission.lifecycle_id},
-        )
         if not wait:
             return Outcome(submission.lifecycle_id, SUBMITTED, job_id=submission.job_id)
         from slurm_image.application.wait import require_success

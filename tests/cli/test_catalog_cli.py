@@ -191,6 +191,19 @@ def test_verbose_logs_each_step_with_ids_and_digests(site: Site) -> None:
     assert all(line.startswith("slurm-image: [") for line in lines), err
 
 
+def test_verbose_logs_a_submission_once_with_its_lifecycle_and_job(site: Site) -> None:
+    code, out, err = site.run(
+        "--verbose", "--json", "import", SOURCE, "--name", "v", "--role", "client", "--force"
+    )
+    assert code == 0, err
+    submitted = json.loads(out)
+    said = [line for line in err.splitlines() if f"as job {submitted['job_id']}" in line]
+    assert said == [
+        f"slurm-image: [{submitted['lifecycle_id']}] submitted {submitted['lifecycle_id']}"
+        f" as job {submitted['job_id']} via fake"
+    ], err
+
+
 def test_import_and_its_json_are_importable_as_a_library() -> None:
     import slurm_image
 
