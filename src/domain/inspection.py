@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 from slurm_image.domain.canonical import SHA256_HEX
 from slurm_image.domain.errors import InvalidInspection
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.roles import ROLES, Role
 
 SCHEMA_VERSION = 2
 """The version the inspector writes."""
@@ -62,7 +63,6 @@ def _normalized(path: str) -> str:
 
 
 NormalizedPath = Annotated[ExecutablePath, AfterValidator(_normalized)]
-Role = Literal["client", "serving"]
 
 
 class _Frozen(BaseModel):
@@ -198,9 +198,6 @@ class InspectionRecord(_Frozen):
         return self
 
 
-_FACT_TAGS = ("client", "serving")
-
-
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -250,7 +247,7 @@ def validate_inspection(
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         # the union's tag ("client"/"serving") after "facts" is not a field of the record
-        loc = [str(p) for i, p in enumerate(first["loc"]) if not (i == 1 and p in _FACT_TAGS)]
+        loc = [str(p) for i, p in enumerate(first["loc"]) if not (i == 1 and p in ROLES)]
         if first["type"] == "facts_version":
             field = str((first.get("ctx") or {})["field"])
         else:

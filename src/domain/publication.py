@@ -25,12 +25,12 @@ from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS
+from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
 
 if TYPE_CHECKING:
     from slurm_image.domain.inspection import InspectionRecord
 
-Role = Literal["client", "serving"]
 _Record = TypeVar("_Record", bound=BaseModel)
 
 

@@ -10,10 +10,9 @@ from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError, InvalidRequest
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.reference import parse_reference
+from slurm_image.domain.roles import ROLES, Role
 
-Role = Literal["client", "serving"]
 Operation = Literal["import_oci", "inspect_sqsh"]
-ROLES: tuple[Role, ...] = ("client", "serving")
 
 
 class Request(BaseModel):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.roles import ROLES
 from slurm_image.entrypoints import arguments, doctor_command
 from slurm_image.entrypoints.arguments import PROG, Options
 from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL
@@ -467,9 +468,7 @@ def _command(commands: Any, name: str, run: Command, help_text: str) -> argument
 
 def _lifecycle_options(parser: arguments.Parser) -> None:
     parser.add_argument("--name", metavar="NAME", required=True, help="Alias to publish under.")
-    parser.add_argument(
-        "--role", choices=("client", "serving"), required=True, help="What the image is for."
-    )
+    parser.add_argument("--role", choices=ROLES, required=True, help="What the image is for.")
     parser.add_argument("--dry-run", action="store_true", help="Print plan and script only.")
     parser.add_argument(
         "--no-submit", action="store_true", help="Stage only; submit later with `submit ID`."
