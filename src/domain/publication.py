@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError, model_validator
 
-from slurm_image.domain import paths
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN
-from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS
+from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS, check_alias_fields
 from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
 
@@ -61,12 +60,9 @@ class AliasRecord(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> AliasRecord:
-        paths.name(self.name)
-        paths.name(self.lifecycle_id, "lifecycle_id")
-        paths.sqsh_path(self.path, "path")
-        hex_digest(self.sqsh_sha256, "sqsh_sha256")
-        if self.source_digest is not None:
-            hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
+        check_alias_fields(
+            self.name, self.lifecycle_id, self.path, self.sqsh_sha256, self.source_digest
+        )
         return self
 
     def canonical_bytes(self) -> bytes:

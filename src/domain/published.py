@@ -2,8 +2,9 @@
 launcher reads it: as it was written, without the model library.
 
 The record was validated when it was published and ``show --verify`` validates it again
-(``publication.load_alias``), so a plain read checks only what a launcher relies on, with the
-same rules: the name asked for, a digest, an absolute ``.sqsh`` path, the printed keys present.
+(``publication.load_alias``), so a plain read checks the printed keys' types and the alias
+fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too), not the rest
+of the record.
 """
 
 from __future__ import annotations
@@ -15,13 +16,35 @@ from typing import Any
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError, InvalidRecord
+from slurm_image.domain.roles import ROLES
 from slurm_image.domain.store_layout import hex_digest
 
 SUMMARY_KEYS = ("name", "role", "path", "sqsh_sha256", "source", "source_digest", "published_at")
 """The keys ``list`` prints per image (cli.md)."""
 DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size")
 """The keys ``show`` and ``publish`` print (cli.md)."""
-_TEXT_KEYS = ("name", "role", "path", "sqsh_sha256", "source", "published_at", "lifecycle_id")
+_TEXT_KEYS = (
+    "name",
+    "role",
+    "path",
+    "sqsh_sha256",
+    "source",
+    "published_at",
+    "lifecycle_id",
+    "inspector_version",
+)
+
+
+def check_alias_fields(
+    name: str, lifecycle_id: str, path: str, sqsh_sha256: str, source_digest: str | None
+) -> None:
+    """The rules of an alias record's fields; raises the ``DomainError`` of the first broken."""
+    paths.name(name)
+    paths.name(lifecycle_id, "lifecycle_id")
+    paths.sqsh_path(path, "path")
+    hex_digest(sqsh_sha256, "sqsh_sha256")
+    if source_digest is not None:
+        hex_digest(source_digest.removeprefix("sha256:"), "source_digest")
 
 
 @dataclass(frozen=True)
@@ -51,13 +74,24 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
     for key in _TEXT_KEYS:
         if not isinstance(record[key], str):
             raise InvalidRecord(f"alias.{key}", "must be a string")
-    if record["name"] != name:
-        raise InvalidRecord("alias.name", f"is {record['name']!r}, not the alias {name!r}")
+    if record["source_digest"] is not None and not isinstance(record["source_digest"], str):
+        raise InvalidRecord("alias.source_digest", "must be a string or null")
+    if type(record["size"]) is not int:
+        raise InvalidRecord("alias.size", "must be an integer")
     if not isinstance(record["facts"], dict):
         raise InvalidRecord("alias.facts", "must be an object")
+    if record["role"] not in ROLES:
+        raise InvalidRecord("alias.role", f"must be one of {', '.join(ROLES)}")
+    if record["name"] != name:
+        raise InvalidRecord("alias.name", f"is {record['name']!r}, not the alias {name!r}")
     try:
-        paths.sqsh_path(record["path"], "path")
-        hex_digest(record["sqsh_sha256"], "sqsh_sha256")
+        check_alias_fields(
+            record["name"],
+            record["lifecycle_id"],
+            record["path"],
+            record["sqsh_sha256"],
+            record["source_digest"],
+        )
     except DomainError as error:
         raise InvalidRecord(f"alias.{error.field}", error.rule) from None
     return PublishedAlias(record)

@@ -239,6 +239,12 @@ def _damage(lab: PublishLab, name: str, change: dict[str, Any] | None, raw: byte
         ({"path": 3}, None, "alias.path"),
         ({"sqsh_sha256": "x" * 64}, None, "alias.sqsh_sha256"),
         ({"facts": []}, None, "alias.facts"),
+        ({"role": "admin"}, None, "alias.role"),
+        ({"lifecycle_id": "a b"}, None, "alias.lifecycle_id"),
+        ({"source_digest": "sha256:xyz"}, None, "alias.source_digest"),
+        ({"source_digest": 5}, None, "alias.source_digest"),
+        ({"size": "3"}, None, "alias.size"),
+        ({"inspector_version": 3}, None, "alias.inspector_version"),
         (None, b"[1, 2]", "alias"),
         (None, b"{not json", "alias"),
         (None, b'{"name": "one"}', "alias.role"),
@@ -258,3 +264,26 @@ def test_the_reader_refuses_a_damaged_record_naming_the_field_and_list_skips_it(
     assert refused.value.field == lab.layout.alias("one")
     assert refused.value.reason.startswith(f"{field}:")
     assert [r.summary()["name"] for r in reader.list()] == ["two"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"path": "relative/x.sqsh"},
+        {"sqsh_sha256": "x" * 64},
+        {"role": "admin"},
+        {"lifecycle_id": "a b"},
+        {"source_digest": "sha256:xyz"},
+    ],
+)
+def test_the_reader_and_the_validated_catalog_refuse_a_field_alike(
+    lab: PublishLab, change: dict[str, Any]
+) -> None:
+    lab.finished(A, name="one")
+    lab.publish(A)
+    _damage(lab, "one", change, None)
+    with pytest.raises(VerificationFailed) as light:
+        CatalogReader(lab.store).show("one")
+    with pytest.raises(VerificationFailed) as full:
+        Catalog(lab.store).show("one")
+    assert light.value.reason.split(":")[0] == full.value.reason.split(":")[0]
