@@ -4,34 +4,26 @@ the catalog; ``CatalogReader`` reads it without validating the records again).""
 
 from __future__ import annotations
 
-import logging
-
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
-from slurm_image.domain.errors import DomainError
-from slurm_image.domain.publication import AliasRecord, load_alias
+from slurm_image.application.store_records import StoreRecords
+from slurm_image.domain.publication import AliasRecord
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
-
-log = logging.getLogger(__name__)
 
 
 class Catalog:
     """Read the published aliases, each validated. Needs no scheduler."""
 
     def __init__(self, store: Store) -> None:
+        self._records = StoreRecords(store)
         self._reader = CatalogReader(store)
         self._store = store
 
     def show(self, name: str) -> AliasRecord:
-        data = self._reader.data(name)
-        path = self._reader.layout.alias(name)
-        try:
-            record = load_alias(data)
-        except DomainError as error:
-            raise VerificationFailed(path, f"{error.field}: {error.rule}") from None
-        if record.name != name:
-            raise VerificationFailed(path, "names another alias")
+        record = self._records.alias(name)
+        if record is None:
+            raise UnknownAlias.named(name)
         return record
 
     def verify(self, name: str) -> AliasRecord:
@@ -49,10 +41,4 @@ class Catalog:
         return record
 
     def list(self) -> list[AliasRecord]:
-        found = []
-        for name in self._reader.names():
-            try:
-                found.append(self.show(name))
-            except (DomainError, VerificationFailed, UnknownAlias) as error:
-                log.warning("skipping %s.json: %s", name, error)
-        return found
+        return self._reader.each(self.show)

@@ -6,6 +6,8 @@ job launch costs little (bench/RESULTS.md)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
@@ -16,6 +18,8 @@ from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
 
 log = logging.getLogger(__name__)
+
+Record = TypeVar("Record")
 
 
 def read_record(store: Store, path: str) -> bytes | None:
@@ -41,7 +45,7 @@ class CatalogReader:
         paths.name(name)
         data = read_record(self._store, self.layout.alias(name))
         if data is None:
-            raise UnknownAlias("name", f"no alias {name} is published (see: slurm-image list)")
+            raise UnknownAlias.named(name)
         return data
 
     def names(self) -> list[str]:
@@ -63,11 +67,16 @@ class CatalogReader:
                 self.layout.alias(name), f"{error.field}: {error.rule}"
             ) from None
 
-    def list(self) -> list[PublishedAlias]:
+    def each(self, read: Callable[[str], Record]) -> list[Record]:
+        """``read`` of every published alias; one that cannot be read is skipped, with a
+        warning (the others stay listable)."""
         found = []
         for name in self.names():
             try:
-                found.append(self.show(name))
+                found.append(read(name))
             except (DomainError, VerificationFailed, UnknownAlias) as error:
                 log.warning("skipping %s.json: %s", name, error)
         return found
+
+    def list(self) -> list[PublishedAlias]:
+        return self.each(self.show)

@@ -44,6 +44,10 @@ class AliasExists(ApplicationError):
 class UnknownAlias(ApplicationError):
     """No alias of this name is published."""
 
+    @classmethod
+    def named(cls, name: str) -> UnknownAlias:
+        return cls("name", f"no alias {name} is published (see: slurm-image list)")
+
 
 class JobNotSuccessful(ApplicationError):
     """The lifecycle's job did not complete successfully (or has not finished): nothing to

@@ -70,7 +70,7 @@ class Maintain:
         ):
             self._records.recover(name)
             if self._records.alias(name) is None:
-                raise UnknownAlias("name", f"no alias {name} is published (see: slurm-image list)")
+                raise UnknownAlias.named(name)
             self._store.remove_file(self._layout.alias(name))
         return name
 
