@@ -1,15 +1,5 @@
-"""The published state: where the store keeps things, and the records it keeps (design §8).
-
-Layout below ``<workspace>/images/`` — one small file per thing, each replaced by rename, so a
-reader opens one file and publishers of different aliases never touch the same file:
-
-- ``artifacts/<sqsh sha256>.sqsh`` (0444): the content-addressed images;
-- ``aliases/<name>.json``: the published record of one alias (``AliasRecord``);
-- ``sources/<source digest hex>.json``: which artifact an OCI source became, with the facts
-  recorded for it per role (``SourceRecord``);
-- ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
-  publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
-  under ``.tmp/`` is ever read as published state.
+"""The records the store keeps (design §8): an alias, a source, a publication marker. Where
+they live is ``store_layout``; what ``show`` and ``list`` print of an alias, ``published``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,17 @@
-"""Where the store keeps things under ``<workspace>/images/`` (design §8): pure path arithmetic
-with every name checked, and the modes of what it publishes. Standard library only: reading
-the catalog needs nothing else (``domain.publication`` holds the records themselves)."""
+"""Where the store keeps things (design §8), with every name checked, and the modes of what it
+publishes. Standard library only: reading the catalog needs nothing else.
+
+Layout below ``<workspace>/images/`` — one small file per thing, each replaced by rename, so a
+reader opens one file and publishers of different aliases never touch the same file:
+
+- ``artifacts/<sqsh sha256>.sqsh`` (0444): the content-addressed images;
+- ``aliases/<name>.json``: the published record of one alias (``AliasRecord``);
+- ``sources/<source digest hex>.json``: which artifact an OCI source became, with the facts
+  recorded for it per role (``SourceRecord``);
+- ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
+  publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
+  under ``.tmp/`` is ever read as published state.
+"""
 
 from __future__ import annotations
 
