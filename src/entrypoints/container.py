@@ -85,7 +85,6 @@ class Container(containers.DeclarativeContainer):
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
-    catalog_reader = providers.Factory(make.catalog_reader, store=store_reader)
     maintain = providers.Factory(
         make.maintain,
         store=store,

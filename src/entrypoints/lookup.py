@@ -1,7 +1,7 @@
 """The catalog reads of the command line (``show NAME`` and ``list``), which sites run at every
 job launch: the selected profile's ``workspace_root`` (``profile_loader.store_root``), the
-store's read-only adapter and the catalog reader, built by the same factories the container's
-``catalog_reader`` provider calls (``entrypoints.factories``). Nothing here loads
+store's read-only adapter (the factory of the container's ``store_reader`` provider) and the
+catalog reader (``entrypoints.factories``). Nothing here loads
 dependency-injector (it imports asyncio) or the model library; ``show --verify`` and the
 Python API go through the container and validate the whole profile and the record."""
 
