@@ -60,3 +60,26 @@ def test_the_jobs_hash_function_is_cut_whole_from_the_rendered_script(
         check=True,
     ).stdout
     assert out.strip() == hashlib.sha256(data.read_bytes()).hexdigest()
+
+
+def test_the_floors_load_what_every_validating_container_command_loads(bench: ModuleType) -> None:
+    """The model floor builds and validates a model (pydantic's field types and its plugin
+    discovery come with the first one); the container floor adds dependency-injector."""
+    check = (
+        "import sys\n"
+        "print(sorted(m for m in ('pydantic.fields', 'importlib.metadata', 'asyncio',"
+        " 'dependency_injector.containers') if m in sys.modules))\n"
+    )
+    loaded = {}
+    for name in ("FLOOR_MODEL", "FLOOR_CONTAINER"):
+        done = subprocess.run(
+            [sys.executable, "-c", getattr(bench, name) + check],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        loaded[name] = done.stdout.strip()
+    assert loaded["FLOOR_MODEL"] == "['importlib.metadata', 'pydantic.fields']"
+    assert loaded["FLOOR_CONTAINER"] == (
+        "['asyncio', 'dependency_injector.containers', 'importlib.metadata', 'pydantic.fields']"
+    )
