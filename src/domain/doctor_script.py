@@ -18,10 +18,10 @@ from slurm_image.domain.job import JobSpec
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import (
-    _BODY,
-    _CHAIN_RULES,
+    CHAIN_RULES,
     CHAIN_TITLE,
     MIN_ENROOT,
+    body_section,
     directives,
     reexec_step,
 )
@@ -47,22 +47,16 @@ TINY_MEMORY = "256M"
 TINY_TIME = "0:05:00"
 
 
-def _section(start: str, end: str) -> str:
-    """The lifecycle script's text from ``start`` up to ``end`` (a ValueError at import time,
-    and so in every test, if the renderer no longer has these steps)."""
-    first = _BODY.index(start)
-    return _BODY[first : _BODY.index(end, first)]
-
-
-_HELPERS = _section("die() {", "# 1. An attempt directory")
-_JOB_ID = _section("[[ ${SLURM_JOB_ID-}", "hash_file() {").replace(
+# Taken at import time: a renderer without these steps fails every test that loads the doctor.
+_HELPERS = body_section("die() {", "# 1. An attempt directory")
+_JOB_ID = body_section("[[ ${SLURM_JOB_ID-}", "hash_file() {").replace(
     "@CHECK_CHAIN@\n",
     CHAIN_TITLE
-    + _CHAIN_RULES
+    + CHAIN_RULES
     + 'check_shared_chain "${JOB_DIR%/images/.tmp/doctor/*}"\n'
     + 'check_directory "$JOB_DIR" own\n\n',
 )
-_ISOLATION = _section("# 4. Private, job-local scratch", "# 5. Enroot's version")
+_ISOLATION = body_section("# 4. Private, job-local scratch", "# 5. Enroot's version")
 
 
 class DoctorJob(BaseModel):

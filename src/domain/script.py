@@ -241,7 +241,7 @@ _CHAIN_HEADER = (
 """
 )
 # The rules of who may change a directory (paths.py's, in bash); the doctor uses them too.
-_CHAIN_RULES = r"""directory_problem() {
+CHAIN_RULES = r"""directory_problem() {
     # directory_problem PATH shared|own: what lets another user change PATH, or nothing. A
     # shared directory is followed if it is a symlink (its parent is checked on its own).
     local owner mode kind
@@ -295,7 +295,7 @@ for directory in "$OUTPUT_DIR" "$JOB_HOME" "$JOB_DIR/enroot"; do
 done
 
 """
-_CHECK_CHAIN = _CHAIN_HEADER + _CHAIN_RULES + _CHAIN_CHECKS
+_CHECK_CHAIN = _CHAIN_HEADER + CHAIN_RULES + _CHAIN_CHECKS
 
 # Step 8b (issue #14): Enroot's `start` reads the root's etc/fstab and etc/environment and runs
 # the system and user hooks on the host's view of the root, where an image's symlinks lead out
@@ -639,3 +639,10 @@ fi
 succeeded=1
 say "done: $OPERATION of $SQSH ($sqsh_sha256)"
 """
+
+
+def body_section(start: str, end: str) -> str:
+    """The lifecycle job's text from ``start`` up to ``end``, for a job that must run the very
+    same steps (the doctor's); a ValueError if the renderer no longer has them."""
+    first = _BODY.index(start)
+    return _BODY[first : _BODY.index(end, first)]

@@ -261,3 +261,17 @@ def test_an_unreadable_profile_fails_every_check() -> None:
     assert [check.name for check in report.checks] == list(CHECKS)
     assert not any(check.ok for check in report.checks)
     assert report.checks[0].detail == "profile: no profile file at /nowhere.toml"
+
+
+def test_the_doctor_runs_the_lifecycle_jobs_own_steps() -> None:
+    """Its helpers, job checks and isolation are sections of the lifecycle renderer's text."""
+    from slurm_image.domain.script import CHAIN_RULES, body_section
+
+    helpers = body_section("die() {", "# 1. An attempt directory")
+    assert helpers.startswith("die() {") and "# 1. An attempt directory" not in helpers
+    profile = parse_profile(profile_data())
+    script = render_doctor_script(doctor_job(profile, DOCTOR_ID), profile)
+    for part in (helpers, CHAIN_RULES, body_section("# 4. Private", "# 5. Enroot's version")):
+        assert part in script
+    with pytest.raises(ValueError):
+        body_section("die() {", "# a step the renderer does not have")
