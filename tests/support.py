@@ -1,10 +1,15 @@
-"""Builders shared by the unit tests: fixed digests, profiles, plans and a fixed clock."""
+"""Builders shared by the tests: fixed digests, profiles, plans, a fixed clock, and the command
+line in a fresh process."""
 
 from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -96,3 +101,31 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (required when CI=true)")
     pytest.skip(reason)
+
+
+PACKAGE_DIR = str(Path(__file__).resolve().parents[1] / ".pkg")
+"""The directory holding this checkout's ``slurm_image`` (a symlink to src/)."""
+
+
+def run_cli(
+    *args: str | bytes,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
+    inherit: bool = True,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``slurm-image ARGS`` in a fresh process of this interpreter, run from ``cwd`` (after
+    ``prefix``, e.g. ``unshare -m``), with this checkout's package first on the path and ``env``
+    on top of either the caller's environment without its ``SLURM_IMAGE_*`` settings or, with
+    ``inherit=False``, only the caller's ``PATH`` (a login shell's bare minimum)."""
+    if inherit:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_IMAGE_")}
+    else:
+        environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    environ["PYTHONPATH"] = PACKAGE_DIR
+    environ.update(env or {})
+    command = [*prefix, sys.executable, "-m", "slurm_image.entrypoints", *args]
+    return subprocess.run(
+        command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout
+    )

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from slurm_image.domain.paths import AttemptLayout
+from support import run_cli
 
-SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 PROFILE = (
     'workspace_root = "{root}"\n'
@@ -28,16 +27,9 @@ PROFILE = (
 )
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    env.pop("SLURM_IMAGE_PROFILE", None)
-    command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
-
-
 def stage(site: Path, root: Path) -> subprocess.CompletedProcess[str]:
     (site / "slurm-image.toml").write_text(PROFILE.format(root=root))
-    return run("import", SOURCE, "--name", "app", "--role", "client", "--no-submit", cwd=site)
+    return run_cli("import", SOURCE, "--name", "app", "--role", "client", "--no-submit", cwd=site)
 
 
 def refused_with_2(done: subprocess.CompletedProcess[str], root: Path) -> str:
@@ -154,7 +146,7 @@ def test_submit_refuses_an_attempt_holding_anything_it_did_not_stage(
     outside.mkdir()
     PLANTS[plant](layout, outside)
 
-    done = run("submit", lifecycle_id, cwd=tmp_path)
+    done = run_cli("submit", lifecycle_id, cwd=tmp_path)
 
     assert done.returncode == 5, done.stderr
     assert not os.path.lexists(layout.submission_claim)

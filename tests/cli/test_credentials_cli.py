@@ -5,14 +5,13 @@ not the user's own private file exits 2 with nothing created."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
+from support import run_cli
+
 SECRET = "canary-cli-5f0e1d2c3b4a"
 SOURCE = "127.0.0.1:5443/team/app:1@sha256:" + "c" * 64
 NETRC = (
@@ -39,16 +38,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def run(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_IMAGE_")}
-    env.update({"PYTHONPATH": SRC, "HOME": str(site)})
-    return subprocess.run(
-        [sys.executable, "-m", "slurm_image.entrypoints", "--profile", "site.toml", *args],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("--profile", "site.toml", *args, cwd=site, env={"HOME": str(site)})
 
 
 def files_holding(root: Path, secret: str) -> list[str]:

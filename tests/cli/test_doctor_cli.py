@@ -7,14 +7,11 @@ the profile line is what is under test.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-PKG = str(Path(__file__).resolve().parents[2] / ".pkg")
+from support import run_cli
 
 CATALOG = """\
 default = "beta"
@@ -41,12 +38,7 @@ kind = "fake"
 
 
 def doctor(site: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_IMAGE_")}
-    environ.update({"PYTHONPATH": PKG, **(env or {})})
-    command = [sys.executable, "-m", "slurm_image.entrypoints", *args, "--timeout", "1", "--json"]
-    done = subprocess.run(
-        command, cwd=site, env=environ, capture_output=True, text=True, timeout=60
-    )
+    done = run_cli(*args, "--timeout", "1", "--json", cwd=site, env=env)
     assert done.returncode == 4, done.stdout + done.stderr
     report: dict[str, object] = json.loads(done.stdout)
     return report

@@ -5,14 +5,13 @@ never a traceback; ``doctor`` reports it as its failed ``profile`` check, also e
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-PKG = str(Path(__file__).resolve().parents[2] / ".pkg")
+from support import run_cli
+
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 ID = "img-" + "0" * 32
 
@@ -49,10 +48,7 @@ COMMANDS = {
 
 
 def run(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_IMAGE_")}
-    env["PYTHONPATH"] = PKG
-    command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
-    return subprocess.run(command, cwd=site, env=env, capture_output=True, text=True, timeout=60)
+    return run_cli(*args, cwd=site)
 
 
 def write_site(tmp_path: Path, case: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,12 @@ from slurm_image.adapters.slurmrest.client import TokenSource
 from slurm_image.domain.profile import select_cluster
 from slurm_image.entrypoints.container import build_container, require_submitter
 from slurm_image.ports.submitter import SchedulerAuthError
+from support import run_cli
 
-SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 BUILD = (
     '[image_build]\npartition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
 )
-
-
-def run(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    env.pop("SLURM_IMAGE_PROFILE", None)
-    command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
 def site(tmp_path: Path, submitter: str) -> Path:
@@ -55,7 +47,7 @@ def test_a_sqsh_path_that_is_not_utf8_exits_2_and_creates_nothing(tmp_path: Path
     path = os.fsencode(str(tmp_path)) + b"/\xff\xfe.sqsh"
     Path(os.fsdecode(path)).write_bytes(b"hsqs")
 
-    done = run("inspect", path, "--name", "x", "--role", "client", cwd=tmp_path)
+    done = run_cli("inspect", path, "--name", "x", "--role", "client", cwd=tmp_path)
 
     refused(done, 2, "source")
     assert "UTF-8" in done.stderr
@@ -68,7 +60,7 @@ def test_a_missing_sbatch_client_exits_3_before_the_attempt_is_staged(tmp_path: 
         f'[submitter]\nkind = "sbatch"\n[submitter.sbatch]\nsbatch = "{tmp_path}/no/sbatch"\n',
     )
 
-    done = run("import", SOURCE, "--name", "x", "--role", "client", cwd=tmp_path)
+    done = run_cli("import", SOURCE, "--name", "x", "--role", "client", cwd=tmp_path)
 
     refused(done, 3, "sbatch")
     assert list(root.iterdir()) == []
@@ -92,7 +84,7 @@ def test_an_unusable_token_file_exits_2_before_the_attempt_is_staged(
         token.mkdir()
     root = site(tmp_path, REST.format(token=token))
 
-    done = run("import", SOURCE, "--name", "x", "--role", "client", cwd=tmp_path)
+    done = run_cli("import", SOURCE, "--name", "x", "--role", "client", cwd=tmp_path)
 
     refused(done, 2, "submitter.rest.token_file")
     assert list(root.iterdir()) == []

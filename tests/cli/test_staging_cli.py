@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +25,9 @@ import slurm_image.entrypoints.cli as cli
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.paths import AttemptLayout
-from support import unavailable
+from support import run_cli, unavailable
 
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
-
-
-def run(*args: str, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """The installed package's command line, in a fresh process."""
-    env = dict(os.environ)
-    env.pop("SLURM_IMAGE_PROFILE", None)
-    env.pop("PYTHONPATH", None)
-    command = [*prefix, sys.executable, "-m", "slurm_image.entrypoints.cli", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture
@@ -78,14 +68,14 @@ def nothing_submitted(layout: AttemptLayout) -> bool:
 
 def test_an_untouched_staged_lifecycle_submits(site: Path, stage) -> None:
     lifecycle_id, layout = stage()
-    result = run("submit", lifecycle_id, "--json", cwd=site)
+    result = run_cli("submit", lifecycle_id, "--json", cwd=site)
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     assert output["lifecycle_id"] == lifecycle_id and output["job_id"].isdecimal()
     record = json.loads(Path(layout.submission_record).read_text())
     assert (record["job_id"], record["submitter"]) == (output["job_id"], "fake")
 
-    again = run("submit", lifecycle_id, cwd=site)
+    again = run_cli("submit", lifecycle_id, cwd=site)
     assert again.returncode == 6
     assert "submitted already" in again.stderr
 
@@ -131,7 +121,7 @@ TAMPERING: dict[str, Any] = {
 def test_submit_after_tampering_exits_5_and_submits_nothing(site: Path, stage, tamper) -> None:
     lifecycle_id, layout = stage()
     TAMPERING[tamper](layout)
-    result = run("submit", lifecycle_id, cwd=site)
+    result = run_cli("submit", lifecycle_id, cwd=site)
     assert result.returncode == 5, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("slurm-image: error: ")
     assert nothing_submitted(layout)
@@ -157,7 +147,7 @@ def test_submit_after_tampering_never_reaches_the_scheduler(site: Path, stage, m
 
 
 def test_import_prepares_and_submits_with_the_configured_submitter(site: Path) -> None:
-    result = run("import", SOURCE, "--name", "app", "--role", "client", "--json", cwd=site)
+    result = run_cli("import", SOURCE, "--name", "app", "--role", "client", "--json", cwd=site)
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     layout = AttemptLayout(str(site / "ws"), output["lifecycle_id"])
@@ -182,13 +172,13 @@ def test_invalid_input_exits_2_before_anything_is_created(site: Path, args, env_
     if env_kind:
         profile = site / "slurm-image.toml"
         profile.write_text(profile.read_text().replace('kind = "fake"', 'kind = "nosuchsite"'))
-    result = run(*args, cwd=site)
+    result = run_cli(*args, cwd=site)
     assert result.returncode == 2, result.stderr
     assert _created(site) == []
 
 
 def test_submit_of_an_unknown_lifecycle_exits_2(site: Path) -> None:
-    result = run("submit", "img-" + "0" * 32, cwd=site)
+    result = run_cli("submit", "img-" + "0" * 32, cwd=site)
     assert result.returncode == 2
     assert "no staged attempt" in result.stderr
 
@@ -210,7 +200,7 @@ def test_import_into_a_read_only_workspace_exits_2_and_creates_nothing(site: Pat
         f'mount --bind -o ro "{root}" "{root}" && exec "$@"',
         "sh",
     )
-    result = run(
+    result = run_cli(
         "import",
         SOURCE,
         "--name",

@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support import run_cli
+
 pytestmark = pytest.mark.slurm
 
-SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "c" * 64
 KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 
@@ -35,16 +35,8 @@ class Site:
         )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": SRC,
-            "SLURM_CONF": self.local.slurm_conf,
-            "HOME": str(self.base),
-        }
-        command = [sys.executable, "-m", "slurm_image.entrypoints", *args]
-        return subprocess.run(
-            command, cwd=self.base, env=env, capture_output=True, text=True, timeout=120
-        )
+        env = {"SLURM_CONF": self.local.slurm_conf, "HOME": str(self.base)}
+        return run_cli(*args, cwd=self.base, env=env, inherit=False, timeout=120)
 
     def json(self, *args: str) -> dict[str, Any]:
         result = self.run(*args, "--json")

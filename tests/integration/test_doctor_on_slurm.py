@@ -8,14 +8,14 @@ only have come from the job on the node.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support import run_cli
 
 pytestmark = pytest.mark.slurm
 
@@ -54,19 +54,12 @@ def _standin(tmp_path: Path, version: str) -> str:
 
 
 def _doctor(profile: Path, local: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT / ".pkg"),
-        "SLURM_CONF": local.slurm_conf,
-        "HOME": str(profile.parent),
-    }
-    command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile)]
-    return subprocess.run(
-        [*command, "doctor", "--timeout", "120", *args],
+    env = {"SLURM_CONF": local.slurm_conf, "HOME": str(profile.parent)}
+    return run_cli(
+        *("--profile", str(profile), "doctor", "--timeout", "120", *args),
         cwd=profile.parent,
         env=env,
-        capture_output=True,
-        text=True,
+        inherit=False,
         timeout=300,
     )
 

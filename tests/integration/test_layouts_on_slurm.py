@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import pytest
 
 from slurm_image.domain.inspection import InspectionRecord, validate_inspection
 from slurm_image.domain.job import JobState
+from support import run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.debian_roots]
 
@@ -118,18 +118,15 @@ class Site:
         return path
 
     def cli(self, profile: Path, *args: str) -> dict[str, Any]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "SLURM_CONF": self.local.slurm_conf,
-            "HOME": str(self.base),
-        }
-        command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile)]
-        done = subprocess.run(
-            [*command, *args, "--json"],
+        env = {"SLURM_CONF": self.local.slurm_conf, "HOME": str(self.base)}
+        done = run_cli(
+            "--profile",
+            str(profile),
+            *args,
+            "--json",
             cwd=self.base,
             env=env,
-            capture_output=True,
-            text=True,
+            inherit=False,
             timeout=120,
         )
         assert done.returncode == 0, done.stderr

@@ -5,7 +5,6 @@ cleanly without; afterwards the password is found nowhere but in the user's own 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 # the execution suite's fixtures of the registries, registered here by import
 from harness import STANDIN, AuthRegistry, auth_registry, registry_images  # noqa: F401
 
+from support import run_cli
+
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
-SRC = str(Path(__file__).resolve().parents[2] / ".pkg")  # the one package, slurm_image
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -55,20 +55,8 @@ class Site:
         )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": SRC,
-            "SLURM_CONF": self.local.slurm_conf,
-            "HOME": str(self.base),
-        }
-        return subprocess.run(
-            [sys.executable, "-m", "slurm_image.entrypoints", *args, "--json"],
-            cwd=self.base,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        env = {"SLURM_CONF": self.local.slurm_conf, "HOME": str(self.base)}
+        return run_cli(*args, "--json", cwd=self.base, env=env, inherit=False, timeout=120)
 
     def finished(self, lifecycle_id: str, timeout_s: float = 600) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import suppress
@@ -21,10 +20,11 @@ from typing import Any
 
 import pytest
 
+from support import run_cli
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SRC = str(ROOT / ".pkg")  # the one package, slurm_image
 STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER = "331"
@@ -82,14 +82,8 @@ def attack_image(base: Path, outside: Path) -> Path:
 
 
 def run(base: Path, local: Any, *args: str) -> dict[str, Any]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": SRC,
-        "SLURM_CONF": local.slurm_conf,
-        "HOME": str(base),
-    }
-    command = [sys.executable, "-m", "slurm_image.entrypoints", *args, "--json"]
-    done = subprocess.run(command, cwd=base, env=env, capture_output=True, text=True, timeout=120)
+    env = {"SLURM_CONF": local.slurm_conf, "HOME": str(base)}
+    done = run_cli(*args, "--json", cwd=base, env=env, inherit=False, timeout=120)
     assert done.returncode == 0, done.stderr
     data: dict[str, Any] = json.loads(done.stdout)
     return data
