@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 
 from slurm_image.adapters.retry import (
     RetryPolicy,
@@ -175,6 +176,11 @@ class RestSubmitter:
         up = [text for text, responding in controllers if responding]
         if up:
             return "; ".join(up)
+        # slurmrestd 24.11 answers /ping with a refused token as 200 and every controller DOWN;
+        # a read that needs the token tells that apart (an auth error) from a controller down.
+        with suppress(TransientFailure):
+            nodes = self._client.request("GET", api.nodes_path(), sent=False)
+            self._check("ping", nodes, sent=False)
         said = "; ".join(text for text, _ in controllers) or "no controller in the answer"
         raise TransientFailure(f"ping: {bounded(said)}", "controller", ambiguous=False)
 

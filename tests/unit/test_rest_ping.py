@@ -1,0 +1,90 @@
+"""``ping`` through slurmrestd when no controller answers UP.
+
+Slurm 24.11's slurmrestd answers ``/ping`` with a refused token as HTTP 200 with every
+controller ``DOWN`` (measured on the local 24.11 cluster): only a read that needs the token
+tells a refused token (HTTP 511, error 1007) from a controller really down (HTTP 502, 1800).
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from slurm_image.adapters.retry import RetryPolicy
+from slurm_image.adapters.slurmrest import RestSubmitter
+from slurm_image.adapters.slurmrest.client import RestClient
+from slurm_image.ports.submitter import SchedulerAuthError, SchedulerUnavailable
+
+URL = "unix:///nonexistent/slurmrestd.sock"
+DOWN = {
+    "errors": [],
+    "warnings": [],
+    "pings": [
+        {"hostname": "ctl1", "pinged": "DOWN", "responding": False, "mode": "primary"},
+    ],
+}
+REFUSED = {
+    "errors": [
+        {
+            "description": "Unable to query nodes",
+            "error_number": 1007,
+            "error": "Protocol authentication error",
+            "source": "_dump_nodes",
+        }
+    ]
+}
+UNREACHABLE = {
+    "errors": [
+        {
+            "description": "Failure to query nodes",
+            "error_number": 1800,
+            "error": "Unable to contact slurm controller (connect failure)",
+            "source": "_dump_nodes",
+        }
+    ]
+}
+
+
+def submitter(nodes: httpx.Response, seen: list[str]) -> RestSubmitter:
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path.endswith("/ping"):
+            return httpx.Response(200, json=DOWN)
+        if request.url.path.endswith("/nodes"):
+            return nodes
+        return httpx.Response(404, json={"errors": []})
+
+    client = RestClient(URL, transport=httpx.MockTransport(handle))
+    return RestSubmitter(
+        url=URL, api_version="v0.0.42", client=client, retry_policy=RetryPolicy.immediate(2)
+    )
+
+
+def test_a_refused_token_behind_a_down_answer_is_an_auth_error() -> None:
+    seen: list[str] = []
+    with pytest.raises(SchedulerAuthError):
+        submitter(httpx.Response(511, json=REFUSED), seen).ping()
+    assert seen == ["/slurm/v0.0.42/ping", "/slurm/v0.0.42/nodes"]  # not retried
+
+
+def test_a_controller_really_down_is_reported_by_name_after_the_retries() -> None:
+    seen: list[str] = []
+    with pytest.raises(SchedulerUnavailable) as caught:
+        submitter(httpx.Response(502, json=UNREACHABLE), seen).ping()
+    assert "ctl1" in caught.value.reason and "DOWN" in caught.value.reason
+    assert "after 2 attempt" in caught.value.reason
+    assert seen.count("/slurm/v0.0.42/ping") == 2
+
+
+def test_a_controller_up_needs_no_second_request() -> None:
+    seen: list[str] = []
+    up = {"errors": [], "pings": [{"hostname": "ctl1", "pinged": "UP", "responding": True}]}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, json=up)
+
+    client = RestClient(URL, transport=httpx.MockTransport(handle))
+    rest = RestSubmitter(url=URL, api_version="v0.0.42", client=client)
+    assert "ctl1" in rest.ping()
+    assert seen == ["/slurm/v0.0.42/ping"]
