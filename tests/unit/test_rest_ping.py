@@ -76,6 +76,14 @@ def test_a_controller_really_down_is_reported_by_name_after_the_retries() -> Non
     assert seen.count("/slurm/v0.0.42/ping") == 2
 
 
+def test_a_second_request_refused_for_another_reason_leaves_the_pings_report() -> None:
+    seen: list[str] = []
+    other = {"errors": [{"description": "Unable to query nodes", "error_number": 9000}]}
+    with pytest.raises(SchedulerUnavailable) as caught:
+        submitter(httpx.Response(422, json=other), seen).ping()
+    assert "ctl1" in caught.value.reason and "DOWN" in caught.value.reason
+
+
 def test_a_controller_up_needs_no_second_request() -> None:
     seen: list[str] = []
     up = {"errors": [], "pings": [{"hostname": "ctl1", "pinged": "UP", "responding": True}]}

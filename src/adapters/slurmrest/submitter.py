@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 
 from slurm_image.adapters.retry import (
     RetryPolicy,
@@ -24,7 +23,12 @@ from slurm_image.adapters.slurmrest.mapping import ApiMapping, JobRecord
 from slurm_image.adapters.slurmrest.versions import discover_once, mapping_for
 from slurm_image.domain.job import JobSpec, JobStatus
 from slurm_image.domain.partition import PartitionLimits
-from slurm_image.ports.submitter import SchedulerRejected, UnknownJob
+from slurm_image.ports.submitter import (
+    SchedulerAuthError,
+    SchedulerRejected,
+    SubmitterError,
+    UnknownJob,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -177,10 +181,15 @@ class RestSubmitter:
         if up:
             return "; ".join(up)
         # slurmrestd 24.11 answers /ping with a refused token as 200 and every controller DOWN;
-        # a read that needs the token tells that apart (an auth error) from a controller down.
-        with suppress(TransientFailure):
+        # a read that needs the token tells that apart: its auth error is the answer, any other
+        # failure leaves the ping's own report.
+        try:
             nodes = self._client.request("GET", api.nodes_path(), sent=False)
             self._check("ping", nodes, sent=False)
+        except SchedulerAuthError:
+            raise
+        except (TransientFailure, SubmitterError):
+            pass
         said = "; ".join(text for text, _ in controllers) or "no controller in the answer"
         raise TransientFailure(f"ping: {bounded(said)}", "controller", ambiguous=False)
 
