@@ -529,3 +529,41 @@ def test_no_process_of_the_image_survives_the_job_whatever_its_leader_or_root(
     assert {path.name: path.read_bytes() for path in output.iterdir()} == written
     assert list(written) == ["inspection.json"]
     assert job.leftover_scratch() == []
+
+
+ORDINARY_UID = 4242  # an id no account on the test machine has
+
+
+def test_an_ordinary_user_s_job_sandboxes_the_image_as_that_user(
+    make_job: JobFactory, attack_image: AttackImage, survivor: Path, world_readable_tmp: Path
+) -> None:
+    """The same job, run by a user who is not root: nothing in it assumes root."""
+    need(os.geteuid() == 0, "switching to another user needs root (CI runs as root)")
+    shelf = world_readable_tmp / "images"
+    shelf.mkdir()
+    source = attack_image(
+        leave_survivors("${out%/*}") + '; echo "uid=$(id -u)" >>"$out"',
+        build=with_survivor(survivor),
+    ).rename(shelf / "attack.sqsh")
+    job = inspect(make_job, source)
+    for path in (job.workspace, job.scratch, shelf):
+        subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(path)], check=True)
+    spool = job.tmp / "spool"
+    spool.mkdir(mode=0o755)
+    script = spool / "slurm_script"
+    script.write_text(job.script)
+    script.chmod(0o555)
+
+    result = subprocess.run(
+        ["setpriv", f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups",
+         str(script)],
+        cwd=job.job_dir, env=job.environment(USER="someone"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "uid=0\n" in result_text(job)
+    assert Path(job.paths.result).stat().st_uid == ORDINARY_UID
+    time.sleep(1)
+    assert survivors() == []
+    assert job.leftover_scratch() == []
