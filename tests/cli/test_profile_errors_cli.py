@@ -1,6 +1,6 @@
 """A profile that cannot be used — missing, a bad value, a catalog where no cluster matches this
-host, an unknown ``--cluster``, a value TOML allows and Python cannot read (nesting too deep,
-an integer of thousands of digits) — is one clear line and exit 2 for every command that reads one,
+host, an unknown ``--cluster``, a value TOML allows and Python cannot read (nesting too deep, an
+integer of thousands of digits) — is one clear line and exit 2 for every command that reads one,
 never a traceback; ``doctor`` reports it as its failed ``profile`` check, also exiting 2."""
 
 from __future__ import annotations
