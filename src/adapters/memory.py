@@ -644,7 +644,7 @@ class MemoryWorkspace:
             self._writable(parent, path)
             del parent.entries[name]
 
-    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+    def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         with self.filesystem.lock:
             parts = self._components(path)
             parent = self._directory(parts[:-1])
@@ -652,10 +652,50 @@ class MemoryWorkspace:
             if node.identity != expected:
                 raise IdentityChanged(path, f"is no longer the directory {expected}")
             self._writable(parent, path)
-            if self.filesystem.read_only:
-                raise AccessDenied(path, "Read-only file system")
-            node.entries.clear()
+            kept = {name: node.entries.pop(name) for name in last if name in node.entries}
+            try:
+                self._empty(node, path)
+            finally:
+                node.entries.update(kept)
+            for name in last:
+                entry = node.entries.get(name)
+                if entry is not None and entry.kind != "directory":
+                    self._removing(f"{path}/{name}")
+                    del node.entries[name]
+            self._empty(node, path)
+            self._removing(path)
             del parent.entries[parts[-1]]
+
+    before_removal: Callable[[str], None] | None = None
+    """Called with each path just before it is removed (a test seam: raise to interrupt)."""
+
+    def _removing(self, path: str | Callable[[], str]) -> None:
+        if self.before_removal is not None:
+            self.before_removal(path if isinstance(path, str) else path())
+
+    def _empty(self, top: MemoryNode, field: str) -> None:
+        """Remove everything below ``top``, leaves first, without recursion: any depth."""
+        trail: list[tuple[MemoryNode, str]] = [(top, field)]
+
+        def below(*names: str) -> Callable[[], str]:
+            return lambda: "/".join([name for _, name in trail] + list(names))
+
+        while trail:
+            node = trail[-1][0]
+            if not node.entries:
+                name = trail[-1][1]
+                if len(trail) > 1:
+                    self._removing(below())
+                    del trail[-2][0].entries[name]
+                trail.pop()
+                continue
+            name, child = node.entries.popitem()  # the last entry, in O(1) however wide
+            node.entries[name] = child
+            if child.kind == "directory" and child.entries:
+                trail.append((child, name))
+                continue
+            self._removing(below(name))
+            del node.entries[name]
 
 
 # -- the settable clock --------------------------------------------------------------------

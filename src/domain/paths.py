@@ -157,6 +157,13 @@ class AttemptLayout:
         """The scheduler's job id for this attempt, written once the submission succeeded."""
         return self.in_job("submission.json")
 
+    # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
+    # order they are removed, after everything else: an interrupted removal leaves an attempt
+    # both can finish. The claim goes before the submission record (a claim alone is a
+    # submission in doubt, which both keep), the plan before the submission record (which
+    # still gives ``gc`` the attempt's job and age).
+    RECORDS_REMOVED_LAST = ("staged.json", "submission.claim", "plan.json", "submission.json")
+
     # What staging and submission put into an attempt directory; ``submit`` refuses an attempt
     # holding anything else (a planted ``slurm-<id>.err`` symlink, ``home``, ``enroot``, ...).
     STAGED_ENTRIES = frozenset(

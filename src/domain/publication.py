@@ -162,10 +162,18 @@ class InvalidAge(DomainError):
     """A duration that is not ``<n>[smhd]``."""
 
 
+_AGE_MAX_DAYS = 36500  # a century: further back than any attempt, far below timedelta's range
+_AGE_MAX_SECONDS = _AGE_MAX_DAYS * 86400
+_AGE_MAX_DIGITS = len(str(_AGE_MAX_SECONDS))
+
+
 def parse_age(text: str, field: str = "older_than") -> timedelta:
     """``30s``, ``15m``, ``12h``, ``7d`` or plain seconds (``gc --older-than``)."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
     if not number.isdecimal() or not number.isascii():
         raise InvalidAge(field, "must be a whole number with an optional unit s, m, h or d", text)
-    return timedelta(seconds=int(number) * units[unit])
+    seconds = int(number) * units[unit] if len(number) <= _AGE_MAX_DIGITS else None
+    if seconds is None or seconds > _AGE_MAX_SECONDS:
+        raise InvalidAge(field, f"must be at most {_AGE_MAX_DAYS} days", text)
+    return timedelta(seconds=seconds)

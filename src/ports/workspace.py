@@ -160,9 +160,14 @@ class Workspace(Protocol):
         target). Raises ``NotFound`` when nothing is there."""
         ...
 
-    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+    def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         """Remove the directory ``path`` and everything below it, never following a symlink
-        and never descending into a directory that is not the one it opened. ``expected`` is
-        the identity the directory must have (``IdentityChanged`` otherwise, and nothing is
-        removed)."""
+        and never descending into a directory that is not the one it opened, nor into another
+        filesystem mounted inside (``UnsafePath``). ``expected`` is the identity the directory
+        must have (``IdentityChanged`` otherwise, and nothing is removed).
+
+        Any depth and width: the walk is iterative, with a bounded number of descriptors and
+        no list of a directory's entries in memory. ``last``: names of entries directly below
+        ``path`` that are removed after everything else, in that order, so that a removal
+        interrupted by an error leaves them in place."""
         ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,32 @@ def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}
     site.json("gc")
     assert not Path(site.layout.artifact(SHA)).exists()
+
+
+def _deep_tree(directory: str, depth: int) -> None:
+    """``depth`` nested directories below ``directory``, as an image can leave in output/."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", 0o700, dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("command", ["cleanup", "gc"])
+def test_cleanup_and_gc_remove_an_attempt_holding_a_tree_3000_deep(
+    site: Site, command: str
+) -> None:
+    lifecycle_id = site.finished_import()
+    attempt = AttemptLayout(str(site.root), lifecycle_id)
+    _deep_tree(attempt.in_job("output"), 3000)
+    args = ["cleanup", lifecycle_id] if command == "cleanup" else ["gc", "--older-than", "0"]
+    code, _, err = site.run(*args)
+    assert (code, err) == (0, "")
+    assert not Path(attempt.job_dir).exists()
 
 
 def test_verbose_logs_each_step_with_ids_and_digests(site: Site) -> None:
