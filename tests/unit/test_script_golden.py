@@ -95,7 +95,9 @@ def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
     assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
     assert f"readonly SOURCE_URI_TAG_DIGEST='docker://nvcr.io#nvidia/pytorch:{DIGEST}'" in script
     assert re.search(
-        r'^    enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"', script, re.MULTILINE
+        r'^ +SLURM_IMAGE_PIN=\$PINNED_HEX enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"',
+        script,
+        re.MULTILINE,
     )
     assert f"# plan sha256: {plan.sha256()}" in script
 
