@@ -28,7 +28,8 @@ EXIT_CODES: dict[int, str] = {
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result, or a process of the image outlived the inspection",
-    78: "Enroot is missing, unreadable or too old (import needs 3.4.1, inspect 3.5.0)",
+    78: "Enroot (or the curl or jq its import needs) is missing, unreadable or too old (import"
+    " needs 3.4.1, inspect 3.5.0)",
     79: "the registry's answer does not match the pinned digest (or the image config names a"
     " path outside the root)",
 }
