@@ -220,3 +220,28 @@ def test_a_published_sqsh_its_new_owner_rewrote_is_not_resolved(site: Site, tmp_
         assert err.startswith(f"slurm-image: error: {image}: {image} is owned by uid {OTHER_UID}")
         assert "not vouched for" in err and len(err.splitlines()) == 1
     assert site.json("list") == {"images": []}
+
+
+@pytest.mark.parametrize("set_up", ["shared root", "squatted images"])
+def test_doctor_fails_the_workspace_check_naming_the_directory(tmp_path: Path, set_up: str) -> None:
+    root = tmp_path / "ws"
+    root.mkdir(mode=0o755)
+    at_fault = root
+    if set_up == "shared root":
+        root.chmod(0o1777)
+    else:
+        require_root_for(None)
+        at_fault = root / "images"
+        at_fault.mkdir(mode=0o755)
+        os.chown(at_fault, OTHER_UID, OTHER_UID)
+    _site(tmp_path, root)
+
+    done = run_cli("doctor", "--timeout", "5", cwd=tmp_path)
+
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    (line,) = [
+        line for line in done.stdout.splitlines() if line.split()[:2] == ["FAIL", "workspace"]
+    ]
+    assert f": {at_fault} is " in line
+    assert "internal error" not in done.stderr
+    assert sorted(p.name for p in root.rglob("*")) == ([] if at_fault == root else ["images"])
