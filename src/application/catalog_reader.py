@@ -37,6 +37,10 @@ def require_unchangeable(store: Store, path: str) -> None:
     """Refuse a published path whose bytes someone other than the store's owner and root could
     replace (``Workspace.image_problem``): its record would vouch for bytes it never saw."""
     problem = store.image_problem(path)
+    if problem is not None and store.entry_kind(path) is None:
+        raise VerificationFailed(
+            path, "does not exist: the published image is gone (publish it again, or unregister)"
+        )
     if problem is not None:
         raise VerificationFailed(
             path,

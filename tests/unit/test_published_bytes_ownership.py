@@ -171,3 +171,17 @@ def test_a_marker_path_that_cannot_be_removed_is_refused_naming_it(lab: PublishL
     assert "not a publication marker" in refused.value.reason
     assert "remove it by hand" in refused.value.reason
     assert not lab.harness.exists(lab.layout.alias("app"))
+
+
+def test_a_published_path_that_is_gone_is_named_as_gone(lab: PublishLab) -> None:
+    source = lab.outside("image.sqsh")
+    lab.harness.write(source, SQSH_BYTES)
+    lab.finished(A, operation="inspect_sqsh", source=source, name="gone")
+    lab.publish(A)
+    lab.harness.remove(source)
+
+    with pytest.raises(VerificationFailed) as refused:
+        CatalogReader(lab.store).show("gone")
+
+    assert refused.value.field == source
+    assert refused.value.reason.startswith("does not exist: the published image is gone")
