@@ -129,3 +129,9 @@ def run_cli(
     return subprocess.run(
         command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout
     )
+
+
+def require_root_for(harness: Any) -> None:
+    """Giving a file to another uid needs root on a real filesystem (CI runs as root)."""
+    if getattr(harness, "kind", "local") == "local" and os.geteuid() != 0:
+        unavailable("needs root to give files and directories to another uid")

@@ -106,10 +106,11 @@ class LocalWorkspace:
 
     def _check_root_chain(self) -> None:
         """The root and every directory on the way to it, as written and as resolved, may be
-        changed by nobody but the user and root (``paths.shared_directory_problem``): otherwise
-        another user could exchange ``images/`` under a pending job. A profile problem."""
+        changed by nobody but the user and root (``paths.shared_directory_problem``), and the
+        root itself is closed to group and others (``paths.workspace_root_problem``): otherwise
+        another user could exchange or pre-create ``images/``. A profile problem."""
         real = os.path.realpath(self.root)
-        for directory in {*paths.ancestors(self.root)[:-1], *paths.ancestors(real)}:
+        for directory in _chain(self.root):
             try:
                 status = os.stat(directory)  # noqa: PTH116 (one rule for every path here)
             except FileNotFoundError:
@@ -118,13 +119,37 @@ class LocalWorkspace:
                 raise _error(error, directory) from None
             if directory == real and not stat.S_ISDIR(status.st_mode):
                 raise InvalidPath("workspace_root", "must be a directory", self.root)
+            if directory == real:
+                problem = paths.workspace_root_problem(status.st_mode, status.st_uid, self._uid)
+                hint = paths.OWN_ROOT_HINT
+            else:
+                problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
+                hint = paths.WORKSPACE_SETUP_HINT
+            if problem is not None:
+                raise InvalidPath("workspace_root", f"{directory} {problem}; {hint}", self.root)
+
+    def image_problem(self, path: str) -> str | None:
+        """What lets someone but the user and root change the bytes at ``path`` (see the port)."""
+        for directory in _chain(path.rsplit("/", 1)[0] or "/"):
+            try:
+                status = os.stat(directory)  # noqa: PTH116 (one rule for every path here)
+            except OSError as error:
+                return f"{directory} cannot be examined ({error.strerror})"
+            if not stat.S_ISDIR(status.st_mode):
+                return f"{directory} is not a directory"
             problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
             if problem is not None:
-                raise InvalidPath(
-                    "workspace_root",
-                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
-                    self.root,
-                )
+                return f"{directory} {problem}"
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            return f"{path} does not exist"
+        except OSError as error:
+            return f"{path} cannot be examined ({error.strerror})"
+        if not stat.S_ISREG(status.st_mode):
+            return f"{path} is {_kind(status.st_mode)}, not a regular file"
+        problem = paths.unchangeable_file_problem(status.st_mode, status.st_uid, self._uid)
+        return None if problem is None else f"{path} {problem}"
 
     def _open_dir(self, parent: int, name: str, field: str) -> int:
         """Open the directory ``name`` below ``parent``: no symlink, a directory, ours."""
@@ -145,6 +170,26 @@ class LocalWorkspace:
             raise UnsafePath(field, problem)
         return fd
 
+    def _step(self, parent: int, name: str, walked: str, create: int | None) -> int:
+        """Open the directory ``name`` below ``parent``, made with mode ``create`` when it is
+        missing and ``create`` is given. The root's own entry (``images/``) that is not the
+        user's is a set-up problem of the workspace, not of one attempt: ``InvalidPath``."""
+        try:
+            try:
+                return self._open_dir(parent, name, walked)
+            except NotFound:
+                if create is None:
+                    raise
+                with suppress(AlreadyExists):  # made meanwhile, e.g. by a concurrent prepare:
+                    self._mkdir(parent, name, walked, create)  # verified below like any other
+                return self._open_dir(parent, name, walked)
+        except UnsafePath as error:
+            if walked.rsplit("/", 1)[0] != self.root.rstrip("/"):
+                raise
+            raise InvalidPath(
+                "workspace_root", f"{walked} {error.reason}; {paths.STORE_DIRECTORY_HINT}", walked
+            ) from None
+
     @contextmanager
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> Iterator[int]:
         """A descriptor of the directory ``root/parts``, each step verified.
@@ -156,14 +201,7 @@ class LocalWorkspace:
             walked = self.root.rstrip("/")
             for part in parts:
                 walked = f"{walked}/{part}"
-                try:
-                    child = self._open_dir(fd, part, walked)
-                except NotFound:
-                    if not create:
-                        raise
-                    with suppress(AlreadyExists):  # made meanwhile, e.g. by a concurrent prepare:
-                        self._mkdir(fd, part, walked, 0o700)  # verified below like any other
-                    child = self._open_dir(fd, part, walked)
+                child = self._step(fd, part, walked, 0o700 if create else None)
                 os.close(fd)
                 fd = child
             yield fd
@@ -358,6 +396,13 @@ class LocalWorkspace:
                 os.fsync(parent)
             except OSError as error:
                 raise _error(error, path) from None
+
+
+def _chain(directory: str) -> list[str]:
+    """``/``, then every directory on the way to ``directory`` and ``directory`` itself, as
+    written and then as resolved."""
+    real = os.path.realpath(directory)
+    return list(dict.fromkeys([*paths.ancestors(directory), *paths.ancestors(real)]))
 
 
 def _read_bounded(fd: int, max_bytes: int, field: str) -> bytes:

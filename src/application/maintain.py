@@ -108,8 +108,9 @@ class Maintain:
         with self._locks.exclusive(STORE_LOCK, timeout_s=self._timeout):
             if not dry_run:
                 for entry in self._names(self._layout.markers):
-                    if entry.endswith(".json"):
-                        self._records.recover(entry.removesuffix(".json"))
+                    name = entry.removesuffix(".json")
+                    if entry.endswith(".json") and paths.NAME_PATTERN.fullmatch(name):
+                        self._records.recover(name)
             removed = self._temporaries()
             removed += self._unreferenced()
             removed += self._attempts(self._clock.now() - older_than)

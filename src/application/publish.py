@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_image.application.catalog_reader import require_unchangeable
 from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
     AliasExists,
@@ -34,7 +35,12 @@ from slurm_image.application.errors import (
 )
 from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
-from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
+from slurm_image.application.store_records import (
+    ENTRY_ARTICLE,
+    STORE_LOCK,
+    StoreRecords,
+    alias_lock,
+)
 from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
@@ -55,12 +61,6 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCK_TIMEOUT_S = 60.0
 CHECKPOINTS = ("verified", "marker", "artifact", "source", "alias", "done")
 """The steps after which ``checkpoint`` is called: a crash test stops the process there."""
-_ARTICLE = {
-    "directory": "a directory",
-    "fifo": "a FIFO",
-    "symlink": "a symlink",
-    "other": "special",
-}
 
 
 def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
@@ -248,6 +248,8 @@ class Publish:
 
     def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
         role = plan.request.role
+        if plan.operation == "inspect_sqsh":
+            require_unchangeable(self._store, plan.paths.sqsh)
         try:
             data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
             digest = self._store.digest(self._image_of(plan, data))
@@ -365,7 +367,7 @@ class Publish:
             self._drop_marker(record.name)
             raise VerificationFailed(
                 record.path,
-                f"is {_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
+                f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
             )
         if not self._records.artifact_matches(record.path, record.sqsh_sha256):
             self._drop_marker(record.name)

@@ -7,7 +7,10 @@ be changeable by nobody but the user and root (``domain.paths.shared_directory_p
 without following symlinks, and must be a real directory of the current user's own
 (``domain.paths.own_directory_problem``): a symlinked, foreign-owned, shared or non-directory
 ``images/``, ``.tmp/``, ``jobs/`` or attempt directory is refused, and nothing is read or
-written through it.
+written through it. The root itself must also be closed to group and others, sticky or not
+(``domain.paths.workspace_root_problem``): whoever may add entries to it could create its
+``images/`` first. An ``images/`` that is not the user's is likewise ``InvalidPath`` of
+``workspace_root`` (the workspace is not set up for this user), not an error of one attempt.
 
 Error contract (every adapter raises only these for workspace trouble; each carries ``field``,
 the path concerned, and ``reason``):
@@ -158,6 +161,14 @@ class Workspace(Protocol):
     def remove_file(self, path: str, *, within: FileIdentity | None = None) -> None:
         """Remove the entry at ``path`` if it is not a directory (a symlink itself, never its
         target). Raises ``NotFound`` when nothing is there."""
+        ...
+
+    def image_problem(self, path: str) -> str | None:
+        """What would let someone other than the user and root change the bytes of the file at
+        ``path`` (anywhere, inside the root or not), or None: every directory on its way (as
+        written and as resolved) must pass ``domain.paths.shared_directory_problem`` and the
+        file itself (not followed if a symlink) ``domain.paths.unchangeable_file_problem``. A
+        missing file is a problem too. The answer names the path at fault; nothing raises."""
         ...
 
     def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:

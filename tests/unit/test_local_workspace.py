@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_image.adapters.local_workspace import LocalWorkspace
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.ports.workspace import IdentityChanged, UnsafePath
 from support import unavailable
@@ -51,7 +52,7 @@ def test_a_symlink_planted_in_that_race_is_still_refused(world_readable_tmp: Pat
         original(parent, name, field, mode)
 
     workspace._mkdir = plant  # type: ignore[method-assign]
-    with pytest.raises(UnsafePath, match="symlink"):
+    with pytest.raises(InvalidPath, match="images is a symlink"):
         workspace.create_directory(AttemptLayout(root, SECOND).job_dir, parents=True)
     assert list(decoy.iterdir()) == []
 
