@@ -84,9 +84,11 @@ class StoreRecords:
         if data is None:
             return None
         try:
-            return load_source(data)
+            record = load_source(data)
         except DomainError:
             return None  # a damaged source record only costs a new import
+        wanted = source_digest.removeprefix("sha256:")
+        return record if record.source_digest.removeprefix("sha256:") == wanted else None
 
     def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
         if self.store.entry_kind(self.layout.sources) != "directory":

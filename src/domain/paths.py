@@ -157,6 +157,11 @@ class AttemptLayout:
         """The scheduler's job id for this attempt, written once the submission succeeded."""
         return self.in_job("submission.json")
 
+    @property
+    def chain_record(self) -> str:
+        """The chain the import job verified (``domain.verified_chain``), written by the job."""
+        return self.in_job("chain.json")
+
     # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
     # order they are removed, after everything else: an interrupted removal leaves an attempt
     # both can finish. The claim goes before the submission record (a claim alone is a

@@ -14,7 +14,7 @@ from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
-from publish_support import SOURCE, SQSH_BYTES, inspection
+from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.store_layout import StoreLayout
@@ -47,6 +47,7 @@ class Site:
         attempt = AttemptLayout(str(self.root), lifecycle_id)
         Path(attempt.in_job("candidate.sqsh")).write_bytes(sqsh)
         Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", sqsh))
+        Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
         self.scheduler.finish(submitted["job_id"])
         return str(lifecycle_id)
 
@@ -168,6 +169,31 @@ def test_an_import_of_a_stored_source_is_answered_from_the_store(site: Site) -> 
     assert other_role["state"] == "SUBMITTED"
     job = site.scheduler.job(other_role["job_id"])
     assert site.layout.artifact(SHA).encode() in job.script
+
+
+def test_a_source_recorded_before_the_chain_runs_an_import_job_that_records_it(
+    site: Site,
+) -> None:
+    site.json("publish", site.finished_import())
+    source = Path(site.layout.source(SOURCE_DIGEST))
+    old = json.loads(source.read_text())
+    del old["chain"]
+    source.write_text(json.dumps({**old, "schema_version": 1}))
+    assert site.json("show", "app")["chain"]["pinned"] == f"sha256:{SOURCE_DIGEST}"
+
+    again = site.json("import", SOURCE, "--name", "again", "--role", "client")
+
+    assert again["state"] == "SUBMITTED"  # a job, not the store's word
+    attempt = AttemptLayout(str(site.root), again["lifecycle_id"])
+    Path(attempt.in_job("candidate.sqsh")).write_bytes(SQSH_BYTES)
+    Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", SQSH_BYTES))
+    Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+    site.scheduler.finish(again["job_id"])
+    published = site.json("publish", again["lifecycle_id"])
+    assert published["chain"] == json.loads(source.read_text())["chain"]
+    assert published["chain"]["manifest"] == f"sha256:{SOURCE_DIGEST}"
+    answered = site.json("import", SOURCE, "--name", "third", "--role", "client")
+    assert answered["from_store"] is True and answered["chain"] == published["chain"]
 
 
 def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
@@ -309,6 +335,7 @@ def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit
         job_dir = Path(job.spec.working_directory)
         (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
         (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
+        (job_dir / "chain.json").write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
         site.scheduler.finish(job.job_id, exit_code)
 
     build = api.build_container

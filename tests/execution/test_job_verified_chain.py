@@ -22,6 +22,7 @@ from lying_registry import (
     lying_registry,
     with_config,
 )
+from slurm_image.domain.verified_chain import validate_chain_record
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +62,11 @@ def refused(job: Job, result: Result, what: str) -> None:
 
 
 def chain(job: Job) -> dict[str, str]:
-    record: dict[str, str] = json.loads((Path(job.paths.job_dir) / "chain.json").read_text())
+    """The job's chain.json, which the host's publication accepts for this plan's pin."""
+    data = (Path(job.paths.job_dir) / "chain.json").read_bytes()
+    assert job.plan.source_digest is not None
+    validate_chain_record(data, pinned=job.plan.source_digest)
+    record: dict[str, str] = json.loads(data)
     return record
 
 

@@ -1,7 +1,8 @@
 """On the local cluster, through the CLI: a registry that answers the pinned digest with another
 image's manifest (tests/lying_registry.py) gets nothing imported: the job exits 79, nothing is
 published and no source is recorded; the genuine image from the genuine registry then runs a
-job of its own and is published."""
+job of its own and is published, its source recorded with the chain the job verified, which
+then answers the next import from the store."""
 
 from __future__ import annotations
 
@@ -102,3 +103,13 @@ def test_a_lying_registry_gets_nothing_published_and_the_genuine_image_then_runs
     attempt = site.workspace / "images" / ".tmp" / "jobs" / result["lifecycle_id"]
     chain = json.loads((attempt / "chain.json").read_text())
     assert chain["pinned"] == chain["manifest"] == pin
+    source = json.loads(
+        (site.workspace / "images" / "sources" / site.store("sources")[0]).read_text()
+    )
+    assert source["chain"] == chain == result["chain"]  # the store records what the job verified
+
+    again = site.run("import", genuine, "--name", "again", "--role", "client")
+
+    assert again.returncode == 0, again.stderr
+    answered = json.loads(again.stdout)
+    assert answered.get("from_store") is True and answered["chain"] == chain
