@@ -57,6 +57,12 @@ def inspection(role: str, sqsh: bytes) -> bytes:
     return json.dumps(record).encode()
 
 
+def chain_record(pinned: str) -> bytes:
+    """``chain.json`` as the import job writes it for a manifest pinned directly."""
+    config = "sha256:" + "c" * 64
+    return f'{{"config": "{config}", "manifest": "{pinned}", "pinned": "{pinned}"}}\n'.encode()
+
+
 PROFILE = """workspace_root = "{root}"
 
 [image_build]
@@ -101,13 +107,15 @@ class Site:
 
     def publish_finished(self, name: str, sqsh: bytes) -> str:
         """One import through the API with the in-memory scheduler: staged, submitted, its job
-        COMPLETED with the candidate and ``inspection.json`` the job writes, then published."""
+        COMPLETED with the candidate, ``inspection.json`` and ``chain.json`` the job writes, then
+        published."""
         request = make_request("import_oci", name=name, role="client", source=SOURCE)
         prepared = self.fake.stage(request)
         submission = self.fake.container.submit()(prepared)
         paths = prepared.plan.paths
         Path(paths.sqsh).write_bytes(sqsh)
         Path(paths.result).write_bytes(inspection("client", sqsh))
+        Path(paths.job_dir, "chain.json").write_bytes(chain_record(f"sha256:{SOURCE_DIGEST}"))
         self.fake.container.submitter().finish(submission.job_id, 0)
         return prepared.lifecycle_id
 

@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from slurm_image.adapters.memory import MemoryFilesystem, MemoryWorkspace
 from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_profile
 from slurm_image.domain.request import Request, make_request
 from slurm_image.domain.runtime import RuntimeFiles
-from slurm_image.ports.workspace import Workspace
+from slurm_image.ports.workspace import Workspace, WorkspaceError
 from support import unavailable
 
 # CI runs derandomized so a failure reproduces from the log alone; locally examples vary.
@@ -136,6 +138,52 @@ class LocalHarness:
         """``act`` on this workspace made read-only by ``scenario`` (see below)."""
         return _local_read_only(self, scenario, act)
 
+    def deep_tree(self, path: str, depth: int) -> None:
+        """``depth`` nested directories ``d/d/...`` below ``path`` (far past PATH_MAX), a file
+        at the bottom; made through descriptors, one at a time."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(depth):
+                os.mkdir("d", 0o700, dir_fd=fd)
+                child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            os.close(os.open("bottom", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        finally:
+            os.close(fd)
+
+    def wide_tree(self, path: str, files: int, directories: int) -> None:
+        """``files`` empty files and ``directories`` directories holding one file each."""
+        for n in range(files):
+            Path(f"{path}/f{n}").touch(mode=0o600)
+        for n in range(directories):
+            Path(f"{path}/d{n}").mkdir(mode=0o700)
+            Path(f"{path}/d{n}/f").touch(mode=0o600)
+
+    @contextmanager
+    def failing_removal(self, workspace: Workspace, below: str) -> Iterator[list[str]]:
+        """The first removal of ``below`` or of an entry below it fails with EIO; yields what
+        failed."""
+        failed: list[str] = []
+        originals = os.unlink, os.rmdir
+
+        def failing(original: Callable[..., None]) -> Callable[..., None]:
+            def remove(name: str, *, dir_fd: int | None = None) -> None:
+                where = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else ""
+                path = f"{where}/{name}" if where else name
+                if not failed and (path == below or path.startswith(below + "/")):
+                    failed.append(path)
+                    raise OSError(errno.EIO, "Input/output error")
+                original(name, dir_fd=dir_fd)
+
+            return remove
+
+        os.unlink, os.rmdir = failing(originals[0]), failing(originals[1])
+        try:
+            yield failed
+        finally:
+            os.unlink, os.rmdir = originals
+
     def listing(self) -> list[str]:
         """Every path below the root, sorted."""
         found = []
@@ -211,6 +259,38 @@ class MemoryHarness:
 
     def read_only(self, scenario: str, act: Callable[[Workspace], list[str]]) -> list[str]:
         return _memory_read_only(self, scenario, act)
+
+    def deep_tree(self, path: str, depth: int) -> None:
+        node = self.filesystem.lookup(path)
+        assert node is not None and node.kind == "directory", path
+        for _ in range(depth):
+            child = self.filesystem.new_node("directory", 0o700, self.uid)
+            node.entries["d"] = child
+            node = child
+        node.entries["bottom"] = self.filesystem.new_node("file", 0o600, self.uid)
+
+    def wide_tree(self, path: str, files: int, directories: int) -> None:
+        for n in range(files):
+            self.write(f"{path}/f{n}", b"")
+        for n in range(directories):
+            self.mkdir(f"{path}/d{n}")
+            self.write(f"{path}/d{n}/f", b"")
+
+    @contextmanager
+    def failing_removal(self, workspace: Workspace, below: str) -> Iterator[list[str]]:
+        assert isinstance(workspace, MemoryWorkspace)
+        failed: list[str] = []
+
+        def removing(path: str) -> None:
+            if not failed and (path == below or path.startswith(below + "/")):
+                failed.append(path)
+                raise WorkspaceError(path, "Input/output error")
+
+        workspace.before_removal = removing
+        try:
+            yield failed
+        finally:
+            workspace.before_removal = None
 
     def listing(self) -> list[str]:
         found: list[str] = []

@@ -41,6 +41,16 @@ SERVING_FACTS: dict[str, Any] = {
 }
 
 
+CONFIG_DIGEST = "sha256:" + "c" * 64
+
+
+def chain_json(pinned: str, manifest: str | None = None, config: str = CONFIG_DIGEST) -> bytes:
+    """``chain.json`` as the import job writes it (its printf, not the product's serializer)."""
+    manifest = pinned if manifest is None else manifest
+    line = f'{{"config": "{config}", "manifest": "{manifest}", "pinned": "{pinned}"}}\n'
+    return line.encode()
+
+
 def inspection(role: str, sqsh: bytes, **changes: Any) -> bytes:
     record: dict[str, Any] = {
         "schema_version": 1,
@@ -161,6 +171,9 @@ class PublishLab:
         self.plans[lifecycle_id] = prepared.plan
         return prepared.plan
 
+    def chain_path(self, plan: Plan) -> str:
+        return f"{plan.paths.job_dir}/chain.json"
+
     def job_of(self, lifecycle_id: str) -> str:
         marker = f"slurm-image:{lifecycle_id}"
         return next(j.job_id for j in self.scheduler.jobs.values() if j.spec.comment == marker)
@@ -171,12 +184,20 @@ class PublishLab:
         *,
         sqsh: bytes = SQSH_BYTES,
         result: bytes | None = None,
+        chain: bytes | None = None,
         **request: Any,
     ) -> Plan:
-        """A lifecycle whose job COMPLETED: the .sqsh and inspection.json as the job leaves them."""
+        """A lifecycle whose job COMPLETED: the .sqsh, inspection.json and (import) chain.json
+        as the job leaves them; ``chain``: other bytes for chain.json, ``b""``: none."""
         plan = self.submitted(lifecycle_id, **request)
         if plan.operation == "import_oci" or not self.harness.exists(plan.paths.sqsh):
             self.harness.write(plan.paths.sqsh, sqsh)
+        if plan.operation == "import_oci" and chain != b"":
+            assert plan.source_digest is not None
+            self.harness.write(
+                self.chain_path(plan),
+                chain if chain is not None else chain_json(plan.source_digest),
+            )
         data = result if result is not None else inspection(plan.request.role, sqsh)
         self.harness.write(plan.paths.result, data)
         self.scheduler.finish(self.job_of(lifecycle_id), 0)

@@ -133,6 +133,12 @@ def run_cli(
     )
 
 
+def require_root_for(harness: Any) -> None:
+    """Giving a file to another uid needs root on a real filesystem (CI runs as root)."""
+    if getattr(harness, "kind", "local") == "local" and os.geteuid() != 0:
+        unavailable("needs root to give files and directories to another uid")
+
+
 ENROOT_STANDIN = Path(__file__).resolve().parent / "fixtures" / "enroot" / "enroot"
 
 

@@ -162,12 +162,7 @@ class LocalStore(LocalWorkspace):
             walked = self.root.rstrip("/")
             for part in parts:
                 walked = f"{walked}/{part}"
-                try:
-                    child = self._open_dir(fd, part, walked)
-                except NotFound:
-                    with suppress(AlreadyExists):
-                        self._mkdir(fd, part, walked, mode)
-                    child = self._open_dir(fd, part, walked)
+                child = self._step(fd, part, walked, mode)
                 os.close(fd)
                 fd = child
                 current = stat.S_IMODE(os.fstat(fd).st_mode)

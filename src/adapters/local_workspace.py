@@ -106,10 +106,11 @@ class LocalWorkspace:
 
     def _check_root_chain(self) -> None:
         """The root and every directory on the way to it, as written and as resolved, may be
-        changed by nobody but the user and root (``paths.shared_directory_problem``): otherwise
-        another user could exchange ``images/`` under a pending job. A profile problem."""
+        changed by nobody but the user and root (``paths.shared_directory_problem``), and the
+        root itself is closed to group and others (``paths.workspace_root_problem``): otherwise
+        another user could exchange or pre-create ``images/``. A profile problem."""
         real = os.path.realpath(self.root)
-        for directory in {*paths.ancestors(self.root)[:-1], *paths.ancestors(real)}:
+        for directory in _chain(self.root):
             try:
                 status = os.stat(directory)  # noqa: PTH116 (one rule for every path here)
             except FileNotFoundError:
@@ -118,13 +119,37 @@ class LocalWorkspace:
                 raise _error(error, directory) from None
             if directory == real and not stat.S_ISDIR(status.st_mode):
                 raise InvalidPath("workspace_root", "must be a directory", self.root)
+            if directory == real:
+                problem = paths.workspace_root_problem(status.st_mode, status.st_uid, self._uid)
+                hint = paths.OWN_ROOT_HINT
+            else:
+                problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
+                hint = paths.WORKSPACE_SETUP_HINT
+            if problem is not None:
+                raise InvalidPath("workspace_root", f"{directory} {problem}; {hint}", self.root)
+
+    def image_problem(self, path: str) -> str | None:
+        """What lets someone but the user and root change the bytes at ``path`` (see the port)."""
+        for directory in _chain(path.rsplit("/", 1)[0] or "/"):
+            try:
+                status = os.stat(directory)  # noqa: PTH116 (one rule for every path here)
+            except OSError as error:
+                return f"{directory} cannot be examined ({error.strerror})"
+            if not stat.S_ISDIR(status.st_mode):
+                return f"{directory} is not a directory"
             problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
             if problem is not None:
-                raise InvalidPath(
-                    "workspace_root",
-                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
-                    self.root,
-                )
+                return f"{directory} {problem}"
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            return f"{path} does not exist"
+        except OSError as error:
+            return f"{path} cannot be examined ({error.strerror})"
+        if not stat.S_ISREG(status.st_mode):
+            return f"{path} is {_kind(status.st_mode)}, not a regular file"
+        problem = paths.unchangeable_file_problem(status.st_mode, status.st_uid, self._uid)
+        return None if problem is None else f"{path} {problem}"
 
     def _open_dir(self, parent: int, name: str, field: str) -> int:
         """Open the directory ``name`` below ``parent``: no symlink, a directory, ours."""
@@ -145,6 +170,26 @@ class LocalWorkspace:
             raise UnsafePath(field, problem)
         return fd
 
+    def _step(self, parent: int, name: str, walked: str, create: int | None) -> int:
+        """Open the directory ``name`` below ``parent``, made with mode ``create`` when it is
+        missing and ``create`` is given. The root's own entry (``images/``) that is not the
+        user's is a set-up problem of the workspace, not of one attempt: ``InvalidPath``."""
+        try:
+            try:
+                return self._open_dir(parent, name, walked)
+            except NotFound:
+                if create is None:
+                    raise
+                with suppress(AlreadyExists):  # made meanwhile, e.g. by a concurrent prepare:
+                    self._mkdir(parent, name, walked, create)  # verified below like any other
+                return self._open_dir(parent, name, walked)
+        except UnsafePath as error:
+            if walked.rsplit("/", 1)[0] != self.root.rstrip("/"):
+                raise
+            raise InvalidPath(
+                "workspace_root", f"{walked} {error.reason}; {paths.STORE_DIRECTORY_HINT}", walked
+            ) from None
+
     @contextmanager
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> Iterator[int]:
         """A descriptor of the directory ``root/parts``, each step verified.
@@ -156,14 +201,7 @@ class LocalWorkspace:
             walked = self.root.rstrip("/")
             for part in parts:
                 walked = f"{walked}/{part}"
-                try:
-                    child = self._open_dir(fd, part, walked)
-                except NotFound:
-                    if not create:
-                        raise
-                    with suppress(AlreadyExists):  # made meanwhile, e.g. by a concurrent prepare:
-                        self._mkdir(fd, part, walked, 0o700)  # verified below like any other
-                    child = self._open_dir(fd, part, walked)
+                child = self._step(fd, part, walked, 0o700 if create else None)
                 os.close(fd)
                 fd = child
             yield fd
@@ -341,13 +379,16 @@ class LocalWorkspace:
             except OSError as error:
                 raise _error(error, path) from None
 
-    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+    def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         with self._parent(path, None) as (parent, name):
             fd = self._open_dir(parent, name, path)
             try:
                 if _identity(os.fstat(fd)) != expected:
                     raise IdentityChanged(path, f"is no longer the directory {expected}")
-                _clear(fd, path)
+                _Walk(fd, path, keep=frozenset(last)).run()
+                for entry in last:
+                    _remove_entry(fd, entry, f"{path}/{entry}")
+                _Walk(fd, path).run()  # a name of ``last`` that is a directory, or came back
             finally:
                 os.close(fd)
             try:
@@ -355,6 +396,13 @@ class LocalWorkspace:
                 os.fsync(parent)
             except OSError as error:
                 raise _error(error, path) from None
+
+
+def _chain(directory: str) -> list[str]:
+    """``/``, then every directory on the way to ``directory`` and ``directory`` itself, as
+    written and then as resolved."""
+    real = os.path.realpath(directory)
+    return list(dict.fromkeys([*paths.ancestors(directory), *paths.ancestors(real)]))
 
 
 def _read_bounded(fd: int, max_bytes: int, field: str) -> bytes:
@@ -370,22 +418,157 @@ def _read_bounded(fd: int, max_bytes: int, field: str) -> bytes:
             raise TooLarge(field, f"holds more than {max_bytes} bytes")
 
 
-def _clear(fd: int, field: str) -> None:
-    """Remove everything inside the open directory ``fd``, never following a symlink."""
-    try:
-        os.fchmod(fd, 0o700)
-        for name in os.listdir(fd):
-            entry = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if not stat.S_ISDIR(entry.st_mode):
-                os.unlink(name, dir_fd=fd)
-                continue
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+_SWEEPS = 8
+"""How often one directory may be found changed (refilled after its sweep, or emptied again
+after an ``rmdir`` refused) before its tree is taken to be written to while it is removed."""
+
+
+class _Walk:
+    """Empty one open directory, iteratively, in bounded descriptors and memory.
+
+    Holds at most three descriptors whatever the tree's depth or width: the directory being
+    emptied, its listing (one ``scandir``, never a list of names), and a child or parent while
+    stepping. Each sweep unlinks entries that are not directories (``unlink`` never follows a
+    symlink and never removes a directory) and stops at the first directory, which is entered
+    only after ``lstat``, open with ``O_DIRECTORY|O_NOFOLLOW`` and ``fstat`` agree it is the same
+    directory on the same filesystem (a mount inside is refused, never emptied). The way back up
+    is ``..`` of the emptied directory, taken only when it is the directory the walk came from,
+    so a directory moved elsewhere meanwhile is not followed out of the tree. The state kept is
+    one name and one inode number per level of depth.
+    """
+
+    def __init__(self, top: int, field: str, *, keep: frozenset[str] = frozenset()) -> None:
+        self._top = top
+        self._field = field
+        self._keep = keep
+        self._device = os.fstat(top).st_dev
+        self._names: list[str] = []
+        self._inodes: list[int] = []
+        self._refused = 0
+
+    def where(self, name: str = "") -> str:
+        return "/".join([self._field, *self._names, *([name] if name else [])])
+
+    def run(self) -> None:
+        fd = self._top
+        try:
+            os.fchmod(fd, 0o700)
+            while True:
+                child = self._sweep(fd)
+                if child is not None:
+                    opened = self._enter(fd, child)
+                    if fd != self._top:
+                        os.close(fd)
+                    fd = opened
+                    continue
+                if not self._names:
+                    return
+                parent = self._up(fd)
+                os.close(fd)
+                fd = parent
+                self._remove_emptied(fd)
+        except OSError as error:
+            raise _error(error, self.where()) from None
+        finally:
+            if fd != self._top:
+                os.close(fd)
+
+    def _sweep(self, fd: int) -> str | None:
+        """Unlink entries until the first directory, and return its name; None once empty."""
+        keep = frozenset() if self._names else self._keep
+        for _ in range(_SWEEPS):
+            removed = False
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.name in keep:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        return entry.name
+                    with suppress(FileNotFoundError, IsADirectoryError):
+                        os.unlink(entry.name, dir_fd=fd)  # a directory by now: the next sweep
+                        removed = True
+            if not removed:
+                return None
+        raise WorkspaceError(self.where(), "kept changing while it was removed")
+
+    def _enter(self, parent: int, name: str) -> int:
+        entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISDIR(entry.st_mode):
+            raise IdentityChanged(self.where(name), "was replaced during removal")
+        if entry.st_dev != self._device:
+            raise UnsafePath(self.where(name), "is another filesystem mounted here: not removed")
+        try:
             try:
-                if _identity(os.fstat(child)) != _identity(entry):
-                    raise IdentityChanged(f"{field}/{name}", "was replaced during removal")
-                _clear(child, f"{field}/{name}")
-            finally:
-                os.close(child)
-            os.rmdir(name, dir_fd=fd)
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except PermissionError:
+                _unlock(parent, name, entry, self.where(name))
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except OSError as error:
+            if error.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            raise UnsafePath(
+                self.where(name), f"became {_kind(mode)} during removal: not followed"
+            ) from None
+        try:
+            if _identity(os.fstat(fd)) != _identity(entry):
+                raise IdentityChanged(self.where(name), "was replaced during removal")
+            os.fchmod(fd, 0o700)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._names.append(name)
+        self._inodes.append(entry.st_ino)
+        return fd
+
+    def _up(self, fd: int) -> int:
+        """The parent of the emptied directory ``fd``: the directory the walk came from."""
+        if len(self._names) == 1:
+            return self._top
+        parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+        status = os.fstat(parent)
+        if (status.st_dev, status.st_ino) != (self._device, self._inodes[-2]):
+            os.close(parent)
+            raise IdentityChanged(self.where(), "was moved during removal")
+        return parent
+
+    def _remove_emptied(self, parent: int) -> None:
+        """Remove the directory just emptied from ``parent``, if it is still that directory."""
+        name, inode = self._names.pop(), self._inodes.pop()
+        try:
+            entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if (entry.st_dev, entry.st_ino) == (self._device, inode):
+                os.rmdir(name, dir_fd=parent)
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            if error.errno != errno.ENOTEMPTY:
+                raise
+            self._refused += 1  # filled again meanwhile: the parent's next sweep enters it again
+            if self._refused > _SWEEPS:
+                raise WorkspaceError(
+                    self.where(name), "kept changing while it was removed"
+                ) from None
+
+
+def _unlock(parent: int, name: str, entry: os.stat_result, field: str) -> None:
+    """Give our own directory ``name`` back the permissions to empty it (the image may have
+    made it 0000): through an ``O_PATH`` descriptor, which needs none, of that very directory."""
+    fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        if _identity(os.fstat(fd)) != _identity(entry):
+            raise IdentityChanged(field, "was replaced during removal")
+        os.chmod(f"/proc/self/fd/{fd}", 0o700)  # noqa: PTH101 (the descriptor's own inode)
+    finally:
+        os.close(fd)
+
+
+def _remove_entry(fd: int, name: str, field: str) -> None:
+    """Unlink ``name`` below ``fd`` unless it is a directory or gone, and make that durable."""
+    try:
+        os.unlink(name, dir_fd=fd)
+    except (FileNotFoundError, IsADirectoryError):
+        return
     except OSError as error:
         raise _error(error, field) from None
+    os.fsync(fd)

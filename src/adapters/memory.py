@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, NoReturn
 
 from slurm_image.adapters.retry import (
     RetryPolicy,
@@ -484,7 +484,7 @@ class MemoryWorkspace:
             raise NotFound(self.root, "does not exist")
         if node.kind != "directory":
             raise InvalidPath("workspace_root", "must be a directory", self.root)
-        for directory in paths.ancestors(self.root):
+        for directory in paths.ancestors(self.root)[:-1]:
             found = self.filesystem.lookup(directory)
             if found is None or found.kind != "directory":
                 continue
@@ -495,7 +495,48 @@ class MemoryWorkspace:
                     f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
                     self.root,
                 )
+        problem = paths.workspace_root_problem(node.mode, node.uid, self._uid)
+        if problem is not None:
+            raise InvalidPath(
+                "workspace_root", f"{self.root} {problem}; {paths.OWN_ROOT_HINT}", self.root
+            )
         return node
+
+    def _resolved(self, path: str) -> MemoryNode | None:
+        node = self.filesystem.lookup(path)
+        for _ in range(40):
+            if node is None or node.kind != "symlink":
+                return node
+            node = self.filesystem.lookup(node.target)
+        return None
+
+    def image_problem(self, path: str) -> str | None:
+        with self.filesystem.lock:
+            for directory in paths.ancestors(path)[:-1]:
+                found = self._resolved(directory)
+                if found is None:
+                    return f"{path} does not exist"
+                if found.kind != "directory":
+                    return f"{directory} is not a directory"
+                problem = paths.shared_directory_problem(found.mode, found.uid, self._uid)
+                if problem is not None:
+                    return f"{directory} {problem}"
+            node = self.filesystem.lookup(path)
+            if node is None:
+                return f"{path} does not exist"
+            if node.kind != "file":
+                return f"{path} is {node.describe()}, not a regular file"
+            problem = paths.unchangeable_file_problem(stat.S_IFREG | node.mode, node.uid, self._uid)
+            return None if problem is None else f"{path} {problem}"
+
+    def _unsafe_top(self, walked: str, reason: str) -> NoReturn:
+        """The root's own entry (``images/``) that is not the user's: the workspace is not set
+        up for this user (``InvalidPath``, as the local adapter raises)."""
+        if walked.rsplit("/", 1)[0] == self.root.rstrip("/"):
+            raise InvalidPath(
+                "workspace_root", f"{walked} {reason}; {paths.STORE_DIRECTORY_HINT}", walked
+            )
+        raise UnsafePath(walked, reason)
 
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> MemoryNode:
         node = self._root()
@@ -510,10 +551,10 @@ class MemoryWorkspace:
                     raise NotFound(walked, "does not exist")
                 child = self._mkdir(node, part, walked, 0o700)
             if child.kind != "directory":
-                raise UnsafePath(walked, f"is {child.describe()}, not a directory")
+                self._unsafe_top(walked, f"is {child.describe()}, not a directory")
             problem = paths.own_directory_problem(child.mode, child.uid, self._uid)
             if problem is not None:
-                raise UnsafePath(walked, problem)
+                self._unsafe_top(walked, problem)
             node = child
         return node
 
@@ -644,7 +685,7 @@ class MemoryWorkspace:
             self._writable(parent, path)
             del parent.entries[name]
 
-    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+    def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         with self.filesystem.lock:
             parts = self._components(path)
             parent = self._directory(parts[:-1])
@@ -652,10 +693,50 @@ class MemoryWorkspace:
             if node.identity != expected:
                 raise IdentityChanged(path, f"is no longer the directory {expected}")
             self._writable(parent, path)
-            if self.filesystem.read_only:
-                raise AccessDenied(path, "Read-only file system")
-            node.entries.clear()
+            kept = {name: node.entries.pop(name) for name in last if name in node.entries}
+            try:
+                self._empty(node, path)
+            finally:
+                node.entries.update(kept)
+            for name in last:
+                entry = node.entries.get(name)
+                if entry is not None and entry.kind != "directory":
+                    self._removing(f"{path}/{name}")
+                    del node.entries[name]
+            self._empty(node, path)
+            self._removing(path)
             del parent.entries[parts[-1]]
+
+    before_removal: Callable[[str], None] | None = None
+    """Called with each path just before it is removed (a test seam: raise to interrupt)."""
+
+    def _removing(self, path: str | Callable[[], str]) -> None:
+        if self.before_removal is not None:
+            self.before_removal(path if isinstance(path, str) else path())
+
+    def _empty(self, top: MemoryNode, field: str) -> None:
+        """Remove everything below ``top``, leaves first, without recursion: any depth."""
+        trail: list[tuple[MemoryNode, str]] = [(top, field)]
+
+        def below(*names: str) -> Callable[[], str]:
+            return lambda: "/".join([name for _, name in trail] + list(names))
+
+        while trail:
+            node = trail[-1][0]
+            if not node.entries:
+                name = trail[-1][1]
+                if len(trail) > 1:
+                    self._removing(below())
+                    del trail[-2][0].entries[name]
+                trail.pop()
+                continue
+            name, child = node.entries.popitem()  # the last entry, in O(1) however wide
+            node.entries[name] = child
+            if child.kind == "directory" and child.entries:
+                trail.append((child, name))
+                continue
+            self._removing(below(name))
+            del node.entries[name]
 
 
 # -- the settable clock --------------------------------------------------------------------
@@ -775,9 +856,10 @@ class MemoryStore(MemoryWorkspace):
                 if child is None:
                     child = self._mkdir(node, part, walked, mode)
                 if child.kind != "directory":
-                    raise UnsafePath(walked, f"is {child.describe()}, not a directory")
-                if child.uid != self._uid:
-                    raise UnsafePath(walked, f"is owned by uid {child.uid}, not {self._uid}")
+                    self._unsafe_top(walked, f"is {child.describe()}, not a directory")
+                problem = paths.own_directory_problem(child.mode, child.uid, self._uid)
+                if problem is not None:
+                    self._unsafe_top(walked, problem)
                 child.mode |= mode & 0o555
                 node = child
             return node.identity

@@ -4,7 +4,7 @@ the catalog; ``CatalogReader`` reads it without validating the records again).""
 
 from __future__ import annotations
 
-from slurm_image.application.catalog_reader import CatalogReader
+from slurm_image.application.catalog_reader import CatalogReader, require_unchangeable
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.application.store_records import StoreRecords
 from slurm_image.domain.publication import AliasRecord
@@ -24,6 +24,7 @@ class Catalog:
         record = self._records.alias(name)
         if record is None:
             raise UnknownAlias.named(name)
+        require_unchangeable(self._store, record.path)
         return record
 
     def verify(self, name: str) -> AliasRecord:

@@ -33,6 +33,22 @@ def read_record(store: Store, path: str) -> bytes | None:
         raise VerificationFailed(error.field, error.reason) from None
 
 
+def require_unchangeable(store: Store, path: str) -> None:
+    """Refuse a published path whose bytes someone other than the store's owner and root could
+    replace (``Workspace.image_problem``): its record would vouch for bytes it never saw."""
+    problem = store.image_problem(path)
+    if problem is not None and store.entry_kind(path) is None:
+        raise VerificationFailed(
+            path, "does not exist: the published image is gone (publish it again, or unregister)"
+        )
+    if problem is not None:
+        raise VerificationFailed(
+            path,
+            f"{problem}: another user could replace its bytes, so it is not vouched for;"
+            " inspect a copy of your own (or unregister the alias)",
+        )
+
+
 class CatalogReader:
     """Read the published aliases as written (see the module docstring)."""
 
@@ -61,11 +77,13 @@ class CatalogReader:
     def show(self, name: str) -> PublishedAlias:
         data = self.data(name)
         try:
-            return read_published(data, name)
+            published = read_published(data, name)
         except DomainError as error:
             raise VerificationFailed(
                 self.layout.alias(name), f"{error.field}: {error.rule}"
             ) from None
+        require_unchangeable(self._store, published.record["path"])
+        return published
 
     def each(self, read: Callable[[str], Record]) -> list[Record]:
         """``read`` of every published alias; one that cannot be read is skipped, with a

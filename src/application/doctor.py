@@ -30,6 +30,7 @@ from slurm_image.domain.doctor_script import (
     parse_report,
     render_doctor_script,
 )
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobState, JobStatus
 from slurm_image.domain.partition import fit_problems
@@ -232,6 +233,9 @@ class Doctor:
             kind = "an unknown filesystem"
         try:
             directory = self._workspace.create_directory(job.job_dir, parents=True)
+        except InvalidPath as error:  # the root, or its images/, is not set up for this user
+            run.add(WORKSPACE, False, f"{root} on {kind}: {error.rule}")
+            return None
         except WorkspaceError as error:
             run.add(WORKSPACE, False, f"{root} on {kind}: not writable: {_explain(error)}")
             return None

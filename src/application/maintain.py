@@ -8,12 +8,13 @@ from datetime import datetime, timedelta
 
 from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
+    ApplicationError,
     StillRunning,
     UnknownAlias,
     VerificationFailed,
 )
 from slurm_image.application.observe import IN_DOUBT, STAGED, Observe
-from slurm_image.application.records import attempt_directory
+from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
 from slurm_image.application.wait import is_final
 from slurm_image.domain import paths
@@ -24,7 +25,7 @@ from slurm_image.domain.publication import load_marker
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
-from slurm_image.ports.workspace import WorkspaceError
+from slurm_image.ports.workspace import NotFound, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,9 @@ class Maintain:
 
     def cleanup(self, lifecycle_id: str) -> str:
         """Remove an attempt directory, unless its job may still run or its submission is
-        unknown. Never follows a symlink, never descends into a directory swapped in."""
+        unknown. Never follows a symlink, never descends into a directory swapped in. The
+        attempt's records go last, so that a removal interrupted half way (an I/O error, a
+        kill) leaves an attempt the next ``cleanup`` or ``gc`` finishes."""
         paths.name(lifecycle_id, "lifecycle_id")
         layout, identity = attempt_directory(self._store, lifecycle_id)
         (status,) = self._observe([lifecycle_id])
@@ -87,14 +90,17 @@ class Maintain:
             )
         try:
             remove_staged_credentials(self._store, lifecycle_id)  # first: the secret
-            self._store.remove_tree(layout.job_dir, expected=identity)
+            self._store.remove_tree(
+                layout.job_dir, expected=identity, last=paths.AttemptLayout.RECORDS_REMOVED_LAST
+            )
         except WorkspaceError as error:
             raise VerificationFailed(error.field, error.reason) from None
         return lifecycle_id
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         """Remove artifacts no alias (or publication in progress) refers to, their source
-        records, and finished attempts created more than ``older_than`` ago.
+        records, finished attempts created more than ``older_than`` ago, and the staged
+        registry credentials of ended attempts and of attempts never submitted that are older.
 
         Holding the store lock alone means no publisher is at work (they hold it shared): a
         marker is a publication a crash interrupted, finished or dropped here first (not in a
@@ -102,34 +108,60 @@ class Maintain:
         with self._locks.exclusive(STORE_LOCK, timeout_s=self._timeout):
             if not dry_run:
                 for entry in self._names(self._layout.markers):
-                    if entry.endswith(".json"):
-                        self._records.recover(entry.removesuffix(".json"))
+                    name = entry.removesuffix(".json")
+                    if entry.endswith(".json") and paths.NAME_PATTERN.fullmatch(name):
+                        self._records.recover(name)
             removed = self._temporaries()
             removed += self._unreferenced()
-            removed += self._stale_attempts(self._clock.now() - older_than)
-            removed += self._finished_credentials(removed)
+            removed += self._attempts(self._clock.now() - older_than)
             if not dry_run:
                 for item in removed:
                     self._remove(item)
         return removed
 
-    def _finished_credentials(self, removed: list[Removed]) -> list[Removed]:
-        """Registry credentials still staged in an attempt whose job has ended, of any age (a
-        job cancelled while queued never ran the trap that removes them)."""
-        going = {item.path for item in removed if item.kind == "attempt"}
-        holding = [
-            lifecycle_id
-            for lifecycle_id in self._names(self._layout.jobs)
-            if f"{self._layout.jobs}/{lifecycle_id}" not in going
-            and self._holds_credentials(lifecycle_id)
-        ]
-        if not holding:
-            return []
-        return [
-            Removed("credentials", staged_credentials_path(self._store.root, status.lifecycle_id))
-            for status in self._observe(holding)
-            if status.state not in (IN_DOUBT, STAGED) and is_final(status)
-        ]
+    def _attempts(self, before: datetime) -> list[Removed]:
+        """Finished attempts created before ``before``; and the registry credentials still
+        staged in the others whose job has ended, of any age (a job cancelled while queued
+        never ran the trap that removes them), or that were never submitted and are older
+        (``import --no-submit``, a refused submit)."""
+        names = self._names(self._layout.jobs)
+        old = {lifecycle_id for lifecycle_id in names if self._created_before(lifecycle_id, before)}
+        holding = {lifecycle_id for lifecycle_id in names if self._holds_credentials(lifecycle_id)}
+        watched = [lifecycle_id for lifecycle_id in names if lifecycle_id in old | holding]
+        attempts: list[Removed] = []
+        credentials: list[Removed] = []
+        for status in self._observe(watched) if watched else []:
+            lifecycle_id = status.lifecycle_id
+            ended = status.state not in (IN_DOUBT, STAGED) and is_final(status)
+            if ended and lifecycle_id in old:
+                attempts.append(Removed("attempt", f"{self._layout.jobs}/{lifecycle_id}"))
+            elif lifecycle_id in holding and (
+                ended or (status.state == STAGED and lifecycle_id in old)
+            ):
+                path = staged_credentials_path(self._store.root, lifecycle_id)
+                credentials.append(Removed("credentials", path))
+        return attempts + credentials
+
+    def _created_before(self, lifecycle_id: str, before: datetime) -> bool:
+        """Whether the attempt was created before ``before``: the plan's time, else (a cleanup
+        interrupted after the plan went) the submission's. False for a directory this product
+        cannot vouch for: it is left alone."""
+        try:
+            layout, identity = attempt_directory(self._store, lifecycle_id)
+            try:
+                data = self._store.read_verified(
+                    layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity
+                ).data
+            except NotFound:
+                record = read_submission(self._store, lifecycle_id)
+                if record is None:
+                    return False
+                created = record.submitted_at
+            else:
+                created = load_plan(data).created_at
+            return datetime.fromisoformat(created) < before
+        except (WorkspaceError, DomainError, ApplicationError, ValueError):
+            return False
 
     def _holds_credentials(self, lifecycle_id: str) -> bool:
         try:
@@ -176,27 +208,6 @@ class Maintain:
                 source = self._records.source_of_artifact(digest) if digest else None
                 if source is not None:
                     removed.append(Removed("source", self._layout.source(source.source_digest)))
-        return removed
-
-    def _stale_attempts(self, before: datetime) -> list[Removed]:
-        candidates = []
-        for lifecycle_id in self._names(self._layout.jobs):
-            try:
-                layout, identity = attempt_directory(self._store, lifecycle_id)
-                data = self._store.read_verified(
-                    layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity
-                ).data
-                created = datetime.fromisoformat(load_plan(data).created_at)
-            except (WorkspaceError, DomainError, VerificationFailed, ValueError):
-                continue  # not an attempt this product can vouch for: left alone
-            if created < before:
-                candidates.append(lifecycle_id)
-        if not candidates:
-            return []
-        removed = []
-        for status in self._observe(candidates):
-            if status.state not in (IN_DOUBT, STAGED) and is_final(status):
-                removed.append(Removed("attempt", f"{self._layout.jobs}/{status.lifecycle_id}"))
         return removed
 
     def _remove(self, item: Removed) -> None:

@@ -17,6 +17,7 @@ from slurm_image.domain.credentials import (
     RegistryCredentials,
     select_credentials,
 )
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.plan import Plan, derive_plan
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -64,6 +65,21 @@ def registry_credentials(
         raise CredentialsFileError("no reader for credentials files was configured")
     data = credentials_file.read_credentials_file(path, max_bytes=CREDENTIALS_MAX_BYTES)
     return select_credentials(data, parse_reference(request.source).enroot_registry)
+
+
+def require_unchangeable_image(workspace: Workspace, source: str) -> None:
+    """Refuse to inspect a ``.sqsh`` whose bytes someone other than the user and root could
+    change (the file, or a directory on its way): what is published must stay what was
+    inspected (README, Threat model). ``InvalidPath`` of ``source``, before anything exists."""
+    problem = workspace.image_problem(source)
+    if problem is not None:
+        raise InvalidPath(
+            "source",
+            f"{problem}; what is published must stay what was inspected, so the image must"
+            " be a regular file that only you or root can change, in directories that only"
+            f" you or root can change: {paths.IMAGE_COPY_HINT}",
+            source,
+        )
 
 
 class PlanLifecycle:
@@ -148,6 +164,8 @@ class Prepare:
             raise WrongWorkspace(
                 "workspace_root", f"the workspace is bound to {self._workspace.root}"
             )
+        if request.operation == "inspect_sqsh":
+            require_unchangeable_image(self._workspace, request.source)
         planned = self._planner(request, profile, selection, lifecycle_id)
         return self._stage(planned)
 

@@ -7,13 +7,15 @@ in this order:
 2. the same attempt published already: answer its record (idempotent); another record: refuse
    unless ``replace``;
 3. the job COMPLETED with exit code 0; the plan is the one submitted (its digest);
-4. ``inspection.json`` is read through one descriptor (no symlink, no FIFO, size bound before
+4. an import's ``chain.json`` is read through one descriptor (regular file, size bound) and
+   validated: the chain the job verified, from the plan's pinned source digest on;
+5. ``inspection.json`` is read through one descriptor (no symlink, no FIFO, size bound before
    reading, unchanged while read) and validated for the plan's role and the digest of the
    ``.sqsh`` as hashed now through one descriptor;
-5. the marker is written; an import's candidate is moved into ``artifacts/<sha256>.sqsh`` (0444,
+6. the marker is written; an import's candidate is moved into ``artifacts/<sha256>.sqsh`` (0444,
    fsynced, never replacing anything; identical bytes already there are reused, anything else
-   there is refused); the source record, then the alias record are replaced atomically; the
-   marker is removed.
+   there is refused); the source record (with the chain), then the alias record are replaced
+   atomically; the marker is removed.
 
 A crash between any two steps leaves the old alias record or the new one, and the next
 publisher of the alias (or ``recover``) finishes what the marker describes or drops it.
@@ -26,6 +28,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_image.application.catalog_reader import require_unchangeable
 from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
     AliasExists,
@@ -34,7 +37,12 @@ from slurm_image.application.errors import (
 )
 from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
-from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
+from slurm_image.application.store_records import (
+    ENTRY_ARTICLE,
+    STORE_LOCK,
+    StoreRecords,
+    alias_lock,
+)
 from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
@@ -44,27 +52,26 @@ from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import AliasRecord, PublicationMarker, SourceRecord, facts_of
 from slurm_image.domain.request import Request
 from slurm_image.domain.store_layout import ARTIFACT_MODE
+from slurm_image.domain.verified_chain import (
+    CHAIN_RECORD_MAX_BYTES,
+    VerifiedChain,
+    validate_chain_record,
+)
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
-from slurm_image.ports.workspace import AlreadyExists, WorkspaceError
+from slurm_image.ports.workspace import AlreadyExists, NotFound, WorkspaceError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_TIMEOUT_S = 60.0
 CHECKPOINTS = ("verified", "marker", "artifact", "source", "alias", "done")
 """The steps after which ``checkpoint`` is called: a crash test stops the process there."""
-_ARTICLE = {
-    "directory": "a directory",
-    "fifo": "a FIFO",
-    "symlink": "a symlink",
-    "other": "special",
-}
 
 
 def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
-    keys = ("role", "path", "sqsh_sha256", "source_digest", "facts", "lifecycle_id")
+    keys = ("role", "path", "sqsh_sha256", "source_digest", "chain", "facts", "lifecycle_id")
     return all(getattr(one, key) == getattr(other, key) for key in keys)
 
 
@@ -139,10 +146,17 @@ class Publish:
             return Publication(record, changed=True)
 
     def stored_source(self, source_digest: str) -> SourceRecord | None:
-        """The source record of ``source_digest`` when its artifact is in the store and still
-        hashes to the recorded digest (re-hashed now), else None."""
+        """The source record of ``source_digest`` when it holds the chain its import verified
+        and its artifact is in the store and still hashes to the recorded digest (re-hashed
+        now), else None. A record without a chain was written before the import job verified
+        anything: it may name whatever a lying registry served, so it answers nothing."""
         source = self._records.source(source_digest)
         if source is None:
+            return None
+        if not source.verified:
+            log.info(
+                "the store's record of %s holds no verified chain: importing again", source_digest
+            )
             return None
         path = self._layout.artifact(source.sqsh_sha256)
         return source if self._records.artifact_matches(path, source.sqsh_sha256) else None
@@ -183,6 +197,7 @@ class Publish:
                 facts=facts.facts,
                 lifecycle_id=facts.lifecycle_id,
                 published_at=format_time(self._clock.now()),
+                chain=source.chain,
             )
             existing = self._records.alias(request.name)
             if existing is not None and _same_binding(existing, record):
@@ -246,8 +261,37 @@ class Publish:
             " only a COMPLETED job with exit code 0 is published",
         )
 
+    def _verified_chain(self, plan: Plan) -> VerifiedChain:
+        """The chain the import job verified, from its ``chain.json``: written only when every
+        link from the pinned digest to the config hashed right, so without it nothing is
+        known about what the registry served."""
+        layout, identity = attempt_directory(self._store, plan.lifecycle_id)
+        path = layout.chain_record
+        if plan.source_digest is None:
+            raise VerificationFailed(path, "an import plan without a source digest has no chain")
+        try:
+            data = self._store.read_verified(
+                path, max_bytes=CHAIN_RECORD_MAX_BYTES, within=identity
+            ).data
+        except NotFound:
+            raise VerificationFailed(
+                path,
+                "does not exist: the job recorded no verified chain from the pinned digest"
+                f" {plan.source_digest}, so the import is not published",
+            ) from None
+        except WorkspaceError as error:
+            raise VerificationFailed(error.field, error.reason) from None
+        try:
+            return validate_chain_record(data, pinned=plan.source_digest)
+        except DomainError as error:
+            raise VerificationFailed(path, f"{error.field}: {error.rule}") from None
+
     def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
         role = plan.request.role
+        importing = plan.operation == "import_oci"
+        chain = self._verified_chain(plan) if importing else None
+        if not importing:
+            require_unchangeable(self._store, plan.paths.sqsh)
         try:
             data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
             digest = self._store.digest(self._image_of(plan, data))
@@ -268,7 +312,6 @@ class Publish:
             extra={"lifecycle_id": plan.lifecycle_id},
         )
         facts = facts_of(inspection, plan.lifecycle_id)
-        importing = plan.operation == "import_oci"
         path = self._layout.artifact(digest.sha256) if importing else plan.paths.sqsh
         source_text, source_digest = plan.request.source, plan.source_digest
         source: SourceRecord | None = None
@@ -278,15 +321,18 @@ class Publish:
                 source=source_text,
                 sqsh_sha256=digest.sha256,
                 roles={},
+                chain=chain,
             )
+            known = self._records.source(source_digest)
+            if known is not None and known.sqsh_sha256 == digest.sha256:
+                # the same bytes: their facts stand, and this import's chain now proves them
+                source = source.model_copy(update={"roles": known.roles})
         elif self._layout.in_store(path) == digest.sha256:
             source = self._records.source_of_artifact(digest.sha256)
             if source is not None:
                 source_text, source_digest = source.source, source.source_digest
+                chain = source.chain
         if source is not None:
-            known = self._records.source(source.source_digest)
-            if known is not None and known.sqsh_sha256 == source.sqsh_sha256:
-                source = known
             source = source.with_role(role, facts)
         record = AliasRecord(
             name=plan.request.name,
@@ -303,6 +349,7 @@ class Publish:
             facts=facts.facts,
             lifecycle_id=plan.lifecycle_id,
             published_at=format_time(self._clock.now()),
+            chain=chain,
         )
         return record, digest, source
 
@@ -365,7 +412,7 @@ class Publish:
             self._drop_marker(record.name)
             raise VerificationFailed(
                 record.path,
-                f"is {_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
+                f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
             )
         if not self._records.artifact_matches(record.path, record.sqsh_sha256):
             self._drop_marker(record.name)

@@ -37,6 +37,14 @@ _TEMPORARY = re.compile(r"\.[0-9a-f]{16}\.tmp")
 _HASH_ATTEMPTS = 3
 
 
+ENTRY_ARTICLE = {
+    "directory": "a directory",
+    "symlink": "a symlink",
+    "fifo": "a FIFO",
+    "other": "a special file",
+}
+
+
 def alias_lock(name: str) -> str:
     return f"alias.{name}"
 
@@ -76,9 +84,11 @@ class StoreRecords:
         if data is None:
             return None
         try:
-            return load_source(data)
+            record = load_source(data)
         except DomainError:
             return None  # a damaged source record only costs a new import
+        wanted = source_digest.removeprefix("sha256:")
+        return record if record.source_digest.removeprefix("sha256:") == wanted else None
 
     def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
         if self.store.entry_kind(self.layout.sources) != "directory":
@@ -124,6 +134,7 @@ class StoreRecords:
         The caller holds the alias lock. The marker is written whole (atomically) or not at all.
         """
         marker_path = self.layout.marker(name)
+        self._drop_non_marker(marker_path)
         data = self._read(marker_path)
         if data is not None:
             try:
@@ -141,6 +152,26 @@ class StoreRecords:
             rest = entry[len(prefix) :] if entry.startswith(prefix) else ""
             if _TEMPORARY.fullmatch(rest):
                 self.store.remove_file(f"{self.layout.publishing}/{entry}")
+
+    def _drop_non_marker(self, path: str) -> None:
+        """A marker is only ever a regular file (written by rename): anything else at its path
+        (a directory an image's ``WorkingDir`` made, a symlink, a FIFO) describes no
+        publication and is removed, never followed; what cannot be removed is refused."""
+        kind = self.store.entry_kind(path)
+        if kind in (None, "file"):
+            return
+        try:
+            if kind == "directory":
+                self.store.remove_tree(path, expected=self.store.directory_identity(path))
+            else:
+                self.store.remove_file(path)
+        except WorkspaceError as error:
+            raise VerificationFailed(
+                path,
+                f"is {ENTRY_ARTICLE[kind]}, not a publication marker, and could not be removed"
+                f" ({error.reason}): remove it by hand, then publish again",
+            ) from None
+        log.warning("removed %s at %s: not a publication marker", ENTRY_ARTICLE[kind], path)
 
     def _finish(self, marker: PublicationMarker) -> None:
         alias = marker.alias

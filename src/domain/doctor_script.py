@@ -53,7 +53,7 @@ TINY_TIME = "0:05:00"
 
 # Taken at import time: a renderer without these steps fails every test that loads the doctor.
 _HELPERS = body_section("die() {", "# 1. An attempt directory")
-_JOB_ID = body_section("[[ ${SLURM_JOB_ID-}", "hash_file() {").replace(
+_JOB_ID = body_section("[[ ${SLURM_JOB_ID-}", "@HASH_FILE@").replace(
     "@CHECK_CHAIN@\n",
     CHAIN_TITLE
     + CHAIN_RULES

@@ -157,6 +157,18 @@ class AttemptLayout:
         """The scheduler's job id for this attempt, written once the submission succeeded."""
         return self.in_job("submission.json")
 
+    @property
+    def chain_record(self) -> str:
+        """The chain the import job verified (``domain.verified_chain``), written by the job."""
+        return self.in_job("chain.json")
+
+    # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
+    # order they are removed, after everything else: an interrupted removal leaves an attempt
+    # both can finish. The claim goes before the submission record (a claim alone is a
+    # submission in doubt, which both keep), the plan before the submission record (which
+    # still gives ``gc`` the attempt's job and age).
+    RECORDS_REMOVED_LAST = ("staged.json", "submission.claim", "plan.json", "submission.json")
+
     # What staging and submission put into an attempt directory; ``submit`` refuses an attempt
     # holding anything else (a planted ``slurm-<id>.err`` symlink, ``home``, ``enroot``, ...).
     STAGED_ENTRIES = frozenset(
@@ -176,8 +188,21 @@ class AttemptLayout:
 
 WORKSPACE_SETUP_HINT = (
     "give it the sticky bit or take group and other write away, and let it be owned by you "
-    "or root: e.g. `chmod 1777 ROOT` (shared by all), `chown root:GROUP ROOT && chmod 3770 "
-    "ROOT` (shared by a group) or `chmod 0700 ROOT` (yours alone)"
+    "or root: e.g. `chmod 1777 DIR` (shared by all), `chown root:GROUP DIR && chmod 3770 "
+    "DIR` (shared by a group) or `chmod 0755 DIR`"
+)
+OWN_ROOT_HINT = (
+    "the workspace root must be a directory that only you (or root) can add entries to: in a "
+    "shared directory make one of your own (`mkdir -m 0755 SHARED/$USER`) and set "
+    "workspace_root (or SLURM_IMAGE_WORKSPACE_ROOT) to it"
+)
+STORE_DIRECTORY_HINT = (
+    "the store's directory must be your own: have its owner (or an administrator) remove it, "
+    "or set workspace_root to a directory of your own"
+)
+IMAGE_COPY_HINT = (
+    "copy it into a directory of your own (`cp SOURCE DIR/`, DIR and every directory above it "
+    "owned by you or root, and sticky where group or others may write) and inspect the copy"
 )
 _OTHERS_WRITE = 0o022
 _STICKY = 0o1000
@@ -191,6 +216,29 @@ def shared_directory_problem(mode: int, owner: int, uid: int) -> str | None:
         return f"is owned by uid {owner}, neither by uid {uid} nor by root"
     if mode & _OTHERS_WRITE and not mode & _STICKY:
         return "is writable by group or others without the sticky bit"
+    return None
+
+
+def workspace_root_problem(mode: int, owner: int, uid: int) -> str | None:
+    """The same for the workspace root itself, which must also be closed to group and others
+    even with the sticky bit: whoever may add entries to it could create its ``images/`` (or
+    anything the store needs there) first, and jam every command of its owner."""
+    problem = shared_directory_problem(mode, owner, uid)
+    if problem is None and mode & _OTHERS_WRITE:
+        return "is writable by group or others, who could create its images/ before you"
+    return problem
+
+
+def unchangeable_file_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What lets another user change the bytes of a file (an inspected ``.sqsh``, a published
+    artifact), or ``None``: a regular file owned by ``uid`` or root that group and others
+    cannot write. The directories on its way are held to ``shared_directory_problem``."""
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    if owner not in (uid, 0):
+        return f"is owned by uid {owner}, neither by uid {uid} nor by root"
+    if mode & _OTHERS_WRITE:
+        return "is writable by group or others"
     return None
 
 

@@ -175,6 +175,17 @@ class Enroot(BaseModel):
         return value
 
 
+def _seconds(value: object) -> object:
+    """An integer number of seconds as the float the field holds; one too large for a float is
+    infinite, and so refused by the field's bound like any other value above it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return float("inf")
+    return value
+
+
 class SbatchSettings(BaseModel):
     model_config = FROZEN
 
@@ -184,7 +195,7 @@ class SbatchSettings(BaseModel):
     @field_validator("timeout_s", mode="before")
     @classmethod
     def _int_ok(cls, value: object) -> object:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return _seconds(value)
 
     @field_validator("sbatch")
     @classmethod
@@ -209,7 +220,7 @@ class RestSettings(BaseModel):
     @field_validator("timeout_s", mode="before")
     @classmethod
     def _int_ok(cls, value: object) -> object:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return _seconds(value)
 
     @field_validator("url")
     @classmethod
@@ -242,6 +253,25 @@ class RestSettings(BaseModel):
         return value
 
 
+SITE_SETTINGS_MAX_DEPTH = 32
+_INT64 = range(-(2**63), 2**63)
+
+
+def _plain_settings(value: object, where: str, depth: int = 0) -> None:
+    """A site submitter's table holds what the plan can record: tables and arrays nested at
+    most ``SITE_SETTINGS_MAX_DEPTH`` deep, and integers of 64 bits (as TOML defines them)."""
+    if depth > SITE_SETTINGS_MAX_DEPTH:
+        raise ValueError(f"{where} is nested deeper than {SITE_SETTINGS_MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _plain_settings(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _plain_settings(item, where, depth + 1)
+    elif isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        raise ValueError(f"{where} must be an integer of 64 bits")
+
+
 class Submitter(BaseModel):
     """Which submitter to use, and its settings.
 
@@ -272,6 +302,7 @@ class Submitter(BaseModel):
                 )
             if not isinstance(value, dict):
                 raise ValueError(f"submitter.{key} must be a table")
+            _plain_settings(value, f"submitter.{key}")
         if self.kind == "rest" and self.rest.url.startswith(("http://", "https://")):
             if self.rest.user is None:
                 raise ValueError("submitter.rest.user is required for slurmrestd over TCP")

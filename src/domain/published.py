@@ -4,7 +4,7 @@ launcher reads it: as it was written, without the model library.
 The record was validated when it was published and ``show --verify`` validates it again
 (``publication.load_alias``), so a plain read checks the printed keys' types and the alias
 fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too), not the rest
-of the record.
+of the record. ``chain`` is printed as null for a record written before it existed.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.roles import ROLES
 from slurm_image.domain.store_layout import hex_digest
+from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
 
 SUMMARY_KEYS = ("name", "role", "path", "sqsh_sha256", "source", "source_digest", "published_at")
 """The keys ``list`` prints per image (cli.md)."""
-DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size")
+DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
 """The keys ``show`` and ``publish`` print (cli.md)."""
+_OPTIONAL_KEYS = ("chain",)
+"""Printed as null when absent: schema version 1 records have no chain."""
 _TEXT_KEYS = (
     "name",
     "role",
@@ -36,7 +39,12 @@ _TEXT_KEYS = (
 
 
 def check_alias_fields(
-    name: str, lifecycle_id: str, path: str, sqsh_sha256: str, source_digest: str | None
+    name: str,
+    lifecycle_id: str,
+    path: str,
+    sqsh_sha256: str,
+    source_digest: str | None,
+    chain: VerifiedChain | None,
 ) -> None:
     """The rules of an alias record's fields; raises the ``DomainError`` of the first broken."""
     paths.name(name)
@@ -45,6 +53,7 @@ def check_alias_fields(
     hex_digest(sqsh_sha256, "sqsh_sha256")
     if source_digest is not None:
         hex_digest(source_digest.removeprefix("sha256:"), "source_digest")
+    check_chain_source(source_digest, chain)
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class PublishedAlias:
         return {key: self.record[key] for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
-        return {key: self.record[key] for key in DETAIL_KEYS}
+        return {key: self.record.get(key) for key in DETAIL_KEYS}
 
 
 def read_published(data: bytes, name: str) -> PublishedAlias:
@@ -69,7 +78,7 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
     if not isinstance(record, dict):
         raise InvalidRecord("alias", "is not a JSON object")
     for key in DETAIL_KEYS:
-        if key not in record:
+        if key not in record and key not in _OPTIONAL_KEYS:
             raise InvalidRecord(f"alias.{key}", "is required")
     for key in _TEXT_KEYS:
         if not isinstance(record[key], str):
@@ -85,12 +94,14 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
     if record["name"] != name:
         raise InvalidRecord("alias.name", f"is {record['name']!r}, not the alias {name!r}")
     try:
+        chain = record.get("chain")
         check_alias_fields(
             record["name"],
             record["lifecycle_id"],
             record["path"],
             record["sqsh_sha256"],
             record["source_digest"],
+            None if chain is None else VerifiedChain.from_mapping(chain),
         )
     except DomainError as error:
         raise InvalidRecord(f"alias.{error.field}", error.rule) from None

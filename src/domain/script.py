@@ -27,12 +27,15 @@ EXIT_CODES: dict[int, str] = {
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
     71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
-    73: "candidate.sqsh or its partial file already exists",
+    73: "candidate.sqsh, its partial file or chain.json already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result (the inspector refused the image or failed)",
-    78: "Enroot is missing, unreadable or too old (import needs 3.4.1, inspect 3.5.0)",
-    79: "the node cannot sandbox the image (setpriv, unshare, user and PID namespaces)",
+    78: "Enroot (or the curl or jq its import needs) is missing, unreadable or too old (import"
+    " needs 3.4.1, inspect 3.5.0)",
+    79: "the registry's answer does not match the pinned digest (or the image config names a"
+    " path outside the root)",
+    80: "the node cannot sandbox the image (setpriv, unshare, user and PID namespaces)",
 }
 
 
@@ -94,6 +97,7 @@ def _import_assignments(plan: Plan) -> list[str]:
     reference = parse_reference(plan.request.source)
     values = [
         ("SOURCE_URI_TAG_DIGEST", reference.enroot_uri_tag_digest),
+        ("PINNED_HEX", reference.digest.removeprefix("sha256:")),
         ("DIGEST_URI_ENROOT", DIGEST_URI_ENROOT),
         ("REGISTRY_HOST", reference.enroot_registry),
         ("CREDENTIALS_HOST", plan.credentials_host or ""),
@@ -122,8 +126,10 @@ def render_script(plan: Plan) -> str:
         *_site_environment(plan),
     ]
     importing = plan.operation == "import_oci"
-    import_steps = _IMPORT_RUN + _IMPORT_CREDENTIALS + _IMPORT if importing else ""
-    body = _BODY.replace("@IMPORT@\n", import_steps)
+    import_steps = _IMPORT_RUN + _IMPORT_CREDENTIALS + verified_chain_step() + _IMPORT
+    import_steps = import_steps if importing else ""
+    body = _BODY.replace("@HASH_FILE@\n", HASH_FILE)
+    body = body.replace("@IMPORT@\n", import_steps)
     body = body.replace("@CONTAIN_IMAGE@\n", _CONTAIN_IMAGE)
     body = body.replace("@CHECK_CHAIN@\n", _CHECK_CHAIN)
     return "\n".join(header) + "\n" + body
@@ -185,11 +191,15 @@ import_failed() {
         "a private registry needs one)"
 }
 run_import() {
-    # Enroot's own output is kept to tell a zstd refusal from other failures, then shown.
+    # Enroot's own output is kept to tell a zstd refusal from other failures, then shown. Its
+    # curl is the verifying one of step 6c, for this command alone.
     local status=0 log=$scratch/import.log
-    enroot import -o "$PARTIAL" "$source_uri" 2>"$log" || status=$?
+    PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
+        SLURM_IMAGE_PIN=$PINNED_HEX enroot import -o "$PARTIAL" "$source_uri" 2>"$log" ||
+        status=$?
     remove_credentials
     cat -- "$log" >&2
+    check_chain "$status"
     ((status == 0)) || import_failed "$status" "$log"
 }
 """
@@ -219,9 +229,197 @@ fi
     die 70 "cannot create $JOB_HOME/.curlrc"
 """
 
+# The one SHA-256 of the job's bash, on stdin; the verifying curl below runs it too.
+HASH_FILE = r"""hash_file() {
+    local out
+    if command -v openssl >/dev/null 2>&1; then
+        out=$(openssl dgst -sha256 -r) || return 1
+    else
+        out=$(sha256sum) || return 1
+    fi
+    out=${out%% *}
+    [[ $out =~ ^[0-9a-f]{64}$ ]] || return 1
+    printf '%s\n' "$out"
+}
+"""
+
+# The verifying curl (README, Threat model): a program of its own, written by step 6c into the
+# job's scratch and found first on Enroot's PATH during the import. Enroot fetches a manifest
+# with `curl -o /proc/self/fd/N -w '%{http_code}' ARGS -- URL` (3.4.1 adds `--stderr`), the
+# permission probe with -I, and blobs with `curl ARGS -f -- URL` to stdout; it hashes no manifest.
+VERIFYING_CURL_MARKER = "VERIFYING_CURL"
+_VERIFYING_CURL = r"""#!/bin/bash -p
+# The verifying curl of a slurm-image import job. Enroot gets a manifest only when its sha256
+# is the digest it asked for (the pin, or one a verified index names), and the image config
+# only when its sha256 is the verified manifest's and its WorkingDir is a normalized absolute
+# path; anything else is written to the verdict and fails like curl. The rest is curl's own.
+set -euo pipefail
+umask 077
+IFS=$' \t\n'
+chain=${SLURM_IMAGE_CHAIN:?} real=${SLURM_IMAGE_CURL:?} pin=${SLURM_IMAGE_PIN:?}
+refuse() {
+    printf '%s\n' "$*" >>"$chain/verdict"
+    printf 'slurm-image: refused: %s\n' "$*" >&2
+    exit 1
+}
+@HASH_FILE@
+# Enroot ends every call with `-- URL`; what is neither a manifest nor a config is curl's.
+if (($# < 2)) || [ "${*: -2:1}" != "--" ]; then
+    exec "$real" "$@"
+fi
+url=${*: -1}
+if [[ $url == */manifests/* ]]; then
+    kind=manifest
+elif [[ $url =~ ^https?://[^/?#]+/v2/[^?#]+/blobs/sha256:([0-9a-f]{64})$ ]] &&
+    [ -e "$chain/configs/${BASH_REMATCH[1]}" ]; then
+    kind=config digest=${BASH_REMATCH[1]}
+else
+    exec "$real" "$@"
+fi
+options=("${@:1:$#-2}")
+output="" format="" head=0 args=()
+for ((i = 0; i < ${#options[@]}; i++)); do
+    option=${options[i]}
+    case $option in
+    -o | -w | --stderr | --proto | --retry | --connect-timeout | --max-time | -H | -K | \
+        --netrc-file | -u)
+        ((i + 1 < ${#options[@]})) || refuse "curl $option without a value for $url"
+        value=${options[++i]}
+        case $option in
+        -o) [ -z "$output" ] && output=$value || refuse "curl -o twice for $url" ;;
+        -w) [ -z "$format" ] && format=$value || refuse "curl -w twice for $url" ;;
+        *) args+=("$option" "$value") ;;
+        esac
+        ;;
+    -SsL | -G | -v | -f) args+=("$option") ;;
+    -I) head=1 ;;
+    *) refuse "curl $option for $url is not a call the job can verify" ;;
+    esac
+done
+
+if [ "$kind" = config ]; then
+    # docker::_download_extract: the blob to stdout, checked, then Enroot's mkdir -p of
+    # "${rootfs}${WorkingDir}" on the host: the path must stay inside the root.
+    [ -z "$output$format" ] && ((!head)) || refuse "curl for the image config $url: not a download"
+    body=$(mktemp "$chain/tmp/config.XXXXXX")
+    status=0
+    "$real" "${args[@]}" -- "$url" >"$body" || status=$?
+    ((status == 0)) || exit "$status"
+    actual=$(hash_file <"$body") || refuse "cannot hash the image config sha256:$digest"
+    [ "$actual" = "$digest" ] ||
+        refuse "the registry answered the image config sha256:$digest with sha256:$actual"
+    workdir=$(jq -r '(.config.WorkingDir)? // empty' <"$body" 2>/dev/null) ||
+        refuse "the image config sha256:$digest is not JSON"
+    if [ -n "$workdir" ] && [ "$workdir" != / ]; then
+        if [[ ! $workdir =~ ^(/[^/]+)+$ || $workdir == *[[:cntrl:]]* ||
+            $workdir/ == */./* || $workdir/ == */../* ]]; then
+            refuse "the image config sha256:$digest names WorkingDir ${workdir:0:200}," \
+                "not a normalized absolute path (Enroot would create it outside the root)"
+        fi
+    fi
+    : >"$chain/checked/$digest"
+    exec cat -- "$body"
+fi
+
+# A manifest: the -I probe reads headers only; a GET must be by digest, the pin or one that a
+# verified index names, and is handed over only when its bytes hash to that digest.
+((!head)) || exec "$real" "$@"
+[[ $url =~ ^https?://[^/?#]+/v2/[^?#]+/manifests/sha256:([0-9a-f]{64})$ ]] ||
+    refuse "a manifest asked for other than by its sha256 digest: $url"
+digest=${BASH_REMATCH[1]}
+[ "$digest" = "$pin" ] || [ -e "$chain/named/$digest" ] ||
+    refuse "manifest sha256:$digest is neither the pinned digest nor named by its index"
+[ -n "$output" ] && [ "$format" = '%{http_code}' ] ||
+    refuse "curl for the manifest $url: not -o FILE -w '%{http_code}'"
+body=$(mktemp "$chain/tmp/manifest.XXXXXX")
+status=0
+code=$("$real" -o "$body" -w '%{http_code}' "${args[@]}" -- "$url") || status=$?
+if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
+    actual=$(hash_file <"$body") || refuse "cannot hash the manifest sha256:$digest"
+    [ "$actual" = "$digest" ] ||
+        refuse "the registry answered manifest sha256:$digest with a manifest of sha256:$actual"
+    mv -f -- "$body" "$chain/manifests/$digest"
+    # What Enroot reads from it: the digests an index names, the config digest of a manifest
+    # (the first line of its own jq program, as 3.x and as 4.x write it, and every config line).
+    while IFS= read -r named; do
+        [[ $named =~ ^sha256:([0-9a-f]{64})$ ]] && : >"$chain/named/${BASH_REMATCH[1]}"
+    done < <(jq -r '(.manifests[]?.digest)? // empty' <"$chain/manifests/$digest" 2>/dev/null)
+    config='(.config.digest | ltrimstr("sha256:"))? // empty'
+    layers='([.layers[].digest | ltrimstr("sha256:")] | reverse | @tsv)?'
+    media='(.layers[0].mediaType)? // empty'
+    while IFS= read -r line; do
+        [[ $line =~ ^[0-9a-f]{64}$ ]] && printf '%s\n' "$digest" >"$chain/configs/$line"
+    done < <(
+        for program in "$config" "$config, $layers" "$config, $media, $layers"; do
+            jq -r "$program" <"$chain/manifests/$digest" 2>/dev/null | head -n 1
+        done
+        jq -r "$config" <"$chain/manifests/$digest" 2>/dev/null
+    )
+    cat -- "$chain/manifests/$digest" >"$output"
+fi
+# Any other answer passes its code and never its body: an unverified error body must not reach
+# Enroot's jq (a 404 carrying an index would choose the next manifest).
+printf '%s' "$code"
+exit "$status"
+"""
+
+# Step 6c (import plans only): the verifying curl on Enroot's PATH, and what the job reads of it.
+_CHAIN_STEP = r"""# 6c. The chain from the pinned digest to the bytes squashed. Enroot hashes no
+# manifest: it checks each blob against the manifest the registry sent. Its curl during the
+# import is the verifying curl below (README, Threat model); the job reads its verdict whatever
+# the import did.
+readonly CHAIN=$scratch/chain CHAIN_RECORD=$JOB_DIR/chain.json
+real_curl=$(command -v curl) && [[ $real_curl == /* ]] ||
+    die 78 "curl is missing in $JOB_PATH (Enroot's import needs it)"
+command -v jq >/dev/null || die 78 "jq is missing in $JOB_PATH (Enroot's import needs it)"
+mkdir -m 0700 -- "$CHAIN" "$CHAIN/bin" "$CHAIN/tmp" "$CHAIN/manifests" "$CHAIN/named" \
+    "$CHAIN/configs" "$CHAIN/checked"
+(set -C && cat >"$CHAIN/bin/curl") <<'@MARKER@'
+@VERIFYING_CURL@@MARKER@
+chmod 0500 -- "$CHAIN/bin/curl"
+check_chain() {
+    # check_chain STATUS: any refusal fails the job (79); a good import must have been seen.
+    local status=$1 checked
+    if [ -s "$CHAIN/verdict" ]; then
+        die 79 "the registry's answer does not match the pinned digest sha256:$PINNED_HEX," \
+            "or the image config names a path outside the root: $(head -c 2000 -- \
+            "$CHAIN/verdict" | tr '\n' ' ')"
+    fi
+    ((status == 0)) || return 0
+    [ -f "$CHAIN/manifests/$PINNED_HEX" ] ||
+        die 79 "the import verified no manifest of the pinned digest sha256:$PINNED_HEX"
+    checked=$(find "$CHAIN/checked" -mindepth 1 -maxdepth 1 -printf '%f\n')
+    [[ $checked =~ ^[0-9a-f]{64}$ ]] ||
+        die 79 "the import verified not exactly one image config for sha256:$PINNED_HEX"
+    chain_config=$checked
+    chain_manifest=$(head -n 1 -- "$CHAIN/configs/$chain_config")
+}
+write_chain_record() {
+    say "verified chain: pinned sha256:$PINNED_HEX, manifest sha256:$chain_manifest," \
+        "config sha256:$chain_config"
+    (set -C && printf '{"config": "sha256:%s", "manifest": "sha256:%s", "pinned": "sha256:%s"}\n' \
+        "$chain_config" "$chain_manifest" "$PINNED_HEX" >"$CHAIN_RECORD") ||
+        die 73 "cannot create $CHAIN_RECORD"
+}
+"""
+
+
+def verifying_curl() -> str:
+    """The verifying curl's program, as step 6c writes it."""
+    return _VERIFYING_CURL.replace("@HASH_FILE@\n", HASH_FILE)
+
+
+def verified_chain_step() -> str:
+    """Step 6c with the verifying curl's text in place (and the one hash function in it)."""
+    program = verifying_curl()
+    return _CHAIN_STEP.replace("@VERIFYING_CURL@", program).replace(
+        "@MARKER@", VERIFYING_CURL_MARKER
+    )
+
+
 # Step 6 is rendered for import plans only: an inspect script holds no ``enroot import`` at all.
 _IMPORT = r"""# 6. Import into the attempt. -o writes through symlinks, dangling ones too.
-for target in "$CANDIDATE" "$PARTIAL"; do
+for target in "$CANDIDATE" "$PARTIAL" "$CHAIN_RECORD"; do
     if [ -e "$target" ] || [ -L "$target" ]; then
         die 73 "$target already exists"
     fi
@@ -234,6 +432,7 @@ if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
 fi
 mv -T -- "$PARTIAL" "$CANDIDATE"
 partial_owned=0
+write_chain_record
 """
 
 # Step 1b (issue #14): no path is trusted before the directories on its way are checked: the
@@ -381,17 +580,7 @@ restart_count=${SLURM_RESTART_COUNT:-0}
 readonly CONTAINER_NAME="slurm-image-$SLURM_JOB_ID"
 
 @CHECK_CHAIN@
-hash_file() {
-    local out
-    if command -v openssl >/dev/null 2>&1; then
-        out=$(openssl dgst -sha256 -r) || return 1
-    else
-        out=$(sha256sum) || return 1
-    fi
-    out=${out%% *}
-    [[ $out =~ ^[0-9a-f]{64}$ ]] || return 1
-    printf '%s\n' "$out"
-}
+@HASH_FILE@
 
 # 2. The staged inspector and rc file must be the bytes the plan names.
 for pair in "$INSPECTOR:$INSPECTOR_SHA256" "$RC_FILE:$RC_SHA256"; do
@@ -544,7 +733,7 @@ sandbox_problem() {
 }
 # 5c. Without a sandbox the image does not run.
 problem=$(sandbox_problem)
-[ -z "$problem" ] || die 79 "this node cannot run the image in a sandbox (it needs util-linux" \
+[ -z "$problem" ] || die 80 "this node cannot run the image in a sandbox (it needs util-linux" \
     "2.32 or newer for setpriv and unshare --kill-child --mount-proc, user namespaces, and a" \
     "scratch that uid $SANDBOX_OWNER can walk to): ${problem:0:300}"
 

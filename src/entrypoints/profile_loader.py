@@ -10,6 +10,7 @@ import hashlib
 import os
 import socket
 import stat
+import sys
 import tomllib
 import types
 import typing
@@ -72,7 +73,7 @@ def _is_text_setting(keys: list[str]) -> bool:
     return _unwrap(annotation) is str
 
 
-def _literal(text: str, *, text_setting: bool = False) -> Any:
+def _literal(name: str, text: str, *, text_setting: bool = False) -> Any:
     """An override value: a TOML literal when it reads as one, else the string itself.
 
     A key that holds a string keeps the text unless it is a quoted TOML string: TOML would
@@ -82,9 +83,22 @@ def _literal(text: str, *, text_setting: bool = False) -> Any:
         value = tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         return text
+    except (RecursionError, ValueError) as error:
+        if text_setting:
+            return text
+        raise InvalidProfile(name, _unreadable(error)) from None
     if text_setting and not isinstance(value, str):
         return text
     return value
+
+
+def _unreadable(error: RecursionError | ValueError) -> str:
+    """The rule a TOML value broke that TOML allows and Python's reader does not."""
+    if isinstance(error, RecursionError):
+        return "is nested too deeply (arrays or inline tables) to be read"
+    if "integer string conversion" in str(error):
+        return f"holds an integer of more than {sys.get_int_max_str_digits()} digits"
+    return f"cannot be read: {error}"
 
 
 def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -108,7 +122,8 @@ def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dic
             keys[2] = parts[2]  # an ENROOT_* variable keeps its own name
         if any(not key for key in keys):
             raise InvalidProfile(name, "must be SLURM_IMAGE_<SECTION>__<KEY>")
-        overrides.append((keys, _literal(environ[name], text_setting=_is_text_setting(keys))))
+        value = _literal(name, environ[name], text_setting=_is_text_setting(keys))
+        overrides.append((keys, value))
     targets: list[dict[str, Any]]
     if isinstance(document.get("clusters"), dict):
         targets = [table for table in document["clusters"].values() if isinstance(table, dict)]
@@ -161,6 +176,8 @@ def _document(path: Path, environ: Mapping[str, str]) -> tuple[dict[str, Any], s
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise InvalidProfile("profile", f"is not valid TOML: {error}") from None
+    except (RecursionError, ValueError) as error:  # valid TOML that Python cannot hold
+        raise InvalidProfile("profile", f"{path} {_unreadable(error)}") from None
     return apply_overrides(document, environ), hashlib.sha256(data).hexdigest()
 
 

@@ -7,7 +7,10 @@ be changeable by nobody but the user and root (``domain.paths.shared_directory_p
 without following symlinks, and must be a real directory of the current user's own
 (``domain.paths.own_directory_problem``): a symlinked, foreign-owned, shared or non-directory
 ``images/``, ``.tmp/``, ``jobs/`` or attempt directory is refused, and nothing is read or
-written through it.
+written through it. The root itself must also be closed to group and others, sticky or not
+(``domain.paths.workspace_root_problem``): whoever may add entries to it could create its
+``images/`` first. An ``images/`` that is not the user's is likewise ``InvalidPath`` of
+``workspace_root`` (the workspace is not set up for this user), not an error of one attempt.
 
 Error contract (every adapter raises only these for workspace trouble; each carries ``field``,
 the path concerned, and ``reason``):
@@ -160,9 +163,22 @@ class Workspace(Protocol):
         target). Raises ``NotFound`` when nothing is there."""
         ...
 
-    def remove_tree(self, path: str, *, expected: FileIdentity) -> None:
+    def image_problem(self, path: str) -> str | None:
+        """What would let someone other than the user and root change the bytes of the file at
+        ``path`` (anywhere, inside the root or not), or None: every directory on its way (as
+        written and as resolved) must pass ``domain.paths.shared_directory_problem`` and the
+        file itself (not followed if a symlink) ``domain.paths.unchangeable_file_problem``. A
+        missing file is a problem too. The answer names the path at fault; nothing raises."""
+        ...
+
+    def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         """Remove the directory ``path`` and everything below it, never following a symlink
-        and never descending into a directory that is not the one it opened. ``expected`` is
-        the identity the directory must have (``IdentityChanged`` otherwise, and nothing is
-        removed)."""
+        and never descending into a directory that is not the one it opened, nor into another
+        filesystem mounted inside (``UnsafePath``). ``expected`` is the identity the directory
+        must have (``IdentityChanged`` otherwise, and nothing is removed).
+
+        Any depth and width: the walk is iterative, with a bounded number of descriptors and
+        no list of a directory's entries in memory. ``last``: names of entries directly below
+        ``path`` that are removed after everything else, in that order, so that a removal
+        interrupted by an error leaves them in place."""
         ...

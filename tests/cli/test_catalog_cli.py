@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
-from publish_support import SOURCE, SQSH_BYTES, inspection
+from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.store_layout import StoreLayout
@@ -46,6 +47,7 @@ class Site:
         attempt = AttemptLayout(str(self.root), lifecycle_id)
         Path(attempt.in_job("candidate.sqsh")).write_bytes(sqsh)
         Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", sqsh))
+        Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
         self.scheduler.finish(submitted["job_id"])
         return str(lifecycle_id)
 
@@ -169,6 +171,31 @@ def test_an_import_of_a_stored_source_is_answered_from_the_store(site: Site) -> 
     assert site.layout.artifact(SHA).encode() in job.script
 
 
+def test_a_source_recorded_before_the_chain_runs_an_import_job_that_records_it(
+    site: Site,
+) -> None:
+    site.json("publish", site.finished_import())
+    source = Path(site.layout.source(SOURCE_DIGEST))
+    old = json.loads(source.read_text())
+    del old["chain"]
+    source.write_text(json.dumps({**old, "schema_version": 1}))
+    assert site.json("show", "app")["chain"]["pinned"] == f"sha256:{SOURCE_DIGEST}"
+
+    again = site.json("import", SOURCE, "--name", "again", "--role", "client")
+
+    assert again["state"] == "SUBMITTED"  # a job, not the store's word
+    attempt = AttemptLayout(str(site.root), again["lifecycle_id"])
+    Path(attempt.in_job("candidate.sqsh")).write_bytes(SQSH_BYTES)
+    Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", SQSH_BYTES))
+    Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+    site.scheduler.finish(again["job_id"])
+    published = site.json("publish", again["lifecycle_id"])
+    assert published["chain"] == json.loads(source.read_text())["chain"]
+    assert published["chain"]["manifest"] == f"sha256:{SOURCE_DIGEST}"
+    answered = site.json("import", SOURCE, "--name", "third", "--role", "client")
+    assert answered["from_store"] is True and answered["chain"] == published["chain"]
+
+
 def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     lifecycle_id = site.finished_import()
     site.json("publish", lifecycle_id)
@@ -179,6 +206,32 @@ def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}
     site.json("gc")
     assert not Path(site.layout.artifact(SHA)).exists()
+
+
+def _deep_tree(directory: str, depth: int) -> None:
+    """``depth`` nested directories below ``directory``, as an image can leave in output/."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", 0o700, dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("command", ["cleanup", "gc"])
+def test_cleanup_and_gc_remove_an_attempt_holding_a_tree_3000_deep(
+    site: Site, command: str
+) -> None:
+    lifecycle_id = site.finished_import()
+    attempt = AttemptLayout(str(site.root), lifecycle_id)
+    _deep_tree(attempt.in_job("output"), 3000)
+    args = ["cleanup", lifecycle_id] if command == "cleanup" else ["gc", "--older-than", "0"]
+    code, _, err = site.run(*args)
+    assert (code, err) == (0, "")
+    assert not Path(attempt.job_dir).exists()
 
 
 def test_verbose_logs_each_step_with_ids_and_digests(site: Site) -> None:
@@ -282,6 +335,7 @@ def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit
         job_dir = Path(job.spec.working_directory)
         (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
         (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
+        (job_dir / "chain.json").write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
         site.scheduler.finish(job.job_id, exit_code)
 
     build = api.build_container

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import slurm_image.entrypoints.container as container_module
+from publish_support import chain_json
 from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.profile import parse_profile
@@ -120,6 +121,9 @@ def site(tmp_path: Path) -> dict[str, Path]:
         },
     }
     Path(prepared.plan.paths.result).write_text(json.dumps(record))
+    pinned = prepared.plan.source_digest
+    assert pinned is not None
+    Path(prepared.plan.paths.job_dir, "chain.json").write_bytes(chain_json(pinned))
     lifecycles.container.submitter().finish(submission.job_id, 0)
     lifecycles.publish(prepared.lifecycle_id)
     return {"fake": fake, "sbatch": _profile(tmp_path / "sbatch.toml", root, "sbatch", sbatch)}

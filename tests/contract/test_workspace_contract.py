@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
+from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -105,6 +109,12 @@ def test_create_directory_refuses_anything_planted_at_its_path(
     assert not workspace_harness.exists(f"{elsewhere}/missing")
 
 
+def refusal(component: str) -> type[Exception]:
+    """``images/``, the root's own entry, that is not the user's is a set-up problem of the
+    workspace (``InvalidPath`` of ``workspace_root``); below it, an unsafe directory."""
+    return InvalidPath if component == "images" else UnsafePath
+
+
 @pytest.mark.parametrize("component", ["images", "tmp", "jobs"])
 def test_a_symlinked_layout_directory_is_refused_and_nothing_is_written_through_it(
     workspace_harness, ws, layout, component
@@ -117,9 +127,9 @@ def test_a_symlinked_layout_directory_is_refused_and_nothing_is_written_through_
         workspace_harness.mkdir(path)
     workspace_harness.symlink(target, planted)
     before = workspace_harness.listing()
-    with pytest.raises(UnsafePath, match="symlink"):
+    with pytest.raises(refusal(component), match="symlink"):
         ws.create_directory(layout.job_dir, parents=True)
-    with pytest.raises(UnsafePath):
+    with pytest.raises(refusal(component)):
         ws.write_new(f"{planted}/file", b"x", mode=0o600)
     assert workspace_harness.listing() == before
 
@@ -131,7 +141,7 @@ def test_a_foreign_owned_layout_directory_is_refused(
     workspace_harness.makedirs(layout.jobs)
     workspace_harness.chown(getattr(layout, component), 4242)
     before = workspace_harness.listing()
-    with pytest.raises(UnsafePath, match="owned by uid 4242"):
+    with pytest.raises(refusal(component), match="owned by uid 4242"):
         ws.create_directory(layout.job_dir, parents=True)
     assert workspace_harness.listing() == before
 
@@ -144,8 +154,9 @@ def test_a_layout_entry_that_is_not_a_directory_is_refused(
         workspace_harness.write(layout.images, b"")
     else:
         workspace_harness.mkfifo(layout.images)
-    with pytest.raises(UnsafePath, match="not a directory"):
+    with pytest.raises(InvalidPath, match="not a directory") as refused:
         ws.create_directory(layout.job_dir, parents=True)
+    assert refused.value.field == "workspace_root"
 
 
 @pytest.mark.parametrize(
@@ -368,3 +379,84 @@ def test_a_read_only_workspace_refuses_every_write_and_creates_nothing(
     outcomes = workspace_harness.read_only(scenario, _try_to_write)
     assert outcomes == [AccessDenied.__name__] * 3
     assert workspace_harness.listing() == before
+
+
+# -- removing any tree, in bounded descriptors -------------------------------------------
+
+
+@contextmanager
+def descriptors_at_most(extra: int) -> Iterator[None]:
+    """Inside, the process can open only ``extra`` descriptors beyond those open now (the soft
+    RLIMIT_NOFILE just above them); afterwards the same descriptors are open as before."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    before = _open_descriptors()
+    free = [n for n in range(soft) if n not in before][:extra]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (free[-1] + 1, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert _open_descriptors() <= before
+
+
+def _open_descriptors() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+DESCRIPTORS = 8
+
+
+def test_remove_tree_removes_a_tree_5000_directories_deep_in_bounded_descriptors(
+    workspace_harness, ws, job
+) -> None:
+    ws.create_directory(f"{job}/output")
+    workspace_harness.deep_tree(f"{job}/output", 5000)
+    with descriptors_at_most(DESCRIPTORS):
+        ws.remove_tree(job, expected=ws.directory_identity(job))
+    assert not workspace_harness.exists(job)
+
+
+def test_remove_tree_removes_a_wide_tree_in_bounded_descriptors(workspace_harness, ws, job) -> None:
+    ws.create_directory(f"{job}/output")
+    workspace_harness.wide_tree(f"{job}/output", files=10000, directories=1000)
+    with descriptors_at_most(DESCRIPTORS):
+        ws.remove_tree(job, expected=ws.directory_identity(job))
+    assert not workspace_harness.exists(job)
+
+
+@pytest.mark.parametrize("mode", [0o000, 0o100, 0o500])
+def test_remove_tree_removes_directories_the_image_locked(workspace_harness, ws, job, mode) -> None:
+    ws.create_directory(f"{job}/output")
+    workspace_harness.mkdir(f"{job}/output/locked")
+    workspace_harness.write(f"{job}/output/locked/file", b"x")
+    workspace_harness.chmod(f"{job}/output/locked", mode)
+    ws.remove_tree(job, expected=ws.directory_identity(job))
+    assert not workspace_harness.exists(job)
+
+
+def test_remove_tree_removes_the_entries_named_last_after_everything_else(
+    workspace_harness, ws, job
+) -> None:
+    for name in ("plan.json", "submission.json", "job.sbatch"):
+        ws.write_new(f"{job}/{name}", b"{}", mode=0o600)
+    ws.create_directory(f"{job}/output")
+    workspace_harness.deep_tree(f"{job}/output", 50)
+    identity = ws.directory_identity(job)
+    with (
+        workspace_harness.failing_removal(ws, below=f"{job}/output") as failed,
+        pytest.raises(WorkspaceError),
+    ):
+        ws.remove_tree(job, expected=identity, last=["plan.json", "submission.json"])
+    assert failed and failed[0].startswith(f"{job}/output/")
+    assert workspace_harness.exists(f"{job}/plan.json")
+    assert workspace_harness.exists(f"{job}/submission.json")
+    with (
+        workspace_harness.failing_removal(ws, below=f"{job}/submission.json") as failed,
+        pytest.raises(WorkspaceError),
+    ):
+        ws.remove_tree(job, expected=identity, last=["plan.json", "submission.json"])
+    assert not workspace_harness.exists(f"{job}/output")
+    assert not workspace_harness.exists(f"{job}/plan.json")
+    assert workspace_harness.exists(f"{job}/submission.json")
+    ws.remove_tree(job, expected=identity, last=["plan.json", "submission.json"])
+    assert not workspace_harness.exists(job)

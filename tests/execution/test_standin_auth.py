@@ -75,7 +75,8 @@ def test_credentials_over_http_1_1_import(enroot: Enroot, tmp_path: Path, versio
 
     assert result.returncode == 0, result.stderr
     assert enroot.output.is_file()
-    assert seen.read_text().startswith("Authorization: Basic ")  # written during the import
+    # written during the import, as Enroot writes it: a curl config line passed with -K
+    assert seen.read_text().startswith('header "Authorization: Basic ')
     assert enroot.token_files() == []  # and removed when it exited
     assert enroot.standin.event("auth")["http2"] is False
 

@@ -274,6 +274,9 @@ def test_the_reader_refuses_a_damaged_record_naming_the_field_and_list_skips_it(
         {"role": "admin"},
         {"lifecycle_id": "a b"},
         {"source_digest": "sha256:xyz"},
+        {"chain": "sha256:" + "1" * 64},
+        {"chain": {"pinned": "sha256:" + "1" * 64, "manifest": "x", "config": "y"}},
+        {"chain": {"pinned": "sha256:" + "5" * 64, "manifest": "sha256:" + "1" * 64}},
     ],
 )
 def test_the_reader_and_the_validated_catalog_refuse_a_field_alike(

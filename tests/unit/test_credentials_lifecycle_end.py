@@ -1,5 +1,6 @@
 """Staged registry credentials leave the attempt when its lifecycle ends without the job's trap:
-publication of a finished job, ``cleanup``, and ``gc`` of any finished attempt, whatever its age;
+publication of a finished job, ``cleanup``, and ``gc`` of any finished attempt, whatever its age,
+and of an attempt never submitted once it is past the age bound;
 ``submit`` accepts the staged ``enroot/`` directory and nothing planted beside the file."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from slurm_image.application.submit import Submit
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.request import make_request
+from slurm_image.ports.submitter import SchedulerRejected
 
 A = "img-00000000000000000000000000000001"
 SECRET = "canary-fedcba9876543210"
@@ -104,3 +106,38 @@ def test_submit_refuses_anything_planted_beside_the_staged_credentials(
         Submit(lab.store, lab.scheduler, lab.clock).staged(A)
     assert "staging put" in refused.value.reason
     assert not lab.scheduler.jobs
+
+
+def test_gc_removes_the_credentials_of_an_attempt_never_submitted_once_past_the_bound(
+    lab: PublishLab, profile_for: Any
+) -> None:
+    plan = _staged(lab, profile_for)
+    lab.clock.advance(timedelta(days=2))
+    assert _maintain(lab).gc(older_than=timedelta(days=7)) == []
+    assert lab.harness.exists(_credentials(lab))
+    removed = _maintain(lab).gc(older_than=timedelta(days=1))
+    assert [(r.kind, r.path) for r in removed] == [("credentials", _credentials(lab))]
+    assert not lab.harness.exists(_credentials(lab))
+    assert lab.harness.exists(plan.paths.plan)  # the attempt stays until it is cleaned up
+
+
+def test_gc_removes_the_credentials_of_a_refused_submission_once_past_the_bound(
+    lab: PublishLab, profile_for: Any
+) -> None:
+    _staged(lab, profile_for)
+    lab.scheduler.fail_next("permanent")
+    with pytest.raises(SchedulerRejected):
+        Submit(lab.store, lab.scheduler, lab.clock).staged(A)
+    lab.clock.advance(timedelta(days=2))
+    removed = _maintain(lab).gc(older_than=timedelta(days=1))
+    assert [(r.kind, r.path) for r in removed] == [("credentials", _credentials(lab))]
+    assert not lab.harness.exists(_credentials(lab))
+
+
+def test_cleanup_of_an_attempt_never_submitted_takes_its_credentials(
+    lab: PublishLab, profile_for: Any
+) -> None:
+    plan = _staged(lab, profile_for)
+    assert _maintain(lab).cleanup(A) == A
+    assert not lab.harness.exists(_credentials(lab))
+    assert not lab.harness.exists(plan.paths.job_dir)

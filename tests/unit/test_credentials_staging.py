@@ -95,7 +95,9 @@ def test_no_entry_for_the_registry_stages_nothing_and_plans_anonymously(world: W
 
 
 def test_an_inspect_never_gets_credentials(world: World) -> None:
-    request = make_request("inspect_sqsh", name="x", role="client", source="/data/x.sqsh")
+    source = world.harness.root.rsplit("/", 1)[0] + "/x.sqsh"
+    world.harness.write(source, b"hsqs")
+    request = make_request("inspect_sqsh", name="x", role="client", source=source)
     prepared = world.stage(request)
     assert prepared.plan.credentials_host is None
     assert not world.harness.exists(world.credentials_path())

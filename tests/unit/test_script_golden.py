@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.plan import Plan
-from slurm_image.domain.script import EXIT_CODES, render_script
+from slurm_image.domain.script import (
+    EXIT_CODES,
+    VERIFYING_CURL_MARKER,
+    render_script,
+    verifying_curl,
+)
 from support import DIGEST, FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -95,7 +100,9 @@ def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
     assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
     assert f"readonly SOURCE_URI_TAG_DIGEST='docker://nvcr.io#nvidia/pytorch:{DIGEST}'" in script
     assert re.search(
-        r'^    enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"', script, re.MULTILINE
+        r'^ +SLURM_IMAGE_PIN=\$PINNED_HEX enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"',
+        script,
+        re.MULTILINE,
     )
     assert f"# plan sha256: {plan.sha256()}" in script
 
@@ -110,6 +117,17 @@ def test_site_options_reach_directives_and_environment() -> None:
     assert "export ENROOT_SQUASH_OPTIONS='-comp zstd -Xcompression-level 3'" in script
     assert "export ENROOT_TRANSFER_RETRIES=5" in script
     assert "readonly REQUIRE=pip,numpy" in script
+
+
+def test_the_verifying_curl_is_in_the_import_script_only() -> None:
+    program = verifying_curl()
+    assert f"<<'{VERIFYING_CURL_MARKER}'\n{program}{VERIFYING_CURL_MARKER}\n" in render_script(
+        make_plan()
+    )
+    assert f"\n{VERIFYING_CURL_MARKER}\n" not in program  # the here-document ends at its end
+    inspect = render_script(make_plan("inspect_sqsh", source=SQSH, role="serving"))
+    for text in (VERIFYING_CURL_MARKER, "SLURM_IMAGE_PIN", "check_chain", "chain.json"):
+        assert text not in inspect
 
 
 def test_inspect_script_has_no_enroot_import() -> None:

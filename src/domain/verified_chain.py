@@ -1,0 +1,92 @@
+"""The verified chain of an import: the pinned digest, the per-architecture manifest it led to
+(the pin itself unless the pin is an index) and that manifest's image config, each hashed by
+the job before Enroot could use it (README, Threat model).
+
+The job writes it to the attempt's ``chain.json`` only when every link verified; the store keeps
+the same three digests beside the source they prove (``SourceRecord``, ``AliasRecord``). A
+source without them was recorded before anything was verified and proves nothing.
+
+Standard library only, like ``identity.py``: the catalog's cheap read checks the same rules, and
+the records that embed a chain (pydantic models) validate it through ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from slurm_image.domain.errors import InvalidRecord
+
+CHAIN_RECORD_MAX_BYTES = 1024
+"""``chain.json`` holds three digests on one line (about 240 bytes)."""
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST_RULE = "must be sha256: and 64 lowercase hex"
+
+
+@dataclass(frozen=True)
+class VerifiedChain:
+    """Three ``sha256:<hex>`` digests: ``pinned`` led to ``manifest``, which names ``config``."""
+
+    pinned: str
+    manifest: str
+    config: str
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if type(value) is not str or not _DIGEST.fullmatch(value):
+                raise InvalidRecord(f"chain.{field.name}", _DIGEST_RULE, value)
+
+    @classmethod
+    def from_mapping(cls, value: object) -> VerifiedChain:
+        """The chain an already parsed JSON value describes: an object with exactly
+        ``pinned``, ``manifest`` and ``config``; raises ``InvalidRecord`` naming the field."""
+        if not isinstance(value, dict):
+            raise InvalidRecord("chain", "must be an object of pinned, manifest and config")
+        names = [field.name for field in fields(cls)]
+        for key in value:
+            if key not in names:
+                raise InvalidRecord(f"chain.{key}", "is not a field of the chain")
+        for name in names:
+            if name not in value:
+                raise InvalidRecord(f"chain.{name}", "is required")
+        return cls(**value)
+
+    def record_bytes(self) -> bytes:
+        """``chain.json`` in its one form, as the job writes it: one line, keys sorted."""
+        return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
+
+
+def validate_chain_record(
+    data: bytes, *, pinned: str, max_bytes: int = CHAIN_RECORD_MAX_BYTES
+) -> VerifiedChain:
+    """Validate the bytes of an attempt's ``chain.json`` for an import pinned to ``pinned``;
+    raise ``InvalidRecord`` naming the field and the rule. The job wrote it, but from a
+    directory that a failed or replaced job could have left anything in: bounded, one JSON
+    object of exactly the three digests in the job's own form, and its pin the plan's."""
+    if len(data) > max_bytes:
+        raise InvalidRecord("chain", f"must be at most {max_bytes} bytes", len(data))
+    try:
+        parsed: Any = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested past the stack
+        raise InvalidRecord("chain", "must be one UTF-8 JSON object") from None
+    chain = VerifiedChain.from_mapping(parsed)
+    if chain.record_bytes() != data:
+        raise InvalidRecord("chain", "must be in the form the job writes (one line, keys sorted)")
+    if chain.pinned != pinned:
+        raise InvalidRecord(
+            "chain.pinned", f"must be the plan's source digest {pinned}", chain.pinned
+        )
+    return chain
+
+
+def check_chain_source(source_digest: str | None, chain: VerifiedChain | None) -> None:
+    """A record's chain proves its source: the chain's pin is the record's source digest."""
+    if chain is None:
+        return
+    if source_digest is None:
+        raise InvalidRecord("chain", "is recorded only for a source digest")
+    if chain.pinned != source_digest:
+        raise InvalidRecord("chain.pinned", "must equal source_digest", chain.pinned)
