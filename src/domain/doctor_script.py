@@ -21,6 +21,7 @@ from slurm_image.domain.script import (
     CHAIN_RULES,
     CHAIN_TITLE,
     MIN_ENROOT,
+    SANDBOX_ID,
     body_section,
     directives,
     reexec_step,
@@ -39,6 +40,9 @@ REPORT_KEYS = (
     "scratch",
     "scratch_free_bytes",
     "scratch_filesystem",
+    "job_uid",
+    "sandbox_uid",
+    "sandbox",
 )
 # Enroot needs mknod and trusted xattrs in its scratch (script.py, step 4): not a network one.
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb2", "beegfs"})
@@ -57,6 +61,7 @@ _JOB_ID = body_section("[[ ${SLURM_JOB_ID-}", "@HASH_FILE@").replace(
     + 'check_directory "$JOB_DIR" own\n\n',
 )
 _ISOLATION = body_section("# 4. Private, job-local scratch", "# 5. Enroot's version")
+_SANDBOX = body_section("# 5b. The image's side", "# 5c. Without a sandbox")
 
 
 class DoctorJob(BaseModel):
@@ -117,6 +122,7 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
         ("JOB_ENROOT_CONFIG", job.enroot_config),
         ("PARTIAL", ""),
         ("RESULT", ""),
+        ("SANDBOX_ID", str(SANDBOX_ID)),
     ]
     header = [
         "#!/bin/bash -p",
@@ -132,7 +138,7 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
             for key, value in sorted(profile.enroot.environment.items())
         ),
     ]
-    return "\n".join(header) + "\n" + _HELPERS + _JOB_ID + _ISOLATION + _REPORT
+    return "\n".join(header) + "\n" + _HELPERS + _JOB_ID + _ISOLATION + _SANDBOX + _REPORT
 
 
 _REPORT = r"""# The doctor's report: one line per fact, read by the login node.
@@ -153,6 +159,10 @@ if space=$(stat -f -c '%a %S %T' -- "$scratch_base"); then
     report scratch_free_bytes "$((blocks * block_size))"
     report scratch_filesystem "$filesystem"
 fi
+report job_uid "$EUID"
+report sandbox_uid "$SANDBOX_OWNER"
+problem=$(sandbox_problem)
+report sandbox "${problem:-ok}"
 succeeded=1
 """
 
@@ -171,6 +181,9 @@ class NodeReport(BaseModel):
     scratch: str = ""
     scratch_free_bytes: int | None = None
     scratch_filesystem: str = ""
+    job_uid: str = ""
+    sandbox_uid: str = ""
+    sandbox: str = ""
 
 
 def parse_report(stdout: str) -> NodeReport:

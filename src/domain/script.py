@@ -7,6 +7,7 @@ validated by the plan's models and quoted by ``shell.quote``.
 
 from __future__ import annotations
 
+from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
 from slurm_image.domain.reference import parse_reference
@@ -16,6 +17,8 @@ MIN_ENROOT = {"import_oci": "3.4.1", "inspect_sqsh": "3.5.0"}
 DIGEST_URI_ENROOT = "4.0.0"
 SQUASH_DEFAULT = "-comp lzo -noD"
 SQUASH_MEM_MIN_MIB = 64
+# The host id the image's side of root's job runs as (the kernel's overflow id): never root.
+SANDBOX_ID = 65534
 
 EXIT_CODES: dict[int, str] = {
     64: "the job's Slurm environment is unusable (CPU count, job id)",
@@ -27,11 +30,12 @@ EXIT_CODES: dict[int, str] = {
     73: "candidate.sqsh, its partial file or chain.json already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
-    76: "no inspection result, or a process of the image outlived the inspection",
+    76: "no inspection result (the inspector refused the image or failed)",
     78: "Enroot (or the curl or jq its import needs) is missing, unreadable or too old (import"
     " needs 3.4.1, inspect 3.5.0)",
     79: "the registry's answer does not match the pinned digest (or the image config names a"
     " path outside the root)",
+    80: "the node cannot sandbox the image (setpriv, unshare, user and PID namespaces)",
 }
 
 
@@ -79,6 +83,8 @@ def _assignments(plan: Plan) -> list[str]:
         ("SQUASH_MEMORY", _squash_options(plan)),
         ("CONTAINER_PREFIX", CONTAINER_PREFIX),
         ("REQUIRE", _required_distributions(plan)),
+        ("SANDBOX_ID", str(SANDBOX_ID)),
+        ("RESULT_MAX_BYTES", str(MAX_INSPECTION_BYTES)),
     ]
     return [f"readonly {key}={quote(value, key)}" for key, value in values]
 
@@ -503,7 +509,7 @@ _CHECK_CHAIN = _CHAIN_HEADER + CHAIN_RULES + _CHAIN_CHECKS
 # environ.d, only the system mounts below. architecture.md, "Untrusted images", says why.
 _CONTAIN_IMAGE = r"""# 8b. The unpacked root configures nothing on the host. No code of the image
 # has run yet, so nothing in the root changes under these checks.
-readonly ROOTFS=$ENROOT_DATA_PATH/$CONTAINER_NAME
+readonly ROOTFS=$SANDBOX/data/$CONTAINER_NAME
 readonly DEFAULT_IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if [ -L "$ROOTFS" ] || [ ! -d "$ROOTFS" ]; then
     die 76 "the unpacked root $ROOTFS is not a directory"
@@ -540,7 +546,7 @@ rm -rf --one-file-system -- "$ROOTFS/etc/fstab" "$ROOTFS/etc/environment"
 
 # Enroot's own configuration for this start: the stock system mounts the inspector needs, and
 # nothing else (the site's hooks.d and mounts.d are trusted for GPU jobs, not for this image).
-readonly START_CONF=$scratch/start
+readonly START_CONF=$SANDBOX/start
 readonly start_sysconf=$START_CONF/sysconf start_config=$START_CONF/config
 mkdir -m 0700 -- "$START_CONF" "$start_sysconf" "$start_config"
 mkdir -m 0700 -- "$start_sysconf/hooks.d" "$start_sysconf/mounts.d" "$start_sysconf/environ.d"
@@ -552,68 +558,6 @@ printf '%s\n' \
     '/dev/random /dev/random none x-create=file,bind,ro,nosuid,noexec' \
     '/dev/urandom /dev/urandom none x-create=file,bind,ro,nosuid,noexec' \
     >"$start_sysconf/mounts.d/10-system.fstab"
-
-# Enroot makes no PID namespace: what the image starts (setsid, double fork) outlives `enroot
-# start` and, under proctrack/linuxproc or pgid, the job. A process of the job's user is the
-# image's when its root is the unpacked root or lies below it, or when its mount namespace holds
-# a mount of the unpacked root (a process that chrooted deeper after Enroot's pivot_root, whose
-# root reads as "/sub" from here). The mount's root field names this job's mktemp'd scratch.
-rootfs_real=$(realpath -e -- "$ROOTFS")
-readonly ROOTFS_MOUNT_SUFFIX=/${scratch##*/}/data/$CONTAINER_NAME
-image_processes() {
-    local entry root
-    local -a others=()
-    local -A found=()
-    for entry in /proc/[0-9]*; do
-        [ -O "$entry" ] || continue
-        if [ "$entry/root/" -ef "$rootfs_real" ]; then
-            found[${entry#/proc/}]=1
-        else
-            others+=("$entry")
-        fi
-    done
-    # One find (readlink) and one awk for all the others, not a process each per process: as
-    # root, or for a user running many processes, that would cost seconds per look.
-    if ((${#others[@]})); then
-        while IFS= read -r -d '' entry && IFS= read -r -d '' root; do
-            if [[ -n $root && ($root == "$rootfs_real" || $root == "$rootfs_real"/*) ]]; then
-                found[${entry#/proc/}]=1
-            fi
-        done < <(find "${others[@]/%//root}" -maxdepth 0 -printf '%h\0%l\0' 2>/dev/null)
-        while IFS= read -r entry; do
-            found[${entry#/proc/}]=1
-        done < <(awk -v suffix="$ROOTFS_MOUNT_SUFFIX" '
-            BEGIN {
-                for (i = 1; i < ARGC; i++) {
-                    file = ARGV[i]
-                    while ((getline line < file) > 0) {
-                        split(line, field, " ")
-                        n = length(field[4]) - length(suffix)
-                        if (n >= 0 && substr(field[4], n + 1) == suffix) {
-                            print substr(file, 1, length(file) - length("/mountinfo"))
-                            break
-                        }
-                    }
-                    close(file)
-                }
-            }' "${others[@]/%//mountinfo}" 2>/dev/null)
-    fi
-    ((${#found[@]})) || return 0
-    printf '%s\n' "${!found[@]}"
-}
-reap_image() {
-    local round pids
-    for ((round = 0; round < 50; round++)); do
-        pids=$(image_processes)
-        [ -n "$pids" ] || return 0
-        # stopped first, all at once, so that none forks while the others are killed
-        kill -STOP $pids 2>/dev/null
-        kill -KILL $pids 2>/dev/null
-        sleep 0.1
-    done
-    [ -z "$(image_processes)" ]
-}
-
 """
 
 _BODY = r"""
@@ -670,7 +614,7 @@ unset NODE_TMPDIR
 
 scratch=""
 container_created=0
-image_started=0
+sandbox_pid=""
 partial_owned=0
 succeeded=0
 cleanup() {
@@ -680,11 +624,13 @@ cleanup() {
     # the exit code), and a second TERM or INT cannot cut it short.
     set +e
     trap '' TERM INT
-    if ((image_started)); then
-        reap_image || say "processes of the image survive: $(image_processes | tr '\n' ' ')"
+    if [ -n "$sandbox_pid" ]; then
+        # its init dies with it (--kill-child), and with its init every process of the image
+        kill -KILL "$sandbox_pid" 2>/dev/null
+        wait "$sandbox_pid" 2>/dev/null
     fi
     if ((container_created)); then
-        enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
+        env "${sandbox_paths[@]}" enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
     fi
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
@@ -757,6 +703,40 @@ if [ -z "${ENROOT_SQUASH_OPTIONS+set}" ]; then
     export ENROOT_SQUASH_OPTIONS="$squash $SQUASH_MEMORY"
 fi
 
+# 5b. The image's side of the job runs in a sandbox: a user namespace whose root is an
+# unprivileged host id (the job's user; for root's job SANDBOX_ID, with no groups: never host
+# root) and a PID namespace whose init is the chain that execs down to the image's rc. When it
+# ends, the kernel kills every process left in it, whatever it did to its root, its leader or
+# /proc; --kill-child ends it with the job (README, Threat model).
+if ((EUID == 0)); then
+    readonly SANDBOX_OWNER=$SANDBOX_ID
+    as_sandbox=(setpriv "--reuid=$SANDBOX_ID" "--regid=$SANDBOX_ID" --clear-groups --no-new-privs)
+    chmod 0711 -- "$scratch"  # its own directory in there is the sandbox's; the rest stays 0700
+else
+    readonly SANDBOX_OWNER=$EUID
+    as_sandbox=(setpriv --no-new-privs)
+fi
+sandbox=(unshare --user --map-root-user --pid --fork --kill-child --mount --mount-proc)
+sandbox_problem() {
+    # what keeps this node from running the image in its sandbox, or nothing
+    local answer pid inner outer count
+    answer=$(cd / && "${as_sandbox[@]}" "${sandbox[@]}" /bin/bash -pc \
+        'echo "$$ $(cat /proc/self/uid_map)"; command -v enroot || echo "no enroot"' 2>&1 9<&-)
+    read -r pid inner outer count <<<"$answer" || :
+    if [ "$pid $inner $outer $count" != "1 0 $SANDBOX_OWNER 1" ]; then
+        printf '%s\n' "${answer//[[:cntrl:]]/ }"
+    elif [[ $answer == *$'\n'"no enroot" ]]; then
+        printf 'uid %s finds no enroot it can run on %s\n' "$SANDBOX_OWNER" "$JOB_PATH"
+    elif ! "${as_sandbox[@]}" test -x "$scratch" 9<&-; then
+        printf 'uid %s cannot walk to the scratch %s\n' "$SANDBOX_OWNER" "$scratch"
+    fi
+}
+# 5c. Without a sandbox the image does not run.
+problem=$(sandbox_problem)
+[ -z "$problem" ] || die 80 "this node cannot run the image in a sandbox (it needs util-linux" \
+    "2.32 or newer for setpriv and unshare --kill-child --mount-proc, user namespaces, and a" \
+    "scratch that uid $SANDBOX_OWNER can walk to): ${problem:0:300}"
+
 @IMPORT@
 # 7. Open the image once, after checking it cannot block (FIFO) or redirect (symlink).
 if [ -L "$SQSH" ] || [ ! -f "$SQSH" ]; then
@@ -792,39 +772,74 @@ check_identity() {
     [ "$now" = "$fd_identity" ] || die 74 "$SQSH changed during the job"
 }
 
-# 8. Unpack under a name of this job's own. No Enroot command inherits fd 9: Enroot execs down
-# to the image's shell, whose code could reopen /proc/self/fd/9 for writing.
+# 8. Unpack under a name of this job's own, into the sandbox's private directories: Enroot's,
+# the copies of the inspector and rc file it reads, and the output the image writes. No Enroot
+# command inherits fd 9: Enroot execs down to the image's shell, whose code could reopen
+# /proc/self/fd/9 for writing.
+readonly SANDBOX=$scratch/sandbox
+mkdir -m 0700 -- "$SANDBOX"
+mkdir -m 0700 -- "$SANDBOX/home" "$SANDBOX/data" "$SANDBOX/cache" "$SANDBOX/temp" \
+    "$SANDBOX/runtime" "$SANDBOX/output"
+sandbox_paths=("ENROOT_DATA_PATH=$SANDBOX/data" "ENROOT_CACHE_PATH=$SANDBOX/cache"
+    "ENROOT_TEMP_PATH=$SANDBOX/temp" "ENROOT_RUNTIME_PATH=$SANDBOX/runtime")
 container_created=1
-enroot create -f --name "$CONTAINER_NAME" "$PRIVATE_SQSH" 9<&-
+env "${sandbox_paths[@]}" enroot create -f --name "$CONTAINER_NAME" "$PRIVATE_SQSH" 9<&-
 rm -f -- "$PRIVATE_SQSH"
 check_identity
 
 @CONTAIN_IMAGE@
-# 9. Run the inspector inside, with exactly two mounts and never the job directory, under the
-# job's own Enroot configuration (no hooks, no mounts or environment of the image's choosing).
-mkdir -p -m 0700 -- "$OUTPUT_DIR"
-check_directory "$OUTPUT_DIR" own
+# 9. Run the inspector inside the sandbox, with exactly two mounts and never the job directory,
+# under the job's own Enroot configuration (no hooks, no mounts or environment of the image's
+# choosing). The sandbox reads copies of the inspector and rc file, checked again; for root's
+# job everything it uses becomes SANDBOX_ID's (no image code has run yet).
+cp -- "$INSPECTOR" "$SANDBOX/inspect_image.py"
+cp -- "$RC_FILE" "$SANDBOX/enroot.rc"
+if ((EUID == 0)); then
+    chown -hR -- "$SANDBOX_ID:$SANDBOX_ID" "$SANDBOX"
+fi
+for pair in "$SANDBOX/inspect_image.py:$INSPECTOR_SHA256" "$SANDBOX/enroot.rc:$RC_SHA256"; do
+    file=${pair%:*}
+    actual=$(hash_file <"$file") || die 70 "cannot hash $file"
+    [ "$actual" = "${pair##*:}" ] || die 70 "$file does not match its digest"
+done
 start_environment=(-e SHELL=/bin/sh -e "PATH=$image_path")
 [ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
-image_started=1
+inspector_mount=$SANDBOX/inspect_image.py:$CONTAINER_PREFIX/inspect_image.py
+output_mount=$SANDBOX/output:$CONTAINER_PREFIX/output
 set +e
-ENROOT_SYSCONF_PATH=$start_sysconf ENROOT_CONFIG_PATH=$start_config \
-    enroot start --root --rc "$RC_FILE" "${start_environment[@]}" \
-    -m "$INSPECTOR:$CONTAINER_PREFIX/inspect_image.py:x-create=file,bind,ro,nosuid,nodev,noexec" \
-    -m "$OUTPUT_DIR:$CONTAINER_PREFIX/output:x-create=dir,bind,rw,nosuid,nodev,noexec" \
-    "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json" 9<&-
+(
+    cd / && exec "${as_sandbox[@]}" env "${sandbox_paths[@]}" "HOME=$SANDBOX/home" \
+        "TMPDIR=$SANDBOX/temp" "ENROOT_SYSCONF_PATH=$start_sysconf" \
+        "ENROOT_CONFIG_PATH=$start_config" "${sandbox[@]}" \
+        enroot start --root --rc "$SANDBOX/enroot.rc" "${start_environment[@]}" \
+        -m "$inspector_mount:x-create=file,bind,ro,nosuid,nodev,noexec" \
+        -m "$output_mount:x-create=dir,bind,rw,nosuid,nodev,noexec" \
+        "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
+) 9<&- </dev/null &
+sandbox_pid=$!
+wait "$sandbox_pid"
 status=$?
+sandbox_pid=""
 set -e
-reap_image || die 76 "processes of the image survive the inspection:" $(image_processes)
-image_started=0
 ((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"
 ((status == 0)) || die 76 "the inspection failed with status $status"
 
-# 10. The image must not have changed, and the result must be there.
+# 10. The image must not have changed. Its result leaves the sandbox (gone now, and every
+# process with it) as a copy: a regular file, never through a symlink, within its bound.
 check_identity
-if [ -L "$RESULT" ] || [ ! -f "$RESULT" ] || [ ! -s "$RESULT" ]; then
-    die 76 "no inspection result at $RESULT"
+readonly SANDBOX_RESULT=$SANDBOX/output/inspection.json
+if [ -L "$SANDBOX_RESULT" ] || [ ! -f "$SANDBOX_RESULT" ]; then
+    die 76 "no inspection result (the inspector wrote no regular file)"
 fi
+exec 8<"$SANDBOX_RESULT"
+read -r result_size result_kind < <(stat -L -c '%s %F' /dev/fd/8) || :
+if [ "${result_kind-}" != "regular file" ] || ((result_size > RESULT_MAX_BYTES)); then
+    die 76 "no inspection result (not a non-empty regular file of at most $RESULT_MAX_BYTES bytes)"
+fi
+mkdir -p -m 0700 -- "$OUTPUT_DIR"
+check_directory "$OUTPUT_DIR" own
+(set -C && head -c "$RESULT_MAX_BYTES" <&8 >"$RESULT") || die 76 "cannot write $RESULT"
+exec 8<&-
 succeeded=1
 say "done: $OPERATION of $SQSH ($sqsh_sha256)"
 """
