@@ -129,7 +129,8 @@ def enroot_directory(enroot_config: str) -> str:
 
 def _import_assignments(plan: Plan) -> list[str]:
     """The values only an import reads: both URI forms (the job picks by Enroot's version), the
-    registry, and the host whose staged credentials it uses (none: anonymous)."""
+    registry, the host whose staged credentials it uses (none: anonymous), and where it records
+    the chain it verified."""
     if plan.operation != "import_oci":
         return []
     reference = parse_reference(plan.request.source)
