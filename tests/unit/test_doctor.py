@@ -23,7 +23,7 @@ from slurm_image.domain.doctor_script import doctor_job, parse_report, render_do
 from slurm_image.domain.job import JobState
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.domain.profile import SiteProfile, parse_profile
-from support import profile_data
+from support import make_plan, profile_data
 
 ROOT = "/site/ws"
 DOCTOR_ID = "doctor-0123456789abcdef"
@@ -302,14 +302,18 @@ def test_an_unreadable_profile_fails_every_check() -> None:
 
 
 def test_the_doctor_runs_the_lifecycle_jobs_own_steps() -> None:
-    """Its helpers, job checks and isolation are sections of the lifecycle renderer's text."""
-    from slurm_image.domain.script import CHAIN_RULES, body_section
+    """Its helpers, job checks and isolation are the lifecycle job's own steps, by name."""
+    from slurm_image.domain import job_steps
+    from slurm_image.domain.script import render_script
 
-    helpers = body_section("die() {", "# 1. An attempt directory")
+    helpers = job_steps.step("helpers")
     assert helpers.startswith("die() {") and "# 1. An attempt directory" not in helpers
     profile = parse_profile(profile_data())
     script = render_doctor_script(doctor_job(profile, DOCTOR_ID), profile)
-    for part in (helpers, CHAIN_RULES, body_section("# 4. Private", "# 5. Enroot's version")):
-        assert part in script
+    lifecycle = render_script(make_plan())
+    for name in ("helpers", "01b-directory-rules", "04-scratch", "05b-sandbox"):
+        assert job_steps.step(name) in script
+        assert job_steps.step(name) in lifecycle
+    assert "images/.tmp" not in job_steps.step("doctor-directories")
     with pytest.raises(ValueError):
-        body_section("die() {", "# a step the renderer does not have")
+        job_steps.step("a step the renderer does not have")
