@@ -1,4 +1,5 @@
-"""Registry credentials: the one netrc entry an import stages for Enroot (enroot.md).
+"""Registry credentials: the one netrc entry an import stages for Enroot (docs/enroot.md,
+"Credentials").
 
 Enroot reads ``$ENROOT_CONFIG_PATH/.credentials`` (netrc) and matches an entry by the host it
 contacts WITHOUT the port: ``machine 127.0.0.1`` serves ``127.0.0.1:5443``, ``machine

@@ -12,9 +12,10 @@ class FileIdentity:
     """``(st_dev, st_ino)``: equal identities name the same object, whatever its path.
 
     Only meaningful on the host that recorded it: a shared filesystem may show another
-    ``st_dev`` on another node (design §8), so identities are compared on the login node only.
-    A standard-library dataclass: every filesystem read carries one, and reading the catalog
-    needs no model library. Records that embed it (pydantic models) validate its fields too.
+    ``st_dev`` on another node (docs/design.md, "Publication"), so identities are compared on the
+    login node only. A standard-library dataclass: every filesystem read carries one, and reading
+    the catalog needs no model library. Records that embed it (pydantic models) validate its
+    fields too.
     """
 
     device: int

@@ -112,7 +112,8 @@ def slurm_name(value: str, field: str) -> str:
 
 
 class AttemptLayout:
-    """Where one lifecycle attempt lives under the workspace (design §4). Pure path arithmetic."""
+    """Where one lifecycle attempt lives under the workspace (docs/design.md, "The plan and
+    staging"). Pure path arithmetic."""
 
     def __init__(self, root: str, lifecycle_id: str) -> None:
         self.root = workspace_root(root)
@@ -184,7 +185,7 @@ class AttemptLayout:
     )
 
 
-# -- who may change a directory on the way to an attempt (issue #14) --------------------------
+# -- who may change a directory on the way to an attempt (docs/design.md) -------------
 
 WORKSPACE_SETUP_HINT = (
     "give it the sticky bit or take group and other write away, and let it be owned by you "

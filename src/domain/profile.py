@@ -1,4 +1,5 @@
-"""The site profile (cli.md): its model, its rules, and how a cluster is picked from a catalog."""
+"""The site profile (docs/cli.md, "The profile"): its model, its rules, and how a cluster is picked
+from a catalog."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which profile of a file applies here (cli.md, "Several clusters in one file"): a single
+"""Which profile of a file applies here (docs/cli.md, "Several clusters in one file"): a single
 profile, or one cluster of a catalog picked by ``--cluster``, this host's name, or the
 catalog's default. Standard library only: ``profile.select_cluster`` validates the choice,
 and a catalog read needs only its ``workspace_root``."""

@@ -1,5 +1,6 @@
-"""The records the store keeps (design §8): an alias, a source, a publication marker. Where
-they live is ``store_layout``; what ``show`` and ``list`` print of an alias, ``published``.
+"""The records the store keeps (docs/design.md, "The store"): an alias, a source, a publication
+marker. Where they live is ``store_layout``; what ``show`` and ``list`` print of an alias,
+``published``.
 
 Schema version 2 of alias and source records adds ``chain``: the ``VerifiedChain`` of the
 import that produced the artifact, or null. Version 1 records, written before the import job
@@ -80,12 +81,12 @@ class AliasRecord(BaseModel):
         return canonical_json(self.model_dump(mode="json"))
 
     def summary(self) -> dict[str, object]:
-        """The keys ``list`` prints per image (cli.md)."""
+        """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
         data = self.model_dump(mode="json", include=set(SUMMARY_KEYS))
         return {key: data[key] for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
-        """The keys ``show`` and ``publish`` print (cli.md)."""
+        """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
         data = self.model_dump(mode="json", include=set(DETAIL_KEYS))
         return {key: data[key] for key in DETAIL_KEYS}
 

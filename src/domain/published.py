@@ -1,5 +1,5 @@
-"""What ``show`` and ``list`` print of a published alias (cli.md), and the alias record as a
-launcher reads it: as it was written, without the model library.
+"""What ``show`` and ``list`` print of a published alias (docs/cli.md, "Commands"), and the alias
+record as a launcher reads it: as it was written, without the model library.
 
 The record was validated when it was published and ``show --verify`` validates it again
 (``publication.load_alias``), so a plain read checks the printed keys' types and the alias
@@ -21,9 +21,9 @@ from slurm_image.domain.store_layout import hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
 
 SUMMARY_KEYS = ("name", "role", "path", "sqsh_sha256", "source", "source_digest", "published_at")
-"""The keys ``list`` prints per image (cli.md)."""
+"""The keys ``list`` prints per image (docs/cli.md, "Commands")."""
 DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
-"""The keys ``show`` and ``publish`` print (cli.md)."""
+"""The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
 _OPTIONAL_KEYS = ("chain",)
 """Printed as null when absent: schema version 1 records have no chain."""
 _TEXT_KEYS = (

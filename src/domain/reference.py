@@ -62,7 +62,8 @@ class OciReference(BaseModel):
     def enroot_uri_tag_digest(self) -> str:
         """``docker://REGISTRY#PATH:sha256:HEX`` — the digest in tag position (the tag dropped):
         the only digest-pinned form Enroot 3.x reads. It refuses ``#PATH@sha256:`` and misreads
-        ``REGISTRY/PATH@sha256:`` as a user name and the image ``sha256`` (enroot.md)."""
+        ``REGISTRY/PATH@sha256:`` as a user name and the image ``sha256`` (docs/enroot.md,
+        "Import")."""
         return f"docker://{self.enroot_registry}#{self.enroot_repository}:{self.digest}"
 
     def __str__(self) -> str:

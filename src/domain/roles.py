@@ -1,4 +1,4 @@
-"""What an image is published for (cli.md: ``--role client|serving``)."""
+"""What an image is published for (docs/cli.md: ``--role client|serving``)."""
 
 from __future__ import annotations
 

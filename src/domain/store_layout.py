@@ -1,5 +1,5 @@
-"""Where the store keeps things (design §8), with every name checked, and the modes of what it
-publishes. Standard library only: reading the catalog needs nothing else.
+"""Where the store keeps things (docs/design.md, "The store"), with every name checked, and the
+modes of what it publishes. Standard library only: reading the catalog needs nothing else.
 
 Layout below ``<workspace>/images/`` — one small file per thing, each replaced by rename, so a
 reader opens one file and publishers of different aliases never touch the same file:

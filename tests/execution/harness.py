@@ -2,9 +2,9 @@
 and fixtures; conftest.py re-exports the fixtures, tests import the helpers from here).
 
 Each test gets its own stand-in directory (first in ``image_build.job_path``) with its own
-``enroot-standin.json``; an attempt directory staged from a derived plan as design §4 says; and a
-spool copy of the script executed directly (its ``#!/bin/bash -p`` line honoured) with the
-``SLURM_*`` variables a batch step has.
+``enroot-standin.json``; an attempt directory staged from a derived plan as docs/design.md, "The
+plan and staging", says; and a spool copy of the script executed directly (its ``#!/bin/bash -p``
+line honoured) with the ``SLURM_*`` variables a batch step has.
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ class Job:
         self.stage()
 
     def stage(self) -> None:
-        """Design §4: every directory 0700, files O_EXCL|O_NOFOLLOW with their modes."""
+        """docs/design.md, "The plan and staging": every directory 0700, files O_EXCL|O_NOFOLLOW
+        with their modes."""
         for directory in reversed(self.job_dir.parents):
             if self.workspace in directory.parents and not directory.exists():
                 directory.mkdir(mode=0o700)

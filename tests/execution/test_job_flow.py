@@ -1,4 +1,5 @@
-"""The batch script's flow under bash: call order, environment, isolation (design §5)."""
+"""The batch script's flow under bash: call order, environment, isolation (docs/design.md, "The
+batch job")."""
 
 from __future__ import annotations
 

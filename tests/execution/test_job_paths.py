@@ -1,4 +1,5 @@
-"""The job trusts no directory another user could change (issue #14, item 3; exit 71).
+"""The job trusts no directory another user could change (docs/design.md, "Containing an untrusted
+image"; exit 71).
 
 Between staging and the job, anyone who may rename entries on the way to the attempt could swap
 ``images/`` for a tree of their own, or plant ``output`` or ``enroot`` as symlinks: the job

@@ -1,5 +1,6 @@
 """scancel mid-job: Slurm sends TERM to every process of the batch step. The EXIT trap must still
-remove the partial import, the container and the node-local scratch (design §5, steps 6 and 8)."""
+remove the partial import, the container and the node-local scratch (docs/design.md, "The batch
+job", steps 6 and 8)."""
 
 from __future__ import annotations
 

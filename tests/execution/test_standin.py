@@ -1,4 +1,4 @@
-"""The Enroot stand-in itself enforces enroot.md: grammar checks and the traps it must keep."""
+"""The Enroot stand-in itself enforces docs/enroot.md: grammar checks and the traps it must keep."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_import_refuses_other_schemes(enroot, uri: str) -> None:
         ("3.5.0", "docker://127.0.0.1:9#img:" + DIGEST, (None, "127.0.0.1:9", "img", DIGEST)),
         ("3.5.0", "docker://ubuntu@" + DIGEST,
          ("ubuntu", "registry-1.docker.io", "library/sha256", "a" * 64)),
-        # 3.x: REG/IMAGE@sha256: makes the registry and image a user name (enroot.md)
+        # 3.x: REG/IMAGE@sha256: makes the registry and image a user name (docs/enroot.md, "Import")
         ("3.4.1", "docker://127.0.0.1:9/team/img@" + DIGEST,
          ("127.0.0.1:9/team/img", "registry-1.docker.io", "library/sha256", "a" * 64)),
         ("3.4.1", "docker://127.0.0.1:9#team/img:" + DIGEST,
@@ -309,7 +309,7 @@ def test_start_passes_a_literal_double_dash_to_the_rc_without_login_shell(
         "start", "--root", "--rc", str(rc), "c", "--", "a", "b", NVIDIA_VISIBLE_DEVICES="void"
     )
     assert result.stdout == "first=-- count=3\n"
-    # an rc that runs "$@" then fails on the `--`, as enroot.md says
+    # an rc that runs "$@" then fails on the `--`, as docs/enroot.md, "`enroot start`", says
     plain = enroot("start", "--root", "c", "--", "true", NVIDIA_VISIBLE_DEVICES="void")
     assert plain.returncode == 127
 

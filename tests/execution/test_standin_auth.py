@@ -1,5 +1,6 @@
-"""The stand-in authenticates like Enroot (enroot.md): netrc matched by host without port, the
-HTTP/2 defect, the token file, and the silent exit 1 of 3.5.0 and 4.x on an auth failure."""
+"""The stand-in authenticates like Enroot (docs/enroot.md, "Credentials"): netrc matched by host
+without port, the HTTP/2 defect, the token file, and the silent exit 1 of 3.5.0 and 4.x on an auth
+failure."""
 
 from __future__ import annotations
 

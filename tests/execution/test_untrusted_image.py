@@ -1,6 +1,7 @@
-"""An image is untrusted input: it configures nothing on the host (issue #14, item 1).
+"""An image is untrusted input: it configures nothing on the host (docs/design.md, "Containing an
+untrusted image").
 
-Each case is an attack Enroot 4.1.2 let through (enroot.md, "What an untrusted image can make
+Each case is an attack Enroot 4.1.2 let through (docs/enroot.md, "What an untrusted image can make
 Enroot do"). The stand-in applies an image's etc/fstab and etc/environment and runs its stock
 hooks (10-shadow, 10-localtime, 10-aptfix, 98-nvidia) on the host's view of paths, so each test
 fails against a job that hands the root to ``enroot start`` as it is.

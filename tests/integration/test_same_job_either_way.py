@@ -1,5 +1,6 @@
-"""A job behaves the same whichever submitter sent it (design.md §5, slurm.md), on every
-local cluster (Slurm 22.05 and 24.11: ``local_slurm`` is parametrized in conftest.py).
+"""A job behaves the same whichever submitter sent it (docs/design.md, "The batch job";
+docs/slurm.md), on every local cluster (Slurm 22.05 and 24.11: ``local_slurm`` is parametrized in
+conftest.py).
 
 The script cleans its environment the way the rendered script does (``bash -p``, then
 ``env -i`` keeping only ``SLURM_*`` with a fixed ``PATH``) and records what it sees.
@@ -33,7 +34,8 @@ if [ -z "${SLURM_IMAGE_CLEAN:-}" ]; then
 fi
 env | LC_ALL=C sort > "$SLURM_SUBMIT_OUT/env-$SLURM_JOB_ID"
 """
-# Variables only sbatch gives a job (measured on 22.05; slurm.md): the script never relies on them.
+# Variables only sbatch gives a job (measured on 22.05; docs/slurm.md): the script never relies on
+# them.
 SBATCH_ONLY = {
     "SLURM_CPUS_PER_TASK",
     "SLURM_SUBMIT_DIR",

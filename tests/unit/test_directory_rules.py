@@ -1,4 +1,4 @@
-"""Who may change a directory on the way to an attempt (domain/paths.py, issue #14)."""
+"""Who may change a directory on the way to an attempt (domain/paths.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Profile values that sbatch and slurmrestd must read alike (issue #14, item 6)."""
+"""Profile values that sbatch and slurmrestd must read alike (docs/cli.md, "The profile")."""
 
 from __future__ import annotations
 

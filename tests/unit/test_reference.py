@@ -444,7 +444,7 @@ def test_reference_refuses_any_other_character_in_an_ipv6_literal(number: int, e
     assert caught.value.field == "source"
 
 
-# -- the Enroot 3.x form: the digest in tag position (enroot.md) -----------------------------
+# -- the Enroot 3.x form: the digest in tag position (docs/enroot.md) --------------------------
 
 ENROOT_3_URI = re.compile(
     r"docker://(?P<registry>[^#]+)#(?P<image>[a-z0-9/._-]+):(?P<tag>[A-Za-z0-9._:-]+)"

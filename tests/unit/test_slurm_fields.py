@@ -184,7 +184,7 @@ def test_every_spec_value_becomes_an_sbatch_option() -> None:
     ]
 
 
-# stderr lines measured on Slurm 22.05 (slurm.md)
+# stderr lines measured on Slurm 22.05 (docs/slurm.md)
 @pytest.mark.parametrize(
     ("stderr", "field"),
     [
