@@ -189,10 +189,11 @@ class Submitter(ABC):
 
     Subclasses set ``name`` and implement the ``*_once`` methods (and ``check`` when there is
     something to check before the first request); ``retry_policy`` is how transient failures
-    are retried.
+    are retried (a subclass that does not call ``__init__`` retries as ``RetryPolicy()``).
     """
 
     name: str
+    retry_policy: RetryPolicy = RetryPolicy()
 
     def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
         self.retry_policy = retry_policy if retry_policy is not None else RetryPolicy()
