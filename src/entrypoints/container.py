@@ -33,7 +33,6 @@ class Container(containers.DeclarativeContainer):
 
     clock = providers.Singleton(make.clock)
     runtime_files = providers.Singleton(make.runtime_files)
-    hasher = providers.Singleton(make.hasher)
     credentials_file = providers.Singleton(make.credentials_file)
     workspace = providers.Singleton(make.workspace, root=config.workspace_root)
     submitter = providers.Selector(
