@@ -4,7 +4,9 @@ line in a fresh process."""
 from __future__ import annotations
 
 import copy
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -135,3 +137,26 @@ def require_root_for(harness: Any) -> None:
     """Giving a file to another uid needs root on a real filesystem (CI runs as root)."""
     if getattr(harness, "kind", "local") == "local" and os.geteuid() != 0:
         unavailable("needs root to give files and directories to another uid")
+
+
+ENROOT_STANDIN = Path(__file__).resolve().parent / "fixtures" / "enroot" / "enroot"
+
+
+def install_enroot_standin(directory: Path, config: Mapping[str, Any] | None = None) -> Path:
+    """A copy of the Enroot stand-in and its stock configuration in the new ``directory`` (for a
+    job's ``job_path``), installed as Enroot is: readable by everyone. The image's side of a root
+    job runs Enroot as the unprivileged sandbox id (README, Threat model), so ``directory`` must
+    lie where everyone can walk (the ``world_readable_tmp`` fixture, not pytest's own). A ``log``
+    the configuration names is created writable by that id too."""
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)
+    shutil.copy2(ENROOT_STANDIN, directory / "enroot")
+    (directory / "enroot").chmod(0o755)
+    shutil.copytree(ENROOT_STANDIN.parent / "sysconf", directory / "sysconf")
+    if config is not None:
+        (directory / "enroot-standin.json").write_text(json.dumps(config))
+        if config.get("log"):
+            log = Path(config["log"])
+            log.touch()
+            log.chmod(0o666)
+    return directory

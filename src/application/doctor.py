@@ -4,9 +4,10 @@ The checks, in order: ``profile`` (given by the caller, who read it), ``submitte
 through the configured adapter), ``partition`` (exists, is UP, and the profile's cpus, memory and
 time fit its limits), ``workspace`` (the root is writable, and which filesystem holds it), then a
 tiny job through the same isolation as real jobs: ``job`` (it ran), ``enroot`` (the compute
-node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``)
-and ``local_scratch`` (where Enroot's scratch goes, its filesystem and free space). A check that
-cannot run because an earlier one failed is reported as failed, saying which.
+node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``),
+``local_scratch`` (where Enroot's scratch goes, its filesystem and free space) and ``sandbox``
+(the image can run in user and PID namespaces of its own, as which host id: never root). A
+check that cannot run because an earlier one failed is reported as failed, saying which.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobState, JobStatus
 from slurm_image.domain.partition import fit_problems
 from slurm_image.domain.profile import SiteProfile
+from slurm_image.domain.script import SANDBOX_ID
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.filesystem import FilesystemError, Filesystems
 from slurm_image.ports.submitter import BatchSubmitter, SubmitterError
@@ -52,7 +54,18 @@ JOB = "job"
 ENROOT = "enroot"
 SQUASHFS_TOOLS = "squashfs_tools"
 LOCAL_SCRATCH = "local_scratch"
-CHECKS = (PROFILE, SUBMITTER, PARTITION, WORKSPACE, JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH)
+SANDBOX = "sandbox"
+CHECKS = (
+    PROFILE,
+    SUBMITTER,
+    PARTITION,
+    WORKSPACE,
+    JOB,
+    ENROOT,
+    SQUASHFS_TOOLS,
+    LOCAL_SCRATCH,
+    SANDBOX,
+)
 
 
 @dataclass(frozen=True)
@@ -159,7 +172,7 @@ class Doctor:
         if not reachable:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
-        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH)
+        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH, SANDBOX)
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
         elif not fits:
@@ -349,6 +362,23 @@ class Doctor:
                 f"{report.scratch} on {report.scratch_filesystem},"
                 f" {_size(report.scratch_free_bytes)} free",
             )
+        _judge_sandbox(run, report)
+
+
+def _judge_sandbox(run: _Run, report: NodeReport) -> None:
+    """The containment the node gives the image: its own user and PID namespaces, and as which
+    host id its root runs (root's jobs: the unprivileged sandbox id, never root)."""
+    if report.sandbox != "ok":
+        found = report.sandbox or "no report"
+        run.add(SANDBOX, False, f"the image cannot run in a sandbox here: {found}")
+        return
+    as_root = report.job_uid == "0"
+    who = f"this job ran as uid {report.job_uid or '?'}; "
+    if as_root:
+        who += f"the image runs as uid {report.sandbox_uid}, never as root"
+    else:
+        who += f"the image runs as that uid (root's jobs: uid {SANDBOX_ID}, never root)"
+    run.add(SANDBOX, True, f"user and PID namespaces of its own; {who}")
 
 
 def _dotted(version: tuple[int, int, int]) -> str:

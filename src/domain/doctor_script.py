@@ -1,8 +1,8 @@
 """The doctor's tiny batch job: the real jobs' isolation, then a report of the node's tools.
 
 The job runs through the same clean-environment re-exec, fixed ``job_path``, private scratch,
-``HOME`` and ``ENROOT_*`` paths as a lifecycle's job: those parts are taken from the lifecycle
-renderer (``script.py``) itself, never copied, so the doctor tests what real jobs will meet.
+``HOME`` and ``ENROOT_*`` paths as a lifecycle's job: those are the lifecycle job's own steps
+(``domain/job_steps/``), picked by name, never copied, so the doctor tests what real jobs meet.
 It then prints one ``slurm-image-doctor: KEY=VALUE`` line per fact on stdout.
 """
 
@@ -13,16 +13,15 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 
-from slurm_image.domain import paths
+from slurm_image.domain import job_steps, paths
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import (
-    CHAIN_RULES,
-    CHAIN_TITLE,
     MIN_ENROOT,
-    body_section,
+    SANDBOX_ID,
     directives,
+    enroot_directory,
     reexec_step,
 )
 from slurm_image.domain.shell import quote
@@ -39,6 +38,9 @@ REPORT_KEYS = (
     "scratch",
     "scratch_free_bytes",
     "scratch_filesystem",
+    "job_uid",
+    "sandbox_uid",
+    "sandbox",
 )
 # Enroot needs mknod and trusted xattrs in its scratch (script.py, step 4): not a network one.
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb2", "beegfs"})
@@ -46,17 +48,17 @@ TINY_CPUS = 1
 TINY_MEMORY = "256M"
 TINY_TIME = "0:05:00"
 
-
-# Taken at import time: a renderer without these steps fails every test that loads the doctor.
-_HELPERS = body_section("die() {", "# 1. An attempt directory")
-_JOB_ID = body_section("[[ ${SLURM_JOB_ID-}", "@HASH_FILE@").replace(
-    "@CHECK_CHAIN@\n",
-    CHAIN_TITLE
-    + CHAIN_RULES
-    + 'check_shared_chain "${JOB_DIR%/images/.tmp/doctor/*}"\n'
-    + 'check_directory "$JOB_DIR" own\n\n',
+# The lifecycle job's steps the doctor runs, then its own: the workspace root's chain and its
+# own directory (instead of the attempt's), and the report.
+DOCTOR_STEPS = (
+    "helpers",
+    "01-job-id",
+    "01b-directory-rules",
+    "doctor-directories",
+    "04-scratch",
+    "05b-sandbox",
+    "doctor-report",
 )
-_ISOLATION = body_section("# 4. Private, job-local scratch", "# 5. Enroot's version")
 
 
 class DoctorJob(BaseModel):
@@ -65,6 +67,7 @@ class DoctorJob(BaseModel):
     model_config = FROZEN
 
     doctor_id: str
+    workspace_root: str
     job_dir: str
     home: str
     enroot_config: str
@@ -99,6 +102,7 @@ def doctor_job(profile: SiteProfile, doctor_id: str) -> DoctorJob:
     )
     return DoctorJob(
         doctor_id=doctor_id,
+        workspace_root=layout.root,
         job_dir=job_dir,
         home=f"{job_dir}/home",
         enroot_config=f"{job_dir}/enroot/config",
@@ -110,13 +114,16 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
     """The doctor's batch script. The same job and profile always give the same bytes."""
     build = profile.image_build
     values = [
+        ("WORKSPACE_ROOT", job.workspace_root),
         ("JOB_DIR", job.job_dir),
         ("JOB_PATH", build.job_path),
         ("LOCAL_SCRATCH", build.local_scratch or ""),
         ("JOB_HOME", job.home),
+        ("JOB_ENROOT", enroot_directory(job.enroot_config)),
         ("JOB_ENROOT_CONFIG", job.enroot_config),
         ("PARTIAL", ""),
         ("RESULT", ""),
+        ("SANDBOX_ID", str(SANDBOX_ID)),
     ]
     header = [
         "#!/bin/bash -p",
@@ -132,29 +139,7 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
             for key, value in sorted(profile.enroot.environment.items())
         ),
     ]
-    return "\n".join(header) + "\n" + _HELPERS + _JOB_ID + _ISOLATION + _REPORT
-
-
-_REPORT = r"""# The doctor's report: one line per fact, read by the login node.
-report() {
-    local value=${2%%$'\n'*}
-    printf 'slurm-image-doctor: %s=%s\n' "$1" "${value//[[:cntrl:]]/}"
-}
-report node "$(uname -n 2>/dev/null || :)"
-report job_path "$JOB_PATH"
-version_output=$(enroot version 2>/dev/null) || version_output=""
-report enroot_version "$version_output"
-for tool in enroot mksquashfs unsquashfs; do
-    report "$tool" "$(command -v "$tool" || true)"
-done
-report scratch "$scratch_base"
-if space=$(stat -f -c '%a %S %T' -- "$scratch_base"); then
-    read -r blocks block_size filesystem <<<"$space"
-    report scratch_free_bytes "$((blocks * block_size))"
-    report scratch_filesystem "$filesystem"
-fi
-succeeded=1
-"""
+    return "\n".join(header) + "\n" + job_steps.steps(*DOCTOR_STEPS)
 
 
 class NodeReport(BaseModel):
@@ -171,6 +156,9 @@ class NodeReport(BaseModel):
     scratch: str = ""
     scratch_free_bytes: int | None = None
     scratch_filesystem: str = ""
+    job_uid: str = ""
+    sandbox_uid: str = ""
+    sandbox: str = ""
 
 
 def parse_report(stdout: str) -> NodeReport:

@@ -37,6 +37,7 @@ def exit_code(report: DoctorReport) -> int:
         LOCAL_SCRATCH,
         PARTITION,
         PROFILE,
+        SANDBOX,
         SQUASHFS_TOOLS,
         SUBMITTER,
         WORKSPACE,
@@ -51,6 +52,7 @@ def exit_code(report: DoctorReport) -> int:
         ENROOT: EXIT_JOB_FAILED,
         SQUASHFS_TOOLS: EXIT_JOB_FAILED,
         LOCAL_SCRATCH: EXIT_JOB_FAILED,
+        SANDBOX: EXIT_JOB_FAILED,
     }
     failed = report.first_failure
     return EXIT_OK if failed is None else exit_for_check[failed.name]

@@ -34,6 +34,7 @@ from slurm_image.domain.request import make_request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
 from slurm_image.entrypoints.runtime_files import load_runtime_files
+from support import install_enroot_standin
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 STANDIN = FIXTURES / "enroot" / "enroot"
@@ -82,11 +83,9 @@ class Standin:
 
     def __init__(self, directory: Path) -> None:
         self.bin = directory
-        self.bin.mkdir(mode=0o700)
-        (self.bin / "enroot").symlink_to(STANDIN)
         self.log = directory.parent / "enroot-calls.jsonl"
         self.config: dict[str, Any] = {"log": str(self.log)}
-        self._write()
+        install_enroot_standin(self.bin, self.config)
 
     def configure(self, **values: Any) -> None:
         self.config.update(values)
@@ -140,7 +139,7 @@ class Job:
         self.workspace = tmp / "ws"
         self.workspace.mkdir(mode=0o700, exist_ok=True)
         self.scratch = tmp / "scratch"
-        self.scratch.mkdir(mode=0o700, exist_ok=True)
+        self.scratch.mkdir(mode=0o711, exist_ok=True)  # as /tmp: walkable by the sandbox
         build: dict[str, Any] = {
             "partition": "build",
             "cpus_per_task": 2,
@@ -253,18 +252,20 @@ class Job:
         return sorted(p.name for p in self.scratch.iterdir())
 
 
+# The stand-in and the jobs live where everyone may walk (pytest's tmp_path is 0700 for root): a
+# root job runs the image's side, Enroot included, as the unprivileged sandbox id.
 @pytest.fixture
-def standin(tmp_path: Path) -> Standin:
-    return Standin(tmp_path / "standin")
+def standin(world_readable_tmp: Path) -> Standin:
+    return Standin(world_readable_tmp / "standin")
 
 
 JobFactory = Callable[..., Job]
 
 
 @pytest.fixture
-def make_job(tmp_path: Path, standin: Standin) -> JobFactory:
+def make_job(world_readable_tmp: Path, standin: Standin) -> JobFactory:
     def factory(**kwargs: Any) -> Job:
-        return Job(tmp_path, standin, **kwargs)
+        return Job(world_readable_tmp, standin, **kwargs)
 
     return factory
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from harness import Standin
 
 from slurm_image.domain.doctor_script import (
@@ -88,3 +89,30 @@ def test_without_local_scratch_the_doctor_job_uses_the_nodes_tmpdir(
 ) -> None:
     _, stdout = run_doctor_job(tmp_path, standin)
     assert parse_report(stdout).scratch == str(tmp_path)
+
+
+def test_the_doctor_job_reports_the_sandbox_the_image_gets(
+    world_readable_tmp: Path, standin: Standin
+) -> None:
+    scratch = world_readable_tmp / "scratch"
+    scratch.mkdir()
+    _, stdout = run_doctor_job(world_readable_tmp, standin, local_scratch=str(scratch))
+    report = parse_report(stdout)
+    assert report.sandbox == "ok"
+    assert report.job_uid == str(os.geteuid())
+    # root's job runs the image as the unprivileged id; anyone else's as themselves
+    assert report.sandbox_uid == ("65534" if os.geteuid() == 0 else str(os.geteuid()))
+
+
+def test_the_doctor_job_names_a_scratch_the_sandbox_cannot_reach(
+    world_readable_tmp: Path, standin: Standin
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root's job runs the image as another id")
+    private = world_readable_tmp / "private"
+    private.mkdir(mode=0o700)
+    scratch = private / "scratch"
+    scratch.mkdir()
+    _, stdout = run_doctor_job(world_readable_tmp, standin, local_scratch=str(scratch))
+    report = parse_report(stdout)
+    assert report.sandbox.startswith(f"uid 65534 cannot walk to the scratch {scratch}/")

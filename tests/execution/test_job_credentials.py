@@ -101,7 +101,7 @@ def test_import_with_credentials_succeeds_and_leaves_no_secret_behind(
     assert not (Path(job.paths.enroot_config) / ".credentials").exists()
     assert job.leftover_scratch() == []
     for secret in secrets(auth_registry, auth_registry.password):
-        assert places_holding(secret, [tmp_path], result) == []
+        assert places_holding(secret, [tmp_path, job.tmp], result) == []
 
 
 @pytest.mark.parametrize("version", ["3.4.1", "3.5.0", "4.0.0"])
@@ -143,7 +143,7 @@ def test_wrong_password_fails_the_job_with_a_line_that_names_the_credentials(
     assert not (Path(job.paths.enroot_config) / ".credentials").exists()
     assert job.leftover_scratch() == []
     for secret in secrets(auth_registry, canary):
-        assert places_holding(secret, [tmp_path], result) == []
+        assert places_holding(secret, [tmp_path, job.tmp], result) == []
 
 
 @pytest.mark.e2e
@@ -176,7 +176,7 @@ def test_the_canary_search_finds_a_secret_left_in_the_workspace(
     leaked = job.stage_credentials(f"machine x login y password {canary}\n".encode())
     result = Result(0, "", "")
 
-    assert places_holding(canary.encode(), [tmp_path], result) == [str(leaked)]
+    assert places_holding(canary.encode(), [tmp_path, job.tmp], result) == [str(leaked)]
 
 
 def test_credentials_staged_for_an_inspect_plan_stop_the_job(

@@ -32,9 +32,11 @@ def test_inspect_calls_version_create_start_remove_in_order(
     create, start, remove = (call["argv"] for call in standin.calls()[1:])
     name = CONTAINER.format(job.job_id)
     # a private copy of the bytes hashed, in the job's scratch (Enroot reopens by path)
-    private = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"]).parent / "image.sqsh"
+    sandbox = Path(standin.calls()[1]["env"]["ENROOT_DATA_PATH"]).parent
+    private = sandbox.parent / "image.sqsh"
     assert create == ["create", "-f", "--name", name, str(private)]
-    assert start[:4] == ["start", "--root", "--rc", job.paths.rc]
+    # the rc the sandbox reads is a copy of the staged one, in its own directory
+    assert start[:4] == ["start", "--root", "--rc", str(sandbox / "enroot.rc")]
     assert start[start.index(name) :] == [
         name,
         "--",
@@ -135,7 +137,10 @@ def test_hostile_environment_reaches_neither_the_script_tools_nor_enroot(
         leaked |= set(env) & NEVER_PASSED
         assert not leaked, leaked
         assert env["PATH"] == f"{standin.bin}:{DEFAULT_JOB_PATH}"
-        assert env["HOME"] == job.paths.home
+        if call["argv"][0] == "start":  # the sandbox has a home of its own
+            assert env["HOME"] == str(Path(env["ENROOT_DATA_PATH"]).parent / "home")
+        else:
+            assert env["HOME"] == job.paths.home
         assert env["ENROOT_DATA_PATH"].startswith(str(job.scratch) + "/")
         if call["argv"][0] != "start":  # start has a configuration of its own
             assert env["ENROOT_CONFIG_PATH"] == job.paths.enroot_config
@@ -181,9 +186,9 @@ def test_job_private_paths_are_0700_and_the_scratch_is_gone_afterwards(
 
 
 def test_without_local_scratch_the_nodes_tmpdir_holds_enroots_directories(
-    make_job: JobFactory, image, standin: Standin, tmp_path: Path
+    make_job: JobFactory, image, standin: Standin, world_readable_tmp: Path
 ) -> None:
-    node_tmp = tmp_path / "node-tmp"
+    node_tmp = world_readable_tmp / "node-tmp"
     node_tmp.mkdir()
     job = make_job(
         operation="inspect_sqsh", role="client", source=str(image("report")), local_scratch=False
@@ -212,9 +217,12 @@ def test_the_job_directory_is_never_mounted(make_job: JobFactory, image, standin
 
     assert job.run().returncode == 0
     mounts = standin.event("start")["mounts"]
+    start = next(call for call in standin.calls() if call["argv"][0] == "start")
+    sandbox = Path(start["env"]["ENROOT_DATA_PATH"]).parent
+    assert sandbox.parent.parent == job.scratch
     assert [(m["source"], m["target"]) for m in mounts] == [
-        (job.paths.inspector, "/.slurm-image/inspect_image.py"),
-        (job.paths.output_dir, "/.slurm-image/output"),
+        (str(sandbox / "inspect_image.py"), "/.slurm-image/inspect_image.py"),
+        (str(sandbox / "output"), "/.slurm-image/output"),
     ]
     assert [m["options"] for m in mounts] == [
         "x-create=file,bind,ro,nosuid,nodev,noexec",
@@ -223,8 +231,16 @@ def test_the_job_directory_is_never_mounted(make_job: JobFactory, image, standin
     # seen from inside: what of the host's job directory is visible is exactly those two
     inside = report(job).split("--- mountinfo\n")[1].split("--- ")[0]
     visible = [line.split()[3] for line in inside.splitlines()]
-    from_job = [root for root in visible if root.startswith(job.paths.job_dir)]
-    assert from_job == [job.paths.inspector, job.paths.output_dir]
+    assert not [root for root in visible if root.startswith(job.paths.job_dir)]
+    # the sandbox's own: the unpacked root, Enroot's runtime (its copy of the rc), and those two
+    enroot_own = (sandbox / "data", sandbox / "runtime")
+    from_sandbox = [
+        root
+        for root in visible
+        if Path(root).is_relative_to(sandbox)
+        and not any(Path(root).is_relative_to(own) for own in enroot_own)
+    ]
+    assert from_sandbox == [str(sandbox / "inspect_image.py"), str(sandbox / "output")]
     assert "inspector=readonly" in report(job)
     assert "root=readonly" in report(job)
 

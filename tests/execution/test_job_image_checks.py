@@ -94,7 +94,7 @@ def _swap(path: Path) -> str:
 
 def _swap_same_bytes(path: Path) -> str:
     quoted = shlex.quote(str(path))
-    return f"cp -p {quoted} {quoted}.new && mv {quoted}.new {quoted}"
+    return f"cp --preserve=mode,timestamps {quoted} {quoted}.new && mv {quoted}.new {quoted}"
 
 
 def _rename_away_and_back(path: Path) -> str:
@@ -113,9 +113,21 @@ CHANGES = {
 @pytest.mark.parametrize("during", ["create", "start"])
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_image_changed_during_the_job_exits_74(
-    make_job: JobFactory, image, standin: Standin, during: str, change: str
+    make_job: JobFactory,
+    image,
+    standin: Standin,
+    world_readable_tmp: Path,
+    during: str,
+    change: str,
 ) -> None:
     source = image("report")
+    if during == "start":
+        # the start hook runs in the sandbox, as the sandbox's id: let it reach the image
+        shelf = world_readable_tmp / "images"
+        shelf.mkdir(mode=0o777)
+        shelf.chmod(0o777)
+        source = source.rename(shelf / source.name)
+        source.chmod(0o666)
     standin.configure(hooks={during: CHANGES[change](source)})
     job = make_job(operation="inspect_sqsh", role="client", source=str(source))
 
@@ -142,18 +154,26 @@ def test_no_or_empty_or_failed_result_exits_76_and_leaves_no_result(
     assert job.leftover_scratch() == []
 
 
+# The inspection result as the image leaves it in the sandbox's output directory, seen from the
+# stand-in's start hook (the unpacked root is the sandbox's data/NAME).
+SANDBOX_RESULT = '"$STANDIN_ROOTFS/../../output/inspection.json"'
+
+
 def test_result_replaced_by_a_symlink_exits_76(
     make_job: JobFactory, image, standin: Standin, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.json"
     outside.write_text('{"planted": true}')
+    outside.chmod(0o644)
     job = make_job(operation="inspect_sqsh", role="client", source=str(image("silent")))
-    standin.configure(hooks={"start": f"ln -s {outside} {job.paths.result}"})
+    standin.configure(hooks={"start": f"ln -s {outside} {SANDBOX_RESULT}"})
 
     result = job.run()
 
     assert result.returncode == 76
+    assert "no inspection result" in result.stderr
     assert outside.read_text() == '{"planted": true}'
+    assert not Path(job.paths.result).exists()
 
 
 def test_failed_start_removes_the_container_and_the_scratch(
@@ -186,11 +206,10 @@ def test_failed_create_still_removes_the_container(
 def test_a_directory_planted_at_the_result_still_lets_the_cleanup_finish(
     make_job: JobFactory, image, standin: Standin
 ) -> None:
-    # The image's code owns output/: a non-empty directory at inspection.json makes `rm -f`
-    # fail in the EXIT trap. The trap must still remove the scratch and keep the exit code.
+    # The image's code owns the sandbox's output: a non-empty directory at inspection.json is
+    # no result, and the EXIT trap must still remove the scratch and keep the exit code.
     job = make_job(operation="inspect_sqsh", role="client", source=str(image("silent")))
-    planted = shlex.quote(job.paths.result + "/planted")
-    standin.configure(hooks={"start": f"mkdir -p {planted}"})
+    standin.configure(hooks={"start": f"mkdir -p {SANDBOX_RESULT}/planted"})
 
     result = job.run()
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
 from harness import Job, JobFactory, Standin, busybox_root, mksquashfs, need, need_squashfs_tools
+
+from survivors import build_survivor, end_survivors, survivors
 
 ATTACK_PYTHON = r"""#!/bin/sh
 # python3 of an attacking image: answers the rc's version probe, runs the payload, then writes
@@ -386,3 +391,179 @@ def test_a_process_that_chrooted_deeper_into_the_image_is_killed_too(
 
     assert result.returncode == 0, result.stderr
     assert sleepers("319") == []
+
+
+# -- root is no way out, and nothing of the image survives (README, Threat model) -------------
+
+DOMAINNAME = Path("/proc/sys/kernel/domainname")
+MARKER = "slurm-image-attack"
+WRITE_DOMAINNAME = (
+    f'if echo {MARKER} >{DOMAINNAME}; then echo "domainname=written" >>"$out"; '
+    'else echo "domainname=denied" >>"$out"; fi'
+)
+
+
+@pytest.fixture
+def domainname() -> Iterator[str]:
+    """The host's kernel.domainname, restored whatever the test did to it."""
+    need(os.geteuid() == 0, "the root job's case needs root (CI runs as root)")
+    original = DOMAINNAME.read_text()
+    try:
+        yield original
+    finally:
+        DOMAINNAME.write_text(original)
+
+
+@pytest.fixture
+def survivor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The survivor helper, and no process of it left once the test is over."""
+    yield build_survivor(tmp_path_factory.mktemp("survivor"))
+    end_survivors()
+
+
+def start_alone(
+    tmp_path: Path, standin: Standin, image: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``image`` created and started by the stand-in alone, as root's job ran Enroot before it
+    had a sandbox: ``enroot start --root``, the stock configuration, the image's python3 run as
+    the rc runs it, its output to /dev/null."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ENROOT_DATA_PATH": str(tmp_path / "data"),
+        "ENROOT_CACHE_PATH": str(tmp_path / "cache"),
+        "ENROOT_RUNTIME_PATH": str(tmp_path / "runtime"),
+        "ENROOT_CONFIG_PATH": str(tmp_path / "config"),
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+    enroot = str(standin.bin / "enroot")
+    subprocess.run([enroot, "create", "-n", "alone", str(image)], env=env, check=True)
+    rc = tmp_path / "rc"
+    rc.write_text('"$@"\n')
+    python = ["/usr/bin/python3", "-I", "-B", "/inspect_image.py", "serving", "0" * 64]
+    return subprocess.run(
+        [enroot, "start", "--root", "--rc", str(rc), *options, "alone", *python, "/dev/null"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_under_the_stand_in_alone_root_s_image_rewrites_a_host_kernel_setting(
+    tmp_path: Path, standin: Standin, attack_image: AttackImage, domainname: str
+) -> None:
+    """What Enroot 4.1.2 let root's image do: the container's root is host root, /proc is
+    writable, and a sysctl checks the global root uid."""
+    started = start_alone(tmp_path, standin, attack_image(WRITE_DOMAINNAME))
+
+    assert started.returncode == 0, started.stderr
+    assert DOMAINNAME.read_text().strip() == MARKER
+
+
+def test_root_s_image_cannot_change_a_host_kernel_setting(
+    make_job: JobFactory, attack_image: AttackImage, domainname: str
+) -> None:
+    payload = f'{WRITE_DOMAINNAME}; echo "uid=$(id -u)" >>"$out"'
+    job = inspect(make_job, attack_image(payload))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    assert DOMAINNAME.read_text() == domainname
+    assert "domainname=denied" in result_text(job)
+    assert "uid=0\n" in result_text(job)  # root inside: an unprivileged id outside
+
+
+def leave_survivors(directory: str) -> str:
+    """A payload leaving a zombie-leader survivor and a chroot("/proc") one, each writing into
+    a file of ``directory`` (a shell expression) through a descriptor it opened first."""
+    return (
+        f'/bin/survivor zombie-leader "{directory}/ticks-zombie" && '
+        f'/bin/survivor chroot-proc "{directory}/ticks-chroot"'
+    )
+
+
+def with_survivor(binary: Path) -> Build:
+    def build(root: Path) -> None:
+        shutil.copy2(binary, root / "bin" / "survivor")
+
+    return build
+
+
+def test_under_the_stand_in_alone_the_survivors_outlive_enroot_start(
+    tmp_path: Path, standin: Standin, attack_image: AttackImage, survivor: Path,
+    world_readable_tmp: Path,
+) -> None:  # fmt: skip
+    """The fixture of the test below: the two survivors are real, and outlive ``enroot
+    start`` (Enroot makes no PID namespace), writing on."""
+    ticks = host_directory(world_readable_tmp, "ticks")
+    image = attack_image(leave_survivors("/ticks"), build=with_survivor(survivor))
+
+    started = start_alone(tmp_path, standin, image, "-m", f"{ticks}:/ticks:x-create=dir,bind,rw")
+
+    assert started.returncode == 0, started.stderr
+    time.sleep(1)
+    alive = survivors()
+    assert len(alive) == 2, alive
+    states = [Path(f"/proc/{pid}/status").read_text() for pid in alive]
+    assert any("State:\tZ" in state and "Threads:\t2" in state for state in states), states
+    sizes = {path.name: path.stat().st_size for path in ticks.iterdir()}
+    time.sleep(0.5)
+    assert all(path.stat().st_size > sizes[path.name] for path in ticks.iterdir())
+
+
+def test_no_process_of_the_image_survives_the_job_whatever_its_leader_or_root(
+    make_job: JobFactory, attack_image: AttackImage, survivor: Path
+) -> None:
+    image = attack_image(leave_survivors("${out%/*}"), build=with_survivor(survivor))
+    job = inspect(make_job, image)
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    output = Path(job.paths.output_dir)
+    written = {path.name: path.read_bytes() for path in output.iterdir()}
+    time.sleep(1)
+    assert survivors() == []
+    assert {path.name: path.read_bytes() for path in output.iterdir()} == written
+    assert list(written) == ["inspection.json"]
+    assert job.leftover_scratch() == []
+
+
+ORDINARY_UID = 4242  # an id no account on the test machine has
+
+
+def test_an_ordinary_user_s_job_sandboxes_the_image_as_that_user(
+    make_job: JobFactory, attack_image: AttackImage, survivor: Path, world_readable_tmp: Path
+) -> None:
+    """The same job, run by a user who is not root: nothing in it assumes root."""
+    need(os.geteuid() == 0, "switching to another user needs root (CI runs as root)")
+    shelf = world_readable_tmp / "images"
+    shelf.mkdir()
+    source = attack_image(
+        leave_survivors("${out%/*}") + '; echo "uid=$(id -u)" >>"$out"',
+        build=with_survivor(survivor),
+    ).rename(shelf / "attack.sqsh")
+    job = inspect(make_job, source)
+    for path in (job.workspace, job.scratch, shelf):
+        subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(path)], check=True)
+    spool = job.tmp / "spool"
+    spool.mkdir(mode=0o755)
+    script = spool / "slurm_script"
+    script.write_text(job.script)
+    script.chmod(0o555)
+
+    result = subprocess.run(
+        ["setpriv", f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups",
+         str(script)],
+        cwd=job.job_dir, env=job.environment(USER="someone"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "uid=0\n" in result_text(job)
+    assert Path(job.paths.result).stat().st_uid == ORDINARY_UID
+    time.sleep(1)
+    assert survivors() == []
+    assert job.leftover_scratch() == []

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from support import run_cli
+from support import install_enroot_standin, run_cli
 
 pytestmark = pytest.mark.slurm
 
@@ -123,7 +123,6 @@ def test_status_of_a_staged_lifecycle_asks_the_scheduler_nothing(
     assert (status["state"], status["job_id"]) == ("STAGED", None)
 
 
-STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "enroot" / "enroot"
 TEST_IMAGES = Path(
     os.environ.get(
         "SLURM_IMAGE_TEST_IMAGES",
@@ -133,7 +132,7 @@ TEST_IMAGES = Path(
 
 
 def test_an_import_completes_on_the_node_with_the_enroot_standin(
-    tmp_path: Path, local_slurm: Any
+    tmp_path: Path, world_readable_tmp: Path, local_slurm: Any
 ) -> None:
     # The workspace and the stand-in are the same files on this host and on the node (on
     # Slurm 24.11 the node is a chroot with these paths bound: docs/local-slurm.md).
@@ -146,9 +145,7 @@ def test_an_import_completes_on_the_node_with_the_enroot_standin(
         pytest.skip(message)
     reference = json.loads(TEST_IMAGES.read_text())["client"]
     tmp_path.chmod(0o755)
-    standin = tmp_path / "bin"
-    standin.mkdir()
-    (standin / "enroot").symlink_to(STANDIN)
+    standin = install_enroot_standin(world_readable_tmp / "bin")
     site = Site(
         tmp_path, "sbatch", local_slurm, job_path=f"{standin}:/usr/bin:/bin", partition="build"
     )

@@ -8,19 +8,17 @@ only have come from the job on the node.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support import run_cli
+from support import install_enroot_standin, run_cli
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 KINDS = ["sbatch", "rest-tcp", "rest-unix"]
 
 
@@ -45,11 +43,9 @@ def _site(tmp_path: Path, kind: str, local: Any, *, job_path: str, **build: str)
     return profile
 
 
-def _standin(tmp_path: Path, version: str) -> str:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy2(STANDIN, bin_dir / "enroot")
-    (bin_dir / "enroot-standin.json").write_text(json.dumps({"version": version}))
+def _standin(walkable: Path, version: str) -> str:
+    """The stand-in where a root job's sandbox id can run it too."""
+    bin_dir = install_enroot_standin(walkable / "bin", {"version": version})
     return f"{bin_dir}:/usr/bin:/bin"
 
 
@@ -70,21 +66,23 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def test_doctor_reports_the_compute_nodes_enroot_and_the_submitters_reachability(
-    tmp_path: Path, kind: str, local_slurm: Any
+    tmp_path: Path, world_readable_tmp: Path, kind: str, local_slurm: Any
 ) -> None:
-    profile = _site(tmp_path, kind, local_slurm, job_path=_standin(tmp_path, "4.0.7"))
+    profile = _site(tmp_path, kind, local_slurm, job_path=_standin(world_readable_tmp, "4.0.7"))
     done = _doctor(profile, local_slurm, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     checks = {check["name"]: check for check in report["checks"]}
     assert all(check["ok"] for check in report["checks"]), report
     assert report["enroot_version"] == "4.0.7"
-    assert checks["enroot"]["detail"].startswith(f"Enroot 4.0.7 at {tmp_path}/bin/enroot")
+    assert checks["enroot"]["detail"].startswith(f"Enroot 4.0.7 at {world_readable_tmp}/bin/enroot")
     assert "UP" in checks["submitter"]["detail"]
     assert checks["submitter"]["detail"].startswith("sbatch:" if kind == "sbatch" else "rest:")
     assert str(profile) in checks["profile"]["detail"]
     assert "/usr/bin/mksquashfs" in checks["squashfs_tools"]["detail"]
     assert "GiB free" in checks["local_scratch"]["detail"]
+    runs_as = "uid 65534, never as root" if os.geteuid() == 0 else "that uid"
+    assert f"the image runs as {runs_as}" in checks["sandbox"]["detail"]
     job = local_slurm.show_job(report["job_id"])
     assert (job["Partition"], job["JobState"]) == ("build", "COMPLETED")
     assert job["Comment"].startswith("slurm-image:doctor-")
@@ -107,8 +105,9 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "enroot",
         "squashfs_tools",
         "local_scratch",
+        "sandbox",
     ]
-    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok"]
+    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL"]
     assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
     assert done.stderr == ""
 

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,12 +26,11 @@ import pytest
 
 from slurm_image.domain.inspection import InspectionRecord, validate_inspection
 from slurm_image.domain.job import JobState
-from support import run_cli
+from support import install_enroot_standin, run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.debian_roots]
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = REPO / "tests" / "fixtures" / "enroot" / "enroot"
 ROOTS = Path(
     os.environ.get("SLURM_IMAGE_ROOTS_CACHE") or Path.home() / ".cache" / "slurm-image" / "roots"
 )
@@ -98,10 +98,7 @@ class Site:
         self.local = local
         self.workspace = base / "ws"
         self.workspace.mkdir()
-        self.standin = base / "standin"
-        self.standin.mkdir()
-        (self.standin / "enroot").symlink_to(STANDIN)
-        (self.standin / "enroot-standin.json").write_text("{}")
+        self.standin = install_enroot_standin(base / "standin", {})
         (base / "scratch").mkdir()
 
     def profile(self, name: str, required: list[str]) -> Path:
@@ -136,7 +133,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def finished(
-    local_slurm: Any, tmp_path_factory: pytest.TempPathFactory
+    local_slurm: Any,
 ) -> Iterator[dict[str, Finished]]:
     if shutil.which("mksquashfs") is None or shutil.which("unshare") is None:
         _absent("squashfs-tools and unshare are needed")
@@ -149,7 +146,9 @@ def finished(
         ):
             _absent(f"no {layout} layout under {LAYOUTS}: run scripts/layout-roots")
         manifests[layout] = json.loads(manifest.read_text())
-    base = tmp_path_factory.mktemp("layouts-on-slurm")
+    # where the sandbox's id can walk (pytest's own directories are 0700 for root): the
+    # stand-in and the node-local scratch are here
+    base = Path(tempfile.mkdtemp(prefix="slurm-image-layouts-"))
     base.chmod(0o755)
     site = Site(base, local_slurm)
     images = {
@@ -185,7 +184,10 @@ def finished(
             job_dir / "output" / "inspection.json",
             logs,
         )
-    yield results
+    try:
+        yield results
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def completed(finished: dict[str, Finished], job: str) -> Finished:

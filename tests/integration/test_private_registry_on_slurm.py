@@ -17,9 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixtures of the registries, registered here by import
-from harness import STANDIN, AuthRegistry, auth_registry, registry_images  # noqa: F401
+from harness import AuthRegistry, auth_registry, registry_images  # noqa: F401
 
-from support import run_cli
+from support import install_enroot_standin, run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -27,18 +27,20 @@ JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class Site:
-    def __init__(self, base: Path, local: Any, registry: AuthRegistry, password: str | None):
+    def __init__(
+        self, base: Path, walkable: Path, local: Any, registry: AuthRegistry, password: str | None
+    ):
         self.base = base
         self.workspace = base / "ws"
         self.workspace.mkdir()
         self.local = local
-        standin = base / "standin"
-        standin.mkdir()
-        (standin / "enroot").symlink_to(STANDIN)
         ca_file = base / "ca.crt"  # where every node sees it (24.11's node root binds /tmp)
         shutil.copy(registry.ca_file, ca_file)
-        (standin / "enroot-standin.json").write_text(
-            json.dumps({"ca_file": str(ca_file), "log": str(base / "enroot.jsonl")})
+        ca_file.chmod(0o644)
+        # the stand-in where the sandbox's id can run it (and read the CA, and log)
+        standin = install_enroot_standin(
+            walkable / "standin",
+            {"ca_file": str(ca_file), "log": str(walkable / "standin" / "enroot.jsonl")},
         )
         self.netrc = base / ".config" / "enroot" / ".credentials"
         self.netrc.parent.mkdir(parents=True)
@@ -99,10 +101,10 @@ def import_(site: Site, source: str) -> tuple[dict[str, Any], Path]:
 
 
 def test_import_with_credentials_on_the_cluster_succeeds_and_leaks_nothing(
-    tmp_path: Path, local_slurm: Any, request: pytest.FixtureRequest
+    tmp_path: Path, world_readable_tmp: Path, local_slurm: Any, request: pytest.FixtureRequest
 ) -> None:
     registry: AuthRegistry = request.getfixturevalue("auth_registry")
-    site = Site(tmp_path, local_slurm, registry, registry.password)
+    site = Site(tmp_path, world_readable_tmp, local_slurm, registry, registry.password)
 
     status, job_dir = import_(site, registry.images["client"])
 
@@ -114,14 +116,19 @@ def test_import_with_credentials_on_the_cluster_succeeds_and_leaks_nothing(
     plan = json.loads((job_dir / "plan.json").read_text())
     assert plan["credentials_host"] == registry.host
     assert holding(registry.password.encode(), tmp_path) == [".config/enroot/.credentials"]
+    assert holding(registry.password.encode(), world_readable_tmp) == []
 
 
 @pytest.mark.parametrize("password", [None, "wrong-canary-0c1d2e3f"])
 def test_import_without_or_with_wrong_credentials_fails_cleanly(
-    tmp_path: Path, local_slurm: Any, request: pytest.FixtureRequest, password: str | None
+    tmp_path: Path,
+    world_readable_tmp: Path,
+    local_slurm: Any,
+    request: pytest.FixtureRequest,
+    password: str | None,
 ) -> None:
     registry: AuthRegistry = request.getfixturevalue("auth_registry")
-    site = Site(tmp_path, local_slurm, registry, password)
+    site = Site(tmp_path, world_readable_tmp, local_slurm, registry, password)
 
     status, job_dir = import_(site, registry.images["nopython"])
 
@@ -134,3 +141,4 @@ def test_import_without_or_with_wrong_credentials_fails_cleanly(
     assert not list((site.workspace / "images").glob("*.sqsh"))  # nothing published
     if password:
         assert holding(password.encode(), tmp_path) == [".config/enroot/.credentials"]
+        assert holding(password.encode(), world_readable_tmp) == []

@@ -1,8 +1,10 @@
-"""Untrusted images through the real local cluster (issue #14), with the Enroot stand-in.
+"""Untrusted images through the real local cluster, with the Enroot stand-in.
 
 Under ``ProctrackType=proctrack/linuxproc`` (the local cluster's, as on many sites) Slurm does
 not kill what a job detached: a process the image starts must still be gone once the job has
-COMPLETED, and an image's own ``etc/fstab`` must not have reached the host.
+COMPLETED, whatever it did to its leader or its root, an image's own ``etc/fstab`` must not
+have reached the host, and root's image must not have changed a host kernel setting (README,
+Threat model).
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ from typing import Any
 
 import pytest
 
-from support import run_cli
+from support import install_enroot_standin, run_cli
+from survivors import build_survivor, end_survivors, survivors
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "fixtures" / "enroot" / "enroot"
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER = "331"
 PYTHON = r"""#!/bin/sh
@@ -90,15 +91,13 @@ def run(base: Path, local: Any, *args: str) -> dict[str, Any]:
 
 
 def test_an_image_leaves_no_process_and_mounts_nothing_on_the_cluster(
-    tmp_path: Path, local_slurm: Any, no_sleepers: None
+    tmp_path: Path, world_readable_tmp: Path, local_slurm: Any, no_sleepers: None
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir(mode=0o777)
     outside.chmod(0o777)
     image = attack_image(tmp_path, outside)
-    standin = tmp_path / "standin"
-    standin.mkdir()
-    (standin / "enroot").symlink_to(STANDIN)
+    standin = install_enroot_standin(world_readable_tmp / "standin")
     workspace = tmp_path / "ws"
     workspace.mkdir(mode=0o700)
     (tmp_path / "slurm-image.toml").write_text(
@@ -121,3 +120,71 @@ def test_an_image_leaves_no_process_and_mounts_nothing_on_the_cluster(
     assert (status["state"], status["exit_code"]) == ("COMPLETED", 0), status
     assert sleepers() == []
     assert list(outside.iterdir()) == []
+
+
+DOMAINNAME = Path("/proc/sys/kernel/domainname")
+ATTACK = r"""#!/bin/sh
+[ "$3" = "-c" ] && exit 0
+out=$6
+echo slurm-image-attack >/proc/sys/kernel/domainname 2>/dev/null
+/bin/survivor zombie-leader "${out%/*}/ticks-zombie"
+/bin/survivor chroot-proc "${out%/*}/ticks-chroot"
+printf '{"schema_version": 1, "inspector_version": "1.0.0", "role": "serving",' >"$out"
+printf ' "sqsh_sha256": "%s", "facts": {"server": {"name": "vllm",' "$5" >>"$out"
+printf ' "version": "0.6.3", "path": "/usr/local/bin/vllm"}}}\n' >>"$out"
+"""
+
+
+@pytest.fixture
+def domainname() -> Iterator[str]:
+    """The host's kernel.domainname, restored whatever the test did to it."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the root job's case needs root (required when CI=true)")
+        pytest.skip("the root job's case needs root")
+    original = DOMAINNAME.read_text()
+    try:
+        yield original
+    finally:
+        DOMAINNAME.write_text(original)
+        end_survivors()
+
+
+def test_root_s_image_changes_no_host_setting_and_leaves_no_survivor_on_the_cluster(
+    tmp_path: Path, world_readable_tmp: Path, local_slurm: Any, domainname: str
+) -> None:
+    root = tmp_path / "root"
+    for directory in ("bin", "etc", "usr/bin", "tmp"):
+        (root / directory).mkdir(parents=True)
+    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+    for applet in ("sh", "echo", "printf"):
+        (root / "bin" / applet).symlink_to("busybox")
+    shutil.copy2(build_survivor(tmp_path), root / "bin" / "survivor")
+    python = root / "usr" / "bin" / "python3"
+    python.write_text(ATTACK)
+    python.chmod(0o755)
+    image = tmp_path / "attack.sqsh"
+    subprocess.run(
+        ["mksquashfs", str(root), str(image), "-all-root", "-no-progress", "-quiet", "-noappend"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    standin = install_enroot_standin(world_readable_tmp / "standin")
+    workspace = tmp_path / "ws"
+    workspace.mkdir(mode=0o700)
+    (tmp_path / "slurm-image.toml").write_text(
+        f'workspace_root = "{workspace}"\n'
+        "[image_build]\n"
+        'partition = "build"\ncpus_per_task = 1\nmemory = "200M"\n'
+        f'time_limit = "0:05:00"\njob_path = "{standin}:{JOB_PATH}"\n'
+        + local_slurm.submitter_table()
+    )
+
+    published = run(
+        tmp_path, local_slurm, "inspect", str(image), "--name", "a", "--role", "serving", "--wait"
+    )
+
+    assert published["lifecycle_id"], published
+    assert DOMAINNAME.read_text() == domainname
+    time.sleep(1)
+    assert survivors() == []

@@ -128,6 +128,11 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     for module in ("domain", "ports", "application", "adapters", "inspector", "entrypoints"):
         assert f"slurm_image/{module}/__init__.py" in names
     assert "slurm_image/inspector/inspect_image.py" in names
+    assert "slurm_image/inspector/enroot.rc" in names
+    steps = sorted(path.name for path in (ROOT / "src" / "domain" / "job_steps").glob("*.sh"))
+    assert steps
+    for step in steps:  # the batch job's shell steps are package data the renderer reads
+        assert f"slurm_image/domain/job_steps/{step}" in names
     assert "slurm_image/entrypoints/cli.py" in names
 
 

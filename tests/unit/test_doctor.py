@@ -23,7 +23,7 @@ from slurm_image.domain.doctor_script import doctor_job, parse_report, render_do
 from slurm_image.domain.job import JobState
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.domain.profile import SiteProfile, parse_profile
-from support import profile_data
+from support import make_plan, profile_data
 
 ROOT = "/site/ws"
 DOCTOR_ID = "doctor-0123456789abcdef"
@@ -38,6 +38,9 @@ GOOD_REPORT = (
     "slurm-image-doctor: scratch=/local/scratch\n"
     "slurm-image-doctor: scratch_free_bytes=107374182400\n"
     "slurm-image-doctor: scratch_filesystem=xfs\n"
+    "slurm-image-doctor: job_uid=1000\n"
+    "slurm-image-doctor: sandbox_uid=1000\n"
+    "slurm-image-doctor: sandbox=ok\n"
 )
 
 
@@ -108,6 +111,40 @@ def test_a_ready_site_passes_every_check_in_order() -> None:
     assert detail(report, "job") == "job 1 ran on node07 through the job's isolation"
     assert detail(report, "enroot") == "Enroot 4.1.2 at /opt/enroot/bin/enroot: import and inspect"
     assert detail(report, "local_scratch") == "/local/scratch on xfs, 100.0 GiB free"
+    assert detail(report, "sandbox") == (
+        "user and PID namespaces of its own; this job ran as uid 1000; the image runs as that"
+        " uid (root's jobs: uid 65534, never root)"
+    )
+
+
+def test_a_root_job_reports_that_the_image_runs_as_the_unprivileged_id() -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("job_uid=1000", "job_uid=0").replace(
+        "sandbox_uid=1000", "sandbox_uid=65534"
+    )
+    report = site.run()
+    assert report.ok, report.checks
+    assert detail(report, "sandbox").endswith(
+        "this job ran as uid 0; the image runs as uid 65534, never as root"
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "sandbox=unshare: unrecognized option '--kill-child'",
+        "sandbox=uid 65534 cannot walk to the scratch /local/scratch/slurm-image-1.x",
+        "nothing",
+    ],
+)
+def test_a_node_that_cannot_sandbox_the_image_fails_the_sandbox_check(line: str) -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("sandbox=ok", line)
+    report = site.run()
+    assert not verdicts(report)["sandbox"]
+    assert report.first_failure is not None and report.first_failure.name == "sandbox"
+    found = line.partition("=")[2] or "no report"
+    assert detail(report, "sandbox") == f"the image cannot run in a sandbox here: {found}"
 
 
 def test_the_job_is_the_rendered_doctor_script_with_a_tiny_spec() -> None:
@@ -135,6 +172,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "enroot": False,
         "squashfs_tools": False,
         "local_scratch": False,
+        "sandbox": False,
     }
     assert "DOWN" in detail(report, "submitter")
     assert detail(report, "partition") == "not run: the submitter is not reachable"
@@ -264,14 +302,18 @@ def test_an_unreadable_profile_fails_every_check() -> None:
 
 
 def test_the_doctor_runs_the_lifecycle_jobs_own_steps() -> None:
-    """Its helpers, job checks and isolation are sections of the lifecycle renderer's text."""
-    from slurm_image.domain.script import CHAIN_RULES, body_section
+    """Its helpers, job checks and isolation are the lifecycle job's own steps, by name."""
+    from slurm_image.domain import job_steps
+    from slurm_image.domain.script import render_script
 
-    helpers = body_section("die() {", "# 1. An attempt directory")
+    helpers = job_steps.step("helpers")
     assert helpers.startswith("die() {") and "# 1. An attempt directory" not in helpers
     profile = parse_profile(profile_data())
     script = render_doctor_script(doctor_job(profile, DOCTOR_ID), profile)
-    for part in (helpers, CHAIN_RULES, body_section("# 4. Private", "# 5. Enroot's version")):
-        assert part in script
+    lifecycle = render_script(make_plan())
+    for name in ("helpers", "01b-directory-rules", "04-scratch", "05b-sandbox"):
+        assert job_steps.step(name) in script
+        assert job_steps.step(name) in lifecycle
+    assert "images/.tmp" not in job_steps.step("doctor-directories")
     with pytest.raises(ValueError):
-        body_section("die() {", "# a step the renderer does not have")
+        job_steps.step("a step the renderer does not have")

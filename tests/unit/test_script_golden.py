@@ -17,12 +17,18 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
-from slurm_image.domain import paths
+from slurm_image.domain import job_steps, paths
+from slurm_image.domain.doctor_script import DOCTOR_STEPS
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.script import (
+    CHECK_STEPS,
     EXIT_CODES,
+    IMAGE_STEPS,
+    IMPORT_STEPS_AFTER_CURL,
+    IMPORT_STEPS_BEFORE_CURL,
     VERIFYING_CURL_MARKER,
+    VERIFYING_CURL_STEPS,
     render_script,
     verifying_curl,
 )
@@ -162,6 +168,74 @@ def test_every_documented_job_exit_code_is_used_by_the_script(code: int) -> None
     assert f"die {code} " in render_script(make_plan())
 
 
+def _header(script: str) -> str:
+    """The comments before the first command (step 0's ``IFS=``)."""
+    return script[: script.index("\nIFS=")]
+
+
+@pytest.mark.parametrize("golden", sorted(CASES))
+def test_the_header_lists_the_exit_codes_the_script_can_end_with(golden: str) -> None:
+    script = render_script(make_plan(**CASES[golden]))
+    header = _header(script)
+    for code, meaning in EXIT_CODES.items():
+        listed = f"\n#   {code}  {meaning.split()[0]} " in header
+        assert listed == (f"die {code} " in script), code
+    inspect = _header(render_script(make_plan("inspect_sqsh", source=SQSH, role="serving")))
+    assert "#   73  " not in inspect and "#   79  " not in inspect
+
+
+def test_the_header_says_why_the_job_reexecutes_itself() -> None:
+    header = _header(render_script(make_plan()))
+    for reason in ("--export=NIL", "SLURM_JWT", "BASH_ENV", "env -i", "no environment can forge"):
+        assert reason in header
+    for variable in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_CPUS_ON_NODE"):
+        assert variable in header
+
+
+def test_the_import_script_is_its_steps_in_order() -> None:
+    script = render_script(make_plan())
+    names = (*CHECK_STEPS, *IMPORT_STEPS_BEFORE_CURL, *IMPORT_STEPS_AFTER_CURL, *IMAGE_STEPS)
+    position = script.index("\ndie() {")
+    for name in names:
+        found = script.find(job_steps.step(name), position)
+        assert found >= position, f"{name} missing or out of order"
+        position = found + len(job_steps.step(name))
+    assert position == len(script)
+
+
+def test_the_inspect_script_is_its_steps_without_the_import() -> None:
+    script = render_script(make_plan("inspect_sqsh", source=SQSH, role="serving"))
+    assert script.endswith("".join(job_steps.step(name) for name in (*CHECK_STEPS, *IMAGE_STEPS)))
+    for name in (*IMPORT_STEPS_BEFORE_CURL, *IMPORT_STEPS_AFTER_CURL):
+        assert job_steps.step(name) not in script
+
+
+def test_every_shipped_step_is_rendered_by_a_job() -> None:
+    rendered = {
+        "00-reexec",
+        *CHECK_STEPS,
+        *IMPORT_STEPS_BEFORE_CURL,
+        *IMPORT_STEPS_AFTER_CURL,
+        *IMAGE_STEPS,
+        *VERIFYING_CURL_STEPS,
+        *DOCTOR_STEPS,
+    }
+    assert job_steps.names() == rendered
+
+
+@pytest.mark.parametrize("name", sorted(job_steps.names()))
+def test_no_step_spells_a_workspace_path(name: str) -> None:
+    """The workspace's layout is the plan's (domain/paths.py): the steps read its assignments."""
+    text = job_steps.step(name)
+    for literal in ("images/", ".tmp/", "chain.json", "candidate.sqsh", "$JOB_DIR/", "${JOB_DIR%"):
+        assert literal not in text, literal
+
+
+def test_an_unknown_step_is_refused() -> None:
+    with pytest.raises(ValueError, match="no job step named"):
+        job_steps.step("11-publish")
+
+
 # -- generated plans -----------------------------------------------------------------------------
 
 _segment = st.one_of(
@@ -246,10 +320,12 @@ def test_generated_scripts_pass_bash_n_and_read_back_every_value(plan: Plan) -> 
         if line.startswith("readonly ") or line.startswith("export ENROOT_")
     ]
     env = plan.profile.enroot.environment
+    layout = paths.AttemptLayout(plan.profile.workspace_root, plan.lifecycle_id)
     probe = "\n".join(
         [
             *settings,
             'printf \'%s\\0\' "$SQSH" "$JOB_DIR" "$LOCAL_SCRATCH" "$SOURCE_URI" "$JOB_PATH"',
+            'printf \'%s\\0\' "$WORKSPACE_ROOT" "${ATTEMPT_PARENTS[@]}" "$JOB_ENROOT"',
         ]
         + [f"printf '%s\\0' \"${key}\"" for key in sorted(env)]
     )
@@ -266,6 +342,11 @@ def test_generated_scripts_pass_bash_n_and_read_back_every_value(plan: Plan) -> 
         plan.profile.image_build.local_scratch or "",
         plan.enroot_uri or "",
         plan.profile.image_build.job_path,
+        layout.root,
+        layout.images,
+        layout.tmp,
+        layout.jobs,
+        f"{plan.paths.job_dir}/enroot",
         *[env[key] for key in sorted(env)],
     ]
     assert done.stdout.split(b"\0")[:-1] == [value.encode() for value in expected]

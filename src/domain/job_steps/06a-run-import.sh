@@ -1,0 +1,34 @@
+# 6a. Enroot 3.x refuses REG#IMAGE@sha256:... and misreads
+# REG/IMAGE@sha256:...; it reads the digest in tag position.
+if enroot_at_least "$DIGEST_URI_ENROOT"; then
+    source_uri=$SOURCE_URI
+else
+    source_uri=$SOURCE_URI_TAG_DIGEST
+fi
+import_failed() {
+    local status=$1 log=$2
+    if ! enroot_at_least "$DIGEST_URI_ENROOT" && grep -qi 'zstd' -- "$log"; then
+        die "$status" "the image has zstd-compressed layers, which Enroot $version_output cannot" \
+            "import (zstd layers need Enroot $DIGEST_URI_ENROOT or newer)"
+    fi
+    if [ -n "$CREDENTIALS_HOST" ]; then
+        die "$status" "enroot import from $REGISTRY_HOST failed with status $status, with the" \
+            "credentials staged for $CREDENTIALS_HOST (wrong login or password, or no access to" \
+            "the image?)"
+    fi
+    die "$status" "enroot import from $REGISTRY_HOST failed with status $status, without" \
+        "credentials (no entry for $REGISTRY_HOST in the profile's enroot.credentials_file;" \
+        "a private registry needs one)"
+}
+run_import() {
+    # Enroot's own output is kept to tell a zstd refusal from other failures, then shown. Its
+    # curl is the verifying one of step 6c, for this command alone.
+    local status=0 log=$scratch/import.log
+    PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
+        SLURM_IMAGE_PIN=$PINNED_HEX enroot import -o "$PARTIAL" "$source_uri" 2>"$log" ||
+        status=$?
+    remove_credentials
+    cat -- "$log" >&2
+    check_chain "$status"
+    ((status == 0)) || import_failed "$status" "$log"
+}

@@ -1,0 +1,25 @@
+chmod 0500 -- "$CHAIN/bin/curl"
+check_chain() {
+    # check_chain STATUS: any refusal fails the job (79); a good import must have been seen.
+    local status=$1 checked
+    if [ -s "$CHAIN/verdict" ]; then
+        die 79 "the registry's answer does not match the pinned digest sha256:$PINNED_HEX," \
+            "or the image config names a path outside the root: $(head -c 2000 -- \
+            "$CHAIN/verdict" | tr '\n' ' ')"
+    fi
+    ((status == 0)) || return 0
+    [ -f "$CHAIN/manifests/$PINNED_HEX" ] ||
+        die 79 "the import verified no manifest of the pinned digest sha256:$PINNED_HEX"
+    checked=$(find "$CHAIN/checked" -mindepth 1 -maxdepth 1 -printf '%f\n')
+    [[ $checked =~ ^[0-9a-f]{64}$ ]] ||
+        die 79 "the import verified not exactly one image config for sha256:$PINNED_HEX"
+    chain_config=$checked
+    chain_manifest=$(head -n 1 -- "$CHAIN/configs/$chain_config")
+}
+write_chain_record() {
+    say "verified chain: pinned sha256:$PINNED_HEX, manifest sha256:$chain_manifest," \
+        "config sha256:$chain_config"
+    (set -C && printf '{"config": "sha256:%s", "manifest": "sha256:%s", "pinned": "sha256:%s"}\n' \
+        "$chain_config" "$chain_manifest" "$PINNED_HEX" >"$CHAIN_RECORD") ||
+        die 73 "cannot create $CHAIN_RECORD"
+}

@@ -1,0 +1,23 @@
+# The doctor's report: one line per fact, read by the login node.
+report() {
+    local value=${2%%$'\n'*}
+    printf 'slurm-image-doctor: %s=%s\n' "$1" "${value//[[:cntrl:]]/}"
+}
+report node "$(uname -n 2>/dev/null || :)"
+report job_path "$JOB_PATH"
+version_output=$(enroot version 2>/dev/null) || version_output=""
+report enroot_version "$version_output"
+for tool in enroot mksquashfs unsquashfs; do
+    report "$tool" "$(command -v "$tool" || true)"
+done
+report scratch "$scratch_base"
+if space=$(stat -f -c '%a %S %T' -- "$scratch_base"); then
+    read -r blocks block_size filesystem <<<"$space"
+    report scratch_free_bytes "$((blocks * block_size))"
+    report scratch_filesystem "$filesystem"
+fi
+report job_uid "$EUID"
+report sandbox_uid "$SANDBOX_OWNER"
+problem=$(sandbox_problem)
+report sandbox "${problem:-ok}"
+succeeded=1
