@@ -20,12 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_image.adapters.retry import (
-    RetryPolicy,
-    TransientFailure,
-    submit_spec_exactly_once,
-    with_retries,
-)
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
     UnreadableExitCode,
@@ -40,6 +34,7 @@ from slurm_image.adapters.slurm_partition import limits_from_scontrol
 from slurm_image.domain.job import JobSpec, JobStatus
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
+from slurm_image.submitters import RetryPolicy, Submitter, TransientFailure
 
 _log = logging.getLogger(__name__)
 
@@ -93,7 +88,7 @@ def parse_squeue_marker(output: str, marker: str) -> str | None:
     return None
 
 
-class SbatchSubmitter:
+class SbatchSubmitter(Submitter):
     """Submit with ``sbatch --parsable --export=NIL``; observe with squeue, cancel with scancel.
 
     ``sbatch`` is the sbatch executable (a name looked up on the caller's ``PATH``, or a path);
@@ -101,6 +96,7 @@ class SbatchSubmitter:
     """
 
     name = "sbatch"
+    is_job_id = staticmethod(is_job_id)
 
     def __init__(
         self,
@@ -110,9 +106,9 @@ class SbatchSubmitter:
         retry_policy: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__(retry_policy=retry_policy)
         self._sbatch = sbatch
         self._timeout_s = timeout_s
-        self._retry = retry_policy if retry_policy is not None else RetryPolicy()
         source = os.environ if environ is None else environ
         self._env = {"PATH": CHILD_PATH, "LC_ALL": "C"}
         if source.get("SLURM_CONF"):
@@ -122,37 +118,12 @@ class SbatchSubmitter:
     def __repr__(self) -> str:
         return f"SbatchSubmitter(sbatch={self._sbatch!r}, timeout_s={self._timeout_s})"
 
-    # -- the port ------------------------------------------------------------------------
-
-    def submit(self, script: bytes, spec: JobSpec) -> str:
-        payload = bytes(script)
-        return submit_spec_exactly_once(
-            self._retry, spec, lambda: self._submit_once(payload, spec), self._find_once
-        )
-
-    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
-        wanted = [job_id for job_id in dict.fromkeys(job_ids) if is_job_id(job_id)]
-        if not wanted:
-            return {}
-        return with_retries(self._retry, "states", lambda: self._states_once(wanted))
-
-    def cancel(self, job_id: str) -> None:
-        if not is_job_id(job_id):
-            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
-        with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
-
-    def find_by_marker(self, marker: str) -> str | None:
-        return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
-
-    def ping(self) -> str:
-        return with_retries(self._retry, "ping", self._ping_once)
-
-    def partition(self, name: str) -> PartitionLimits | None:
-        return with_retries(self._retry, f"partition {name}", lambda: self._partition_once(name))
+    def check(self) -> None:
+        self.executable()
 
     # -- one command each ----------------------------------------------------------------
 
-    def _submit_once(self, script: bytes, spec: JobSpec) -> str:
+    def submit_once(self, script: bytes, spec: JobSpec) -> str:
         argv = ["--parsable", "--export=NIL", *spec.sbatch_options()]
         done = self._run("sbatch", argv, stdin=script, ambiguous=True)
         if done.returncode != 0:
@@ -160,7 +131,7 @@ class SbatchSubmitter:
         answer = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         return submitted_job_id(answer, spec.comment)
 
-    def _states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+    def states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
         remaining = list(job_ids)
         while remaining:
             argv = ["-h", "-t", "all", "-j", ",".join(remaining), "-O", _STATES_FORMAT]
@@ -176,7 +147,7 @@ class SbatchSubmitter:
             remaining.remove(refused.group(1))
         return {}
 
-    def _cancel_once(self, job_id: str) -> None:
+    def cancel_once(self, job_id: str) -> None:
         # -v: without it scancel 22.05 hides "Invalid job id specified" and exits 0.
         done = self._run("scancel", ["-v", job_id], ambiguous=True)
         errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
@@ -190,13 +161,13 @@ class SbatchSubmitter:
             raise UnknownJob(bounded(text), "job_id")
         raise classify("scancel", text or done.stderr, done.returncode)
 
-    def _find_once(self, marker: str) -> str | None:
+    def find_once(self, marker: str) -> str | None:
         done = self._run("squeue", ["-h", "-t", "all", "--me", "-o", "%i|%k"])
         if done.returncode != 0:
             raise classify("squeue", done.stderr, done.returncode)
         return parse_squeue_marker(done.stdout, marker)
 
-    def _ping_once(self) -> str:
+    def ping_once(self) -> str:
         done = self._run("scontrol", ["ping"])
         answers = [line.strip() for line in done.stdout.splitlines() if " is " in line]
         up = [line for line in answers if line.endswith(" is UP")]
@@ -206,7 +177,7 @@ class SbatchSubmitter:
             raise TransientFailure(bounded("; ".join(answers)), "controller", ambiguous=False)
         raise classify("scontrol ping", done.stderr, done.returncode)
 
-    def _partition_once(self, name: str) -> PartitionLimits | None:
+    def partition_once(self, name: str) -> PartitionLimits | None:
         done = self._run("scontrol", ["show", "partition", "-o", "--", name])
         if done.returncode != 0:
             if "not found" in (done.stdout + done.stderr).lower():

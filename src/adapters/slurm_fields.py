@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from slurm_image.domain.job import JobSpec, JobState
+from slurm_image.domain.job import JobState
 from slurm_image.ports.submitter import SchedulerRejected, SubmissionUnconfirmed
+from slurm_image.submitters import naming_the_value as naming_the_value
 
 MAX_JOB_ID = 2**32 - 1
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
@@ -147,13 +148,3 @@ def exit_code_from_squeue(text: str) -> int:
 def reason_with_unreadable_exit(reason: str | None, error: UnreadableExitCode) -> str:
     """The reason a finished job's status carries when its exit code could not be read."""
     return f"{reason}; {error}" if reason else str(error)
-
-
-def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerRejected:
-    """``error`` with the offending ``JobSpec`` value in its reason (Slurm's text omits it)."""
-    value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None
-    if value is None or repr(value) in error.reason:
-        return error
-    named = SchedulerRejected(f"{error.reason} ({error.field}={value!r})", error.field)
-    named.__cause__ = error.__cause__
-    return named

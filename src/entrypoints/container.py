@@ -33,7 +33,6 @@ class Container(containers.DeclarativeContainer):
 
     clock = providers.Singleton(make.clock)
     runtime_files = providers.Singleton(make.runtime_files)
-    hasher = providers.Singleton(make.hasher)
     credentials_file = providers.Singleton(make.credentials_file)
     workspace = providers.Singleton(make.workspace, root=config.workspace_root)
     submitter = providers.Selector(
@@ -151,7 +150,9 @@ def submitter_kinds(container: Container) -> list[str]:
 def require_submitter(container: Container, profile: SiteProfile) -> None:
     """Refuse, before anything is created, a submitter that cannot work: a ``submitter.kind``
     no adapter is registered for, or a token file that is missing or not a private file (exit
-    2, a profile error); an sbatch client that cannot be found (exit 3, as when submitting)."""
+    2, a profile error); then the submitter's own preflight, where it has one
+    (``ports.submitter.Preflight``; sbatch: a client that cannot be found, exit 3, as when
+    submitting)."""
     kinds = submitter_kinds(container)
     if profile.submitter.kind not in kinds:
         raise InvalidProfile(
@@ -159,12 +160,6 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
             f"no submitter named {profile.submitter.kind!r} is available here"
             f" (available: {', '.join(kinds)})",
         )
-    if profile.submitter.kind == "sbatch":
-        from slurm_image.adapters.sbatch import SbatchSubmitter
-
-        submitter = container.submitter()
-        if isinstance(submitter, SbatchSubmitter):
-            submitter.executable()
     token_file = profile.submitter.rest.token_file
     if profile.submitter.kind == "rest" and token_file is not None:
         field = "submitter.rest.token_file"
@@ -175,3 +170,8 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
         problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
         if problem is not None:
             raise InvalidProfile(field, f"{token_file} {problem}")
+    from slurm_image.ports.submitter import Preflight
+
+    submitter = container.submitter()
+    if isinstance(submitter, Preflight):
+        submitter.preflight()

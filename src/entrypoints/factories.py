@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from slurm_image.adapters.local_workspace import LocalWorkspace
     from slurm_image.adapters.memory import FakeSubmitter
     from slurm_image.adapters.sbatch import SbatchSubmitter
-    from slurm_image.adapters.sha256_hasher import Sha256Hasher
     from slurm_image.adapters.slurmrest import RestSubmitter
     from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.application.cancel import Cancel
@@ -39,12 +38,6 @@ def clock() -> SystemClock:
     from slurm_image.adapters.system_clock import SystemClock
 
     return SystemClock()
-
-
-def hasher() -> Sha256Hasher:
-    from slurm_image.adapters.sha256_hasher import Sha256Hasher
-
-    return Sha256Hasher()
 
 
 def credentials_file() -> LocalCredentialsFile:

@@ -1,4 +1,8 @@
-"""The Hasher port: SHA-256 of bytes and of (possibly very large) files.
+"""SHA-256 of (possibly very large) files: ``FileDigest``, which ``Store.digest`` returns too,
+and the ``Hasher`` protocol of a standalone file hasher (``adapters.sha256_hasher``).
+
+``Hasher`` is not a port the use cases take: each digest they compare comes from the port that
+read the bytes, through the same descriptor (architecture.md, "Hashing is not a port").
 
 Error contract (every adapter; each error carries ``field``, the path, and ``reason``):
 

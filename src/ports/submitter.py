@@ -94,3 +94,12 @@ class BatchSubmitter(Protocol):
         """The limits of partition ``name`` and the size of its largest node, or None when the
         scheduler has no such partition."""
         ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """What a submitter may offer besides the port (the kit's ``slurm_image.submitters.Submitter``
+    does): a check, before anything is created, that it can work here at all, e.g. that its
+    client exists. Sends nothing to the scheduler; raises ``SchedulerRejected`` when it cannot."""
+
+    def preflight(self) -> None: ...

@@ -57,6 +57,7 @@ SCHEDULER = (
     "slurm_image.adapters.sbatch",
     "slurm_image.adapters.retry",
     "slurm_image.adapters.memory",
+    "slurm_image.submitters",
 )
 
 

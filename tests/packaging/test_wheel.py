@@ -2,13 +2,17 @@
 
 Builds the wheel with ``pip wheel --no-deps`` and installs it into a fresh venv beside the PyPI
 package ``entrypoints`` (a name the code once claimed at top level) and a site plugin that
-registers a submitter under ``slurm_image.submitters``. Needs the package index; CI reaches it.
+registers a submitter under ``slurm_image.submitters``; and beside the example site submitter
+of docs/site-submitter.md (examples/site-submitter/), installed as its own package, which must
+pass the contract suite the wheel ships and be what the container builds for its kind. Needs
+the package index; CI reaches it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,11 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from slurm_image.testing.submitter_contract import SubmitterContract
 from support import unavailable
 
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "site-submitter"
 PIP_TIMEOUT = 900
 
 
@@ -191,3 +197,73 @@ def test_the_installed_cli_refuses_an_unknown_submitter_naming_the_plugins(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "submitter.kind" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+SELECT_SPOOL = """\
+import json, sys
+import slurm_image, spool_submitter
+from slurm_image.domain.profile import parse_profile
+from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.ports.submitter import SchedulerRejected
+
+def profile(spool):
+    return parse_profile({
+        "workspace_root": "/srv/ws",
+        "image_build": {"partition": "build", "cpus_per_task": 1, "memory": "1G",
+                        "time_limit": "1:00:00"},
+        "submitter": {"kind": "spool", "spool": {"spool": spool}},
+    })
+
+chosen = profile(sys.argv[1])
+container = build_container(chosen)
+require_submitter(container, chosen)
+submitter = container.submitter()
+missing = profile(sys.argv[1] + "-missing")
+try:
+    require_submitter(build_container(missing), missing)
+    refused = None
+except SchedulerRejected as error:
+    refused = error.field
+print(json.dumps({
+    "module_file": spool_submitter.__file__,
+    "slurm_image_file": slurm_image.__file__,
+    "submitter": type(submitter).__module__ + "." + type(submitter).__qualname__,
+    "ping": submitter.ping(),
+    "refused_field": refused,
+}))
+"""
+
+
+def test_the_example_site_submitter_passes_the_shipped_contract_as_its_own_package(
+    wheel: Path, tmp_path: Path
+) -> None:
+    example = tmp_path / "site-submitter"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    python = venv / "bin" / "python"
+    _pip(python, "install", "-q", str(wheel), f"{example}[test]")
+    site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    purelib = Path(site.stdout.strip())
+
+    # venv/bin/pytest, not python -m pytest: the source tree in the working directory must not
+    # be importable, so that the entry point finds the installed package.
+    tested = _run([str(venv / "bin" / "pytest"), "-p", "no:cacheprovider", "-q"], cwd=example)
+    report = tested.stdout + tested.stderr
+    assert tested.returncode == 0, report
+    contract = [name for name in dir(SubmitterContract) if name.startswith("test_")]
+    assert f"{len(contract)} passed" in report, report
+    assert "skipped" not in report and "xfail" not in report, report
+
+    spool = tmp_path / "spool"
+    (spool / "jobs").mkdir(parents=True)
+    (spool / "partitions.json").write_text('{"build": 2}')
+    (spool / "up").touch()
+    checked = _run([str(python), "-c", SELECT_SPOOL, str(spool)], cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    facts = json.loads(checked.stdout)
+    assert Path(facts["module_file"]) == purelib / "spool_submitter" / "__init__.py"
+    assert Path(facts["slurm_image_file"]) == purelib / "slurm_image" / "__init__.py"
+    assert facts["submitter"] == "spool_submitter.SpoolSubmitter"
+    assert facts["ping"] == f"queue daemon at {spool} UP"
+    assert facts["refused_field"] == "spool"

@@ -10,12 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from slurm_image.adapters.retry import (
-    RetryPolicy,
-    TransientFailure,
-    submit_spec_exactly_once,
-    with_retries,
-)
 from slurm_image.adapters.slurm_fields import bounded, is_job_id, unconfirmed
 from slurm_image.adapters.slurmrest.client import Answer, RestClient, TokenSource
 from slurm_image.adapters.slurmrest.errors import INVALID_PARTITION, UNPARSABLE_PATH, classify
@@ -29,13 +23,14 @@ from slurm_image.ports.submitter import (
     SubmitterError,
     UnknownJob,
 )
+from slurm_image.submitters import RetryPolicy, Submitter, TransientFailure, with_retries
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_JOB_ENVIRONMENT: Mapping[str, str] = {"PATH": "/usr/bin:/bin"}
 
 
-class RestSubmitter:
+class RestSubmitter(Submitter):
     """Submit, observe and cancel through slurmrestd.
 
     ``url``: ``http://host:port`` (JWT: ``user`` plus ``token_file`` or ``token_env``) or
@@ -43,6 +38,7 @@ class RestSubmitter:
     """
 
     name = "rest"
+    is_job_id = staticmethod(is_job_id)
 
     def __init__(
         self,
@@ -62,8 +58,8 @@ class RestSubmitter:
             if url.startswith(("http://", "https://")):
                 token = TokenSource(token_file=token_file, token_env=token_env)
             client = RestClient(url, user=user, token=token, timeout_s=timeout_s)
+        super().__init__(retry_policy=retry_policy)
         self._client = client
-        self._retry = retry_policy if retry_policy is not None else RetryPolicy()
         self._environment = dict(job_environment)
         self._mapping: ApiMapping | None = (
             None if api_version == "auto" else mapping_for(api_version)
@@ -77,49 +73,12 @@ class RestSubmitter:
     def api_version(self) -> str:
         return self._api().version
 
-    # -- the port ------------------------------------------------------------------------
-
-    def submit(self, script: bytes, spec: JobSpec) -> str:
-        try:
-            text = bytes(script).decode("utf-8")
-        except UnicodeDecodeError:
-            raise SchedulerRejected("the script is not UTF-8 text", "script") from None
-        return submit_spec_exactly_once(
-            self._retry, spec, lambda: self._submit_once(text, spec), self._find_once
-        )
-
-    def states(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
-        wanted = {job_id for job_id in job_ids if is_job_id(job_id)}
-        if not wanted:
-            return {}
-        return with_retries(
-            self._retry,
-            "states",
-            lambda: {
-                r.status.job_id: r.status for r in self._jobs_once() if r.status.job_id in wanted
-            },
-        )
-
-    def cancel(self, job_id: str) -> None:
-        if not is_job_id(job_id):
-            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
-        with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
-
-    def find_by_marker(self, marker: str) -> str | None:
-        return with_retries(self._retry, "find_by_marker", lambda: self._find_once(marker))
-
-    def ping(self) -> str:
-        return with_retries(self._retry, "ping", self._ping_once)
-
-    def partition(self, name: str) -> PartitionLimits | None:
-        return with_retries(self._retry, f"partition {name}", lambda: self._partition_once(name))
-
     # -- one request each ----------------------------------------------------------------
 
     def _api(self) -> ApiMapping:
         if self._mapping is None:
             self._mapping = with_retries(
-                self._retry, "discover API version", lambda: discover_once(self._client)
+                self.retry_policy, "discover API version", lambda: discover_once(self._client)
             )
             _log.info("slurmrestd at %s speaks %s", self._client.url, self._mapping.version)
         return self._mapping
@@ -136,9 +95,13 @@ class RestSubmitter:
         if error is not None:
             raise error
 
-    def _submit_once(self, script: str, spec: JobSpec) -> str:
+    def submit_once(self, script: bytes, spec: JobSpec) -> str:
+        try:
+            text = script.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchedulerRejected(reason="the script is not UTF-8 text", field="script") from None
         api = self._api()
-        body = api.submit_body(script, spec, self._environment)
+        body = api.submit_body(text, spec, self._environment)
         answer = self._client.request("POST", api.submit_path(), body, sent=True)
         try:
             self._check("submit", answer, sent=True)
@@ -149,13 +112,17 @@ class RestSubmitter:
         except SchedulerRejected as unusable:  # accepted: the job may exist
             raise unconfirmed(unusable, spec.comment) from None
 
+    def states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        wanted = set(job_ids)
+        return {r.status.job_id: r.status for r in self._jobs_once() if r.status.job_id in wanted}
+
     def _jobs_once(self) -> list[JobRecord]:
         api = self._api()
         answer = self._client.request("GET", api.jobs_path(), sent=False)
         self._check("list jobs", answer, sent=False)
         return api.job_records(answer.body or {})
 
-    def _cancel_once(self, job_id: str) -> None:
+    def cancel_once(self, job_id: str) -> None:
         api = self._api()
         answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
         if answer.status == UNPARSABLE_PATH:  # 24.11: the ids Slurm reserves (NO_VAL, INFINITE)
@@ -166,13 +133,13 @@ class RestSubmitter:
             found = self._client.request("GET", api.job_path(job_id), sent=False)
             self._check(f"cancel {job_id}", found, sent=False)
 
-    def _find_once(self, marker: str) -> str | None:
+    def find_once(self, marker: str) -> str | None:
         for record in self._jobs_once():
             if record.comment == marker:
                 return record.status.job_id
         return None
 
-    def _ping_once(self) -> str:
+    def ping_once(self) -> str:
         api = self._api()
         answer = self._client.request("GET", api.ping_path(), sent=False)
         self._check("ping", answer, sent=False)
@@ -193,7 +160,7 @@ class RestSubmitter:
         said = "; ".join(text for text, _ in controllers) or "no controller in the answer"
         raise TransientFailure(f"ping: {bounded(said)}", "controller", ambiguous=False)
 
-    def _partition_once(self, name: str) -> PartitionLimits | None:
+    def partition_once(self, name: str) -> PartitionLimits | None:
         api = self._api()
         answer = self._client.request("GET", api.partition_path(name), sent=False)
         if _names_no_partition(answer.body or {}):

@@ -1,0 +1,33 @@
+"""In-memory adapters of the ports, for behavioural tests and dry demos: one module per port.
+
+Product code held to the same contract suites as the real adapters (tests/contract/).
+"""
+
+from slurm_image.adapters.memory.clock import FakeClock
+from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
+from slurm_image.adapters.memory.filesystem import FakeFilesystems
+from slurm_image.adapters.memory.lock import MemoryLocks
+from slurm_image.adapters.memory.store import MemoryStore
+from slurm_image.adapters.memory.submitter import FailureKind, FakeJob, FakeSubmitter, Operation
+from slurm_image.adapters.memory.workspace import (
+    NOBODY,
+    MemoryFilesystem,
+    MemoryNode,
+    MemoryWorkspace,
+)
+
+__all__ = [
+    "NOBODY",
+    "FailureKind",
+    "FakeClock",
+    "FakeFilesystems",
+    "FakeJob",
+    "FakeSubmitter",
+    "MemoryCredentialsFile",
+    "MemoryFilesystem",
+    "MemoryLocks",
+    "MemoryNode",
+    "MemoryStore",
+    "MemoryWorkspace",
+    "Operation",
+]

@@ -1,0 +1,138 @@
+"""``MemoryStore``: a ``Store`` over ``MemoryFilesystem``."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from slurm_image.adapters.memory.workspace import MemoryFilesystem, MemoryNode, MemoryWorkspace
+from slurm_image.domain import paths
+from slurm_image.domain.identity import FileIdentity
+from slurm_image.ports.hasher import FileDigest
+from slurm_image.ports.store import ChangedWhileRead, EntryKind
+from slurm_image.ports.workspace import (
+    AlreadyExists,
+    NotFound,
+    NotRegularFile,
+    TooLarge,
+    UnsafePath,
+    VerifiedRead,
+    WorkspaceError,
+)
+
+
+class MemoryStore(MemoryWorkspace):
+    """A ``Store`` (see ``ports.store``) over a ``MemoryFilesystem``, with the local adapter's
+    observable rules. ``during_read``, when set, is called with the path in the middle of every
+    ``read_stable`` and ``digest``: tests change the file there, as a writer racing the reader.
+    """
+
+    def __init__(self, root: str, filesystem: MemoryFilesystem, *, uid: int = 1000) -> None:
+        super().__init__(root, filesystem, uid=uid)
+        self.during_read: Callable[[str], None] | None = None
+
+    def _below_root(self, path: str) -> bool:
+        return path.startswith(self.root.rstrip("/") + "/")
+
+    def _entry(self, path: str) -> MemoryNode | None:
+        if self._below_root(path):
+            try:
+                parent, name = self._parent(path, None)
+            except NotFound:
+                return None
+            return parent.entries.get(name)
+        return self.filesystem.lookup(path)
+
+    def _regular(self, path: str) -> MemoryNode:
+        node = self._entry(path)
+        if node is None:
+            raise NotFound(path, "does not exist")
+        if node.kind != "file":
+            raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+        return node
+
+    def _read_once(self, path: str) -> tuple[MemoryNode, bytes]:
+        node = self._regular(path)
+        data = bytes(node.data)
+        if self.during_read is not None:
+            self.during_read(path)
+        if self._entry(path) is not node or bytes(node.data) != data:
+            raise ChangedWhileRead(path, "changed while it was read")
+        return node, data
+
+    def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
+        with self.filesystem.lock:
+            node = self._regular(path)
+            if node.uid != self._uid:
+                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+            if len(node.data) > max_bytes:
+                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+        node, data = self._read_once(path)
+        return VerifiedRead(data=data, identity=node.identity, mode=node.mode)
+
+    def digest(self, path: str) -> FileDigest:
+        node, data = self._read_once(path)
+        return FileDigest(
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            identity=node.identity,
+            mtime_ns=0,
+            ctime_ns=0,
+        )
+
+    def entry_kind(self, path: str) -> EntryKind | None:
+        with self.filesystem.lock:
+            node = self._entry(path)
+            if node is None:
+                return None
+            return node.kind
+
+    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+        with self.filesystem.lock:
+            node = self._root()
+            walked = self.root.rstrip("/")
+            for part in self._components(path):
+                walked = f"{walked}/{part}"
+                child = node.entries.get(part)
+                if child is None:
+                    child = self._mkdir(node, part, walked, mode)
+                if child.kind != "directory":
+                    self._unsafe_top(walked, f"is {child.describe()}, not a directory")
+                problem = paths.own_directory_problem(child.mode, child.uid, self._uid)
+                if problem is not None:
+                    self._unsafe_top(walked, problem)
+                child.mode |= mode & 0o555
+                node = child
+            return node.identity
+
+    def install(
+        self, source: str, destination: str, *, expected: FileDigest, mode: int
+    ) -> FileIdentity:
+        with self.filesystem.lock:
+            source_dir, source_name = self._parent(source, None)
+            node = self._regular(source)
+            if node.identity != expected.identity or len(node.data) != expected.size:
+                raise ChangedWhileRead(source, "is not the file that was verified")
+            if hashlib.sha256(node.data).hexdigest() != expected.sha256:
+                raise ChangedWhileRead(source, "is not the file that was verified")
+            target_dir, target_name = self._parent(destination, None)
+            if target_name in target_dir.entries:
+                raise AlreadyExists(destination, "already exists")
+            self._writable(target_dir, destination)
+            self._writable(source_dir, source)
+            node.mode = mode
+            target_dir.entries[target_name] = node
+            del source_dir.entries[source_name]
+            return node.identity
+
+    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, None)
+            self._directory(self._components(staging))
+            existing = parent.entries.get(name)
+            if existing is not None and existing.kind == "directory":
+                raise WorkspaceError(path, "is a directory")
+            self._writable(parent, path)
+            node = self.filesystem.new_node("file", mode, self._uid)
+            node.data[:] = data
+            parent.entries[name] = node
