@@ -202,9 +202,9 @@ class FakeSubmitter:
         if kind == "transient":
             raise TransientFailure("scheduler unreachable (injected)", ambiguous=False)
         if kind == "permanent":
-            raise SchedulerRejected("request refused (injected)")
+            raise SchedulerRejected(field="submitter", rule="request refused (injected)")
         if kind == "auth":
-            raise SchedulerAuthError("credentials refused (injected)")
+            raise SchedulerAuthError(field="submitter", rule="credentials refused (injected)")
 
     def _submit_once(self, script: bytes, spec: JobSpec) -> str:
         with self._lock:
@@ -212,12 +212,12 @@ class FakeSubmitter:
             self._raise_unless_accepted(kind)
             if self._partitions is not None and spec.partition not in self._partitions:
                 raise SchedulerRejected(
-                    f"invalid partition name specified: {spec.partition!r}", "partition"
+                    field="partition", rule=f"invalid partition name specified: {spec.partition!r}"
                 )
             if self._max_cpus is not None and spec.cpus_per_task > self._max_cpus:
                 raise SchedulerRejected(
-                    f"more processors requested than permitted: {spec.cpus_per_task}",
-                    "cpus_per_task",
+                    field="cpus_per_task",
+                    rule=f"more processors requested than permitted: {spec.cpus_per_task}",
                 )
             job_id = str(self._next_id)
             self._next_id += 1
@@ -241,7 +241,7 @@ class FakeSubmitter:
             self._raise_unless_accepted(kind)
             job = self._jobs.get(job_id)
             if job is None:
-                raise UnknownJob(f"invalid job id specified: {job_id}", "job_id")
+                raise UnknownJob(field="job_id", rule=f"invalid job id specified: {job_id}")
             if not job.state.is_terminal:
                 job.state, job.reason = JobState.CANCELLED, None
             if kind == "ambiguous":
@@ -464,7 +464,9 @@ class MemoryWorkspace:
         prefix = self.root.rstrip("/") + "/"
         parts = path[len(prefix) :].split("/") if path.startswith(prefix) else []
         if not parts or any(part in ("", ".", "..") for part in parts):
-            raise UnsafePath(path, f"must lie strictly below the workspace root {self.root}")
+            raise UnsafePath(
+                field=path, rule=f"must lie strictly below the workspace root {self.root}"
+            )
         return parts
 
     def _may(self, node: MemoryNode, bit: int) -> bool:
@@ -481,9 +483,9 @@ class MemoryWorkspace:
                 break
             node = self.filesystem.lookup(node.target)
         if node is None:
-            raise NotFound(self.root, "does not exist")
+            raise NotFound(field=self.root, rule="does not exist")
         if node.kind != "directory":
-            raise InvalidPath("workspace_root", "must be a directory", self.root)
+            raise InvalidPath(field="workspace_root", rule="must be a directory", value=self.root)
         for directory in paths.ancestors(self.root)[:-1]:
             found = self.filesystem.lookup(directory)
             if found is None or found.kind != "directory":
@@ -491,14 +493,16 @@ class MemoryWorkspace:
             problem = paths.shared_directory_problem(found.mode, found.uid, self._uid)
             if problem is not None:
                 raise InvalidPath(
-                    "workspace_root",
-                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
-                    self.root,
+                    field="workspace_root",
+                    rule=f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
+                    value=self.root,
                 )
         problem = paths.workspace_root_problem(node.mode, node.uid, self._uid)
         if problem is not None:
             raise InvalidPath(
-                "workspace_root", f"{self.root} {problem}; {paths.OWN_ROOT_HINT}", self.root
+                field="workspace_root",
+                rule=f"{self.root} {problem}; {paths.OWN_ROOT_HINT}",
+                value=self.root,
             )
         return node
 
@@ -534,9 +538,11 @@ class MemoryWorkspace:
         up for this user (``InvalidPath``, as the local adapter raises)."""
         if walked.rsplit("/", 1)[0] == self.root.rstrip("/"):
             raise InvalidPath(
-                "workspace_root", f"{walked} {reason}; {paths.STORE_DIRECTORY_HINT}", walked
+                field="workspace_root",
+                rule=f"{walked} {reason}; {paths.STORE_DIRECTORY_HINT}",
+                value=walked,
             )
-        raise UnsafePath(walked, reason)
+        raise UnsafePath(field=walked, rule=reason)
 
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> MemoryNode:
         node = self._root()
@@ -544,11 +550,11 @@ class MemoryWorkspace:
         for part in parts:
             walked = f"{walked}/{part}"
             if not self._may(node, 1):
-                raise AccessDenied(walked, "Permission denied")
+                raise AccessDenied(field=walked, rule="Permission denied")
             child = node.entries.get(part)
             if child is None:
                 if not create:
-                    raise NotFound(walked, "does not exist")
+                    raise NotFound(field=walked, rule="does not exist")
                 child = self._mkdir(node, part, walked, 0o700)
             if child.kind != "directory":
                 self._unsafe_top(walked, f"is {child.describe()}, not a directory")
@@ -562,21 +568,23 @@ class MemoryWorkspace:
         parts = self._components(path)
         parent = self._directory(parts[:-1])
         if within is not None and parent.identity != within:
-            raise IdentityChanged(path.rsplit("/", 1)[0], f"is no longer the directory {within}")
+            raise IdentityChanged(
+                field=path.rsplit("/", 1)[0], rule=f"is no longer the directory {within}"
+            )
         if not self._may(parent, 1):
-            raise AccessDenied(path, "Permission denied")
+            raise AccessDenied(field=path, rule="Permission denied")
         return parent, parts[-1]
 
     def _writable(self, parent: MemoryNode, field: str) -> None:
         if self.filesystem.read_only:
-            raise AccessDenied(field, "Read-only file system")
+            raise AccessDenied(field=field, rule="Read-only file system")
         if not self._may(parent, 2):
-            raise AccessDenied(field, "Permission denied")
+            raise AccessDenied(field=field, rule="Permission denied")
 
     def _mkdir(self, parent: MemoryNode, name: str, field: str, mode: int) -> MemoryNode:
         with self.filesystem.lock:
             if name in parent.entries:
-                raise AlreadyExists(field, "already exists")
+                raise AlreadyExists(field=field, rule="already exists")
             self._writable(parent, field)
             node = parent.entries[name] = self.filesystem.new_node("directory", mode, self._uid)
             return node
@@ -596,12 +604,14 @@ class MemoryWorkspace:
             parent = self._directory(parts[:-1], create=parents)
             if within is not None and parent.identity != within:
                 parent_path = path.rsplit("/", 1)[0]
-                raise IdentityChanged(parent_path, f"is no longer the directory {within}")
+                raise IdentityChanged(
+                    field=parent_path, rule=f"is no longer the directory {within}"
+                )
             return self._mkdir(parent, parts[-1], path, mode).identity
 
     def _create(self, parent: MemoryNode, name: str, field: str, data: bytes, mode: int) -> None:
         if name in parent.entries:
-            raise AlreadyExists(field, "already exists")
+            raise AlreadyExists(field=field, rule="already exists")
         self._writable(parent, field)
         node = self.filesystem.new_node("file", mode, self._uid)
         node.data[:] = data
@@ -630,7 +640,7 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             existing = parent.entries.get(name)
             if existing is not None and existing.kind == "directory":
-                raise WorkspaceError(path, "Is a directory")
+                raise WorkspaceError(field=path, rule="Is a directory")
             self._writable(parent, path)
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data
@@ -644,15 +654,15 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             node = parent.entries.get(name)
             if node is None:
-                raise NotFound(path, "does not exist")
+                raise NotFound(field=path, rule="does not exist")
             if node.kind != "file":
-                raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+                raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
             if node.uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
             if not self._may(node, 4):
-                raise AccessDenied(path, "Permission denied")
+                raise AccessDenied(field=path, rule="Permission denied")
             if len(node.data) > max_bytes:
-                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
             return VerifiedRead(data=bytes(node.data), identity=node.identity, mode=node.mode)
 
     def directory_identity(self, path: str) -> FileIdentity:
@@ -671,7 +681,7 @@ class MemoryWorkspace:
         with self.filesystem.lock:
             node = self._directory(self._components(path))
             if not self._may(node, 4):
-                raise AccessDenied(path, "Permission denied")
+                raise AccessDenied(field=path, rule="Permission denied")
             return sorted(node.entries)
 
     def remove_file(self, path: str, *, within: FileIdentity | None = None) -> None:
@@ -679,9 +689,9 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             node = parent.entries.get(name)
             if node is None:
-                raise NotFound(path, "does not exist")
+                raise NotFound(field=path, rule="does not exist")
             if node.kind == "directory":
-                raise WorkspaceError(path, "is a directory")
+                raise WorkspaceError(field=path, rule="is a directory")
             self._writable(parent, path)
             del parent.entries[name]
 
@@ -691,7 +701,7 @@ class MemoryWorkspace:
             parent = self._directory(parts[:-1])
             node = self._directory(parts)
             if node.identity != expected:
-                raise IdentityChanged(path, f"is no longer the directory {expected}")
+                raise IdentityChanged(field=path, rule=f"is no longer the directory {expected}")
             self._writable(parent, path)
             kept = {name: node.entries.pop(name) for name in last if name in node.entries}
             try:
@@ -773,7 +783,9 @@ class FakeFilesystems:
 
     def type_name(self, path: str) -> str:
         if self.name is None:
-            raise FilesystemError(f"cannot describe the filesystem of {path} (injected)")
+            raise FilesystemError(
+                field="workspace_root", rule=f"cannot describe the filesystem of {path} (injected)"
+            )
         return self.name
 
 
@@ -805,9 +817,9 @@ class MemoryStore(MemoryWorkspace):
     def _regular(self, path: str) -> MemoryNode:
         node = self._entry(path)
         if node is None:
-            raise NotFound(path, "does not exist")
+            raise NotFound(field=path, rule="does not exist")
         if node.kind != "file":
-            raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+            raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
         return node
 
     def _read_once(self, path: str) -> tuple[MemoryNode, bytes]:
@@ -816,16 +828,16 @@ class MemoryStore(MemoryWorkspace):
         if self.during_read is not None:
             self.during_read(path)
         if self._entry(path) is not node or bytes(node.data) != data:
-            raise ChangedWhileRead(path, "changed while it was read")
+            raise ChangedWhileRead(field=path, rule="changed while it was read")
         return node, data
 
     def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
         with self.filesystem.lock:
             node = self._regular(path)
             if node.uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
             if len(node.data) > max_bytes:
-                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
         node, data = self._read_once(path)
         return VerifiedRead(data=data, identity=node.identity, mode=node.mode)
 
@@ -871,12 +883,12 @@ class MemoryStore(MemoryWorkspace):
             source_dir, source_name = self._parent(source, None)
             node = self._regular(source)
             if node.identity != expected.identity or len(node.data) != expected.size:
-                raise ChangedWhileRead(source, "is not the file that was verified")
+                raise ChangedWhileRead(field=source, rule="is not the file that was verified")
             if hashlib.sha256(node.data).hexdigest() != expected.sha256:
-                raise ChangedWhileRead(source, "is not the file that was verified")
+                raise ChangedWhileRead(field=source, rule="is not the file that was verified")
             target_dir, target_name = self._parent(destination, None)
             if target_name in target_dir.entries:
-                raise AlreadyExists(destination, "already exists")
+                raise AlreadyExists(field=destination, rule="already exists")
             self._writable(target_dir, destination)
             self._writable(source_dir, source)
             node.mode = mode
@@ -890,7 +902,7 @@ class MemoryStore(MemoryWorkspace):
             self._directory(self._components(staging))
             existing = parent.entries.get(name)
             if existing is not None and existing.kind == "directory":
-                raise WorkspaceError(path, "is a directory")
+                raise WorkspaceError(field=path, rule="is a directory")
             self._writable(parent, path)
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data
@@ -908,8 +920,8 @@ class MemoryLocks:
     def _wait(self, name: str, free: Callable[[], bool], timeout_s: float) -> None:
         if not self._condition.wait_for(free, timeout=timeout_s):
             raise LockTimeout(
-                f"lock {name}",
-                f"held by another process for more than {timeout_s:g} s;"
+                field=f"lock {name}",
+                rule=f"held by another process for more than {timeout_s:g} s;"
                 " retry when it has finished",
             )
 
@@ -953,13 +965,19 @@ class MemoryCredentialsFile:
     def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
         expanded = self.home + path[1:] if path.startswith("~/") else path
         if expanded not in self.files:
-            raise CredentialsFileError(f"no file at {expanded}")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"no file at {expanded}"
+            )
         data, mode, owned = self.files[expanded]
         problem = paths.secret_file_problem(
             stat.S_IFREG | mode, self.uid if owned else NOBODY, self.uid
         )
         if problem is not None:
-            raise CredentialsFileError(f"{expanded} {problem}")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"{expanded} {problem}"
+            )
         if len(data) > max_bytes:
-            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"{expanded} is larger than {max_bytes} bytes"
+            )
         return data

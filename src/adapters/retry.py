@@ -108,7 +108,8 @@ def with_retries(policy: RetryPolicy, operation: str, attempt: Callable[[], T]) 
         return retryer(attempt)
     except TransientFailure as exc:
         raise SchedulerUnavailable(
-            f"{operation} failed after {policy.attempts} attempt(s): {exc.reason}", exc.field
+            field=exc.field,
+            rule=f"{operation} failed after {policy.attempts} attempt(s): {exc.reason}",
         ) from exc
 
 

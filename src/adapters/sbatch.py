@@ -138,7 +138,7 @@ class SbatchSubmitter:
 
     def cancel(self, job_id: str) -> None:
         if not is_job_id(job_id):
-            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
+            raise UnknownJob(field="job_id", rule=f"not a job id: {bounded(job_id)!r}")
         with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
 
     def find_by_marker(self, marker: str) -> str | None:
@@ -187,7 +187,7 @@ class SbatchSubmitter:
         if "already completing or completed" in lowered:
             return
         if "invalid job id specified" in lowered:
-            raise UnknownJob(bounded(text), "job_id")
+            raise UnknownJob(field="job_id", rule=bounded(text))
         raise classify("scancel", text or done.stderr, done.returncode)
 
     def _find_once(self, marker: str) -> str | None:
@@ -240,7 +240,8 @@ class SbatchSubmitter:
                 return located
         # Nothing was sent: a permanent, certain non-submission (the claim is released).
         raise SchedulerRejected(
-            f"{command} not found or not executable (sbatch = {self._sbatch!r})", "sbatch"
+            field="sbatch",
+            rule=f"{command} not found or not executable (sbatch = {self._sbatch!r})",
         )
 
     def _run(
@@ -266,9 +267,11 @@ class SbatchSubmitter:
         except OSError as exc:
             if exc.errno in _NOT_STARTED:  # exec failed: the command never ran, nothing was sent
                 raise SchedulerRejected(
-                    f"{command} could not be run: {exc.strerror}", "sbatch"
+                    field="sbatch", rule=f"{command} could not be run: {exc.strerror}"
                 ) from exc
-            raise SchedulerUnavailable(f"{command} could not be run: {exc}", "sbatch") from exc
+            raise SchedulerUnavailable(
+                field="sbatch", rule=f"{command} could not be run: {exc}"
+            ) from exc
         stdout = done.stdout.decode("utf-8", "replace")
         stderr = done.stderr.decode("utf-8", "replace")
         if done.returncode != 0:

@@ -27,12 +27,12 @@ def parse_job_id(text: str, *, field: str = "job_id") -> str:
     value = text.strip("\n")
     if ";" in value:
         raise SchedulerRejected(
-            f"the scheduler answered with a cluster-qualified job id {bounded(value)!r}; "
+            field=field,
+            rule=f"the scheduler answered with a cluster-qualified job id {bounded(value)!r}; "
             "multi-cluster submission is not supported",
-            field,
         )
     if not _JOB_ID.fullmatch(value) or int(value) > MAX_JOB_ID:
-        raise SchedulerRejected(f"not a job id: {bounded(value)!r}", field)
+        raise SchedulerRejected(field=field, rule=f"not a job id: {bounded(value)!r}")
     return value
 
 
@@ -52,10 +52,10 @@ def unconfirmed(unusable: SchedulerRejected, marker: str) -> SubmissionUnconfirm
     """The error for an accepted submission whose answer names no usable job id: never
     retried, so the claim on the attempt is kept and only a look-up of ``marker`` settles it."""
     return SubmissionUnconfirmed(
-        f"the scheduler accepted the submission but its answer names no job id we can use "
+        field="job_id",
+        rule=f"the scheduler accepted the submission but its answer names no job id we can use "
         f"({unusable.reason}); a job may be queued: look for the marker {marker!r} before "
         "submitting again",
-        "job_id",
     )
 
 
@@ -154,6 +154,6 @@ def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerReject
     value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None
     if value is None or repr(value) in error.reason:
         return error
-    named = SchedulerRejected(f"{error.reason} ({error.field}={value!r})", error.field)
+    named = SchedulerRejected(field=error.field, rule=f"{error.reason} ({error.field}={value!r})")
     named.__cause__ = error.__cause__
     return named

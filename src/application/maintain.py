@@ -85,8 +85,8 @@ class Maintain:
         (status,) = self._observe([lifecycle_id])
         if status.state == IN_DOUBT or (status.state != STAGED and not is_final(status)):
             raise StillRunning(
-                "lifecycle_id",
-                f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
             )
         try:
             remove_staged_credentials(self._store, lifecycle_id)  # first: the secret
@@ -94,7 +94,7 @@ class Maintain:
                 layout.job_dir, expected=identity, last=paths.AttemptLayout.RECORDS_REMOVED_LAST
             )
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         return lifecycle_id
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurm_image.application.errors import ApplicationError
+from slurm_image.application.errors import SubmitterMismatch
 from slurm_image.application.records import read_submission, submission_claimed
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import SubmissionRecord
@@ -18,10 +18,6 @@ STAGED = "STAGED"
 """Staged and never submitted."""
 IN_DOUBT = "SUBMISSION_UNKNOWN"
 """A submit started and recorded no job: it may or may not have reached the scheduler."""
-
-
-class SubmitterMismatch(ApplicationError):
-    """The attempt was submitted through another submitter than the profile selects."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +42,8 @@ def require_same_submitter(record: SubmissionRecord, submitter: BatchSubmitter) 
     """Job ids mean something only to the scheduler front end that issued them."""
     if record.submitter != submitter.name:
         raise SubmitterMismatch(
-            "submitter.kind",
-            f"{record.lifecycle_id} was submitted through {record.submitter!r}, "
+            field="submitter.kind",
+            rule=f"{record.lifecycle_id} was submitted through {record.submitter!r}, "
             f"but the profile selects {submitter.name!r}",
         )
 

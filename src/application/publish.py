@@ -127,8 +127,8 @@ class Publish:
                 return Publication(existing, changed=False)
             if existing is not None and not replace:
                 raise AliasExists(
-                    "name",
-                    f"{name} is published already (lifecycle {existing.lifecycle_id});"
+                    field="name",
+                    rule=f"{name} is published already (lifecycle {existing.lifecycle_id});"
                     " rebind it with --replace (its artifact stays)",
                 )
             self._require_success(lifecycle_id)
@@ -168,7 +168,7 @@ class Publish:
         its source with the facts recorded for its role. No job runs."""
         facts = source.roles.get(request.role)
         if facts is None:
-            raise VerificationFailed("role", f"the store holds no {request.role} facts")
+            raise VerificationFailed(field="role", rule=f"the store holds no {request.role} facts")
         path = self._layout.artifact(source.sqsh_sha256)
         self._records.prepare_directories()
         with (
@@ -179,9 +179,11 @@ class Publish:
             try:
                 digest = self._store.digest(path)
             except WorkspaceError as error:
-                raise VerificationFailed(error.field, error.reason) from None
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
             if digest.sha256 != source.sqsh_sha256:
-                raise VerificationFailed(path, "does not hold the bytes its source recorded")
+                raise VerificationFailed(
+                    field=path, rule="does not hold the bytes its source recorded"
+                )
             record = AliasRecord(
                 name=request.name,
                 role=request.role,
@@ -204,8 +206,8 @@ class Publish:
                 return Publication(existing, changed=False)
             if existing is not None and not replace:
                 raise AliasExists(
-                    "name",
-                    f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
+                    field="name",
+                    rule=f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
                     " rebind it with --replace (its artifact stays)",
                 )
             self._records.write_alias(record)
@@ -224,7 +226,7 @@ class Publish:
         submission = read_submission(self._store, lifecycle_id)
         if submission is None:
             raise JobNotSuccessful(
-                "lifecycle_id", f"{lifecycle_id} was never submitted: nothing to publish"
+                field="lifecycle_id", rule=f"{lifecycle_id} was never submitted: nothing to publish"
             )
         layout, identity = attempt_directory(self._store, lifecycle_id)
         try:
@@ -233,14 +235,16 @@ class Publish:
             ).data
             plan = load_plan(data)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         except DomainError as error:
-            raise VerificationFailed(layout.plan, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(
+                field=layout.plan, rule=f"{error.field}: {error.rule}"
+            ) from None
         if plan.lifecycle_id != lifecycle_id or sha256_hex(data) != submission.plan_sha256:
-            raise VerificationFailed(layout.plan, "is not the plan that was submitted")
+            raise VerificationFailed(field=layout.plan, rule="is not the plan that was submitted")
         if plan.profile.workspace_root != self._store.root:
             raise VerificationFailed(
-                "workspace_root", f"the plan names {plan.profile.workspace_root}"
+                field="workspace_root", rule=f"the plan names {plan.profile.workspace_root}"
             )
         return plan
 
@@ -250,14 +254,14 @@ class Publish:
             try:  # left its registry credentials
                 remove_staged_credentials(self._store, lifecycle_id)
             except WorkspaceError as error:
-                raise VerificationFailed(error.field, error.reason) from None
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
         if status.state == JobState.COMPLETED.value and status.exit_code in (0, None):
             return
         detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""
         reason = f": {status.reason}" if status.reason else ""
         raise JobNotSuccessful(
-            "state",
-            f"job {status.job_id} of {lifecycle_id} is {status.state}{detail}{reason};"
+            field="state",
+            rule=f"job {status.job_id} of {lifecycle_id} is {status.state}{detail}{reason};"
             " only a COMPLETED job with exit code 0 is published",
         )
 
@@ -268,23 +272,25 @@ class Publish:
         layout, identity = attempt_directory(self._store, plan.lifecycle_id)
         path = layout.chain_record
         if plan.source_digest is None:
-            raise VerificationFailed(path, "an import plan without a source digest has no chain")
+            raise VerificationFailed(
+                field=path, rule="an import plan without a source digest has no chain"
+            )
         try:
             data = self._store.read_verified(
                 path, max_bytes=CHAIN_RECORD_MAX_BYTES, within=identity
             ).data
         except NotFound:
             raise VerificationFailed(
-                path,
-                "does not exist: the job recorded no verified chain from the pinned digest"
+                field=path,
+                rule="does not exist: the job recorded no verified chain from the pinned digest"
                 f" {plan.source_digest}, so the import is not published",
             ) from None
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         try:
             return validate_chain_record(data, pinned=plan.source_digest)
         except DomainError as error:
-            raise VerificationFailed(path, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(field=path, rule=f"{error.field}: {error.rule}") from None
 
     def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
         role = plan.request.role
@@ -296,13 +302,13 @@ class Publish:
             data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
             digest = self._store.digest(self._image_of(plan, data))
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         try:
             inspection = validate_inspection(data, role=role, sqsh_sha256=digest.sha256)
         except DomainError as error:
             raise VerificationFailed(
-                f"inspection.{error.field}" if error.field != "inspection" else error.field,
-                error.rule,
+                field=f"inspection.{error.field}" if error.field != "inspection" else error.field,
+                rule=error.rule,
             ) from None
         log.info(
             "result verified: %s image, .sqsh %s sha256 %s",
@@ -389,7 +395,7 @@ class Publish:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
             except WorkspaceError as error:
                 self._store.remove_file(self._layout.marker(record.name))
-                raise VerificationFailed(error.field, error.reason) from None
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
         self._checkpoint("artifact")
         if source is not None:
             self._records.write_source(source)
@@ -411,13 +417,14 @@ class Publish:
         if kind != "file":
             self._drop_marker(record.name)
             raise VerificationFailed(
-                record.path,
-                f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
+                field=record.path,
+                rule=f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
             )
         if not self._records.artifact_matches(record.path, record.sqsh_sha256):
             self._drop_marker(record.name)
             raise VerificationFailed(
-                record.path, f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused"
+                field=record.path,
+                rule=f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused",
             )
 
     def _drop_marker(self, name: str) -> None:

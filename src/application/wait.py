@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurm_image.application.cancel import NotSubmitted
-from slurm_image.application.errors import ApplicationError, JobNotSuccessful
+from slurm_image.application.errors import JobNotSuccessful, NotSubmitted, WaitTimedOut
 from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
 from slurm_image.domain.job import JobState
 from slurm_image.ports.clock import Clock
@@ -104,8 +103,8 @@ class Wait:
                     )
                 if status.state == STAGED:
                     raise NotSubmitted(
-                        "lifecycle_id",
-                        f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"
+                        field="lifecycle_id",
+                        rule=f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"
                         f" (submit it first)",
                     )
                 latest[status.lifecycle_id] = status
@@ -122,10 +121,6 @@ class Wait:
             pause = min(pause * BACKOFF, self._cap)
 
 
-class WaitTimedOut(ApplicationError):
-    """``timeout_s`` elapsed while a job was still running (nothing was cancelled)."""
-
-
 def require_success(result: WaitResult) -> None:
     """Raise ``WaitTimedOut`` or ``JobNotSuccessful`` unless every lifecycle succeeded."""
     if result.timed_out:
@@ -133,7 +128,7 @@ def require_success(result: WaitResult) -> None:
             f"{s.lifecycle_id} ({s.state})" for s in result.lifecycles if not is_final(s)
         )
         raise WaitTimedOut(
-            "timeout", f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
+            field="timeout", rule=f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
         )
     if result.failed:
         failed = "; ".join(
@@ -142,4 +137,4 @@ def require_success(result: WaitResult) -> None:
             + (f" ({s.reason})" if s.reason else "")
             for s in result.failed
         )
-        raise JobNotSuccessful("state", failed)
+        raise JobNotSuccessful(field="state", rule=failed)

@@ -120,7 +120,9 @@ def _lifecycle_command(
 
     try:
         if flags.wait and (flags.dry_run or flags.no_submit):
-            raise InvalidRequest("wait", "needs a submitted job: not with --dry-run or --no-submit")
+            raise InvalidRequest(
+                field="wait", rule="needs a submitted job: not with --dry-run or --no-submit"
+            )
         request = make_request(operation, name=name, role=role, source=source)
         lifecycles = _lifecycles(options)
         if flags.dry_run:

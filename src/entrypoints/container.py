@@ -130,7 +130,8 @@ def _load_site_submitter(entry: EntryPoint, settings: dict[str, Any]) -> BatchSu
     submitter = factory(settings)
     if not isinstance(submitter, BatchSubmitter):
         raise InvalidProfile(
-            "submitter.kind", f"{entry.value} does not give a BatchSubmitter (ports.submitter)"
+            field="submitter.kind",
+            rule=f"{entry.value} does not give a BatchSubmitter (ports.submitter)",
         )
     return submitter
 
@@ -155,8 +156,8 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
     kinds = submitter_kinds(container)
     if profile.submitter.kind not in kinds:
         raise InvalidProfile(
-            "submitter.kind",
-            f"no submitter named {profile.submitter.kind!r} is available here"
+            field="submitter.kind",
+            rule=f"no submitter named {profile.submitter.kind!r} is available here"
             f" (available: {', '.join(kinds)})",
         )
     if profile.submitter.kind == "sbatch":
@@ -171,7 +172,7 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
         try:
             status = Path(token_file).expanduser().stat()
         except OSError as error:
-            raise InvalidProfile(field, f"{token_file}: {error.strerror}") from None
+            raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
         problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
         if problem is not None:
-            raise InvalidProfile(field, f"{token_file} {problem}")
+            raise InvalidProfile(field=field, rule=f"{token_file} {problem}")

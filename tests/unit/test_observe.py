@@ -7,9 +7,14 @@ from typing import Any
 import pytest
 
 from slurm_image.adapters.memory import FakeClock, FakeSubmitter
-from slurm_image.application.cancel import Cancel, NotSubmitted
-from slurm_image.application.errors import UnknownLifecycle, VerificationFailed
-from slurm_image.application.observe import IN_DOUBT, STAGED, Observe, SubmitterMismatch
+from slurm_image.application.cancel import Cancel
+from slurm_image.application.errors import (
+    NotSubmitted,
+    SubmitterMismatch,
+    UnknownLifecycle,
+    VerificationFailed,
+)
+from slurm_image.application.observe import IN_DOUBT, STAGED, Observe
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.submit import Submit
 from slurm_image.domain.errors import InvalidIdentifier

@@ -83,7 +83,7 @@ class RestSubmitter:
         try:
             text = bytes(script).decode("utf-8")
         except UnicodeDecodeError:
-            raise SchedulerRejected("the script is not UTF-8 text", "script") from None
+            raise SchedulerRejected(field="script", rule="the script is not UTF-8 text") from None
         return submit_spec_exactly_once(
             self._retry, spec, lambda: self._submit_once(text, spec), self._find_once
         )
@@ -102,7 +102,7 @@ class RestSubmitter:
 
     def cancel(self, job_id: str) -> None:
         if not is_job_id(job_id):
-            raise UnknownJob(f"not a job id: {bounded(job_id)!r}", "job_id")
+            raise UnknownJob(field="job_id", rule=f"not a job id: {bounded(job_id)!r}")
         with_retries(self._retry, f"cancel {job_id}", lambda: self._cancel_once(job_id))
 
     def find_by_marker(self, marker: str) -> str | None:
@@ -143,7 +143,7 @@ class RestSubmitter:
         try:
             self._check("submit", answer, sent=True)
         except UnknownJob as exc:  # 2017 cannot mean an unknown job on submit
-            raise SchedulerRejected(exc.reason, "job") from None
+            raise SchedulerRejected(field="job", rule=exc.reason) from None
         try:
             return api.submitted_job_id(answer.body or {})
         except SchedulerRejected as unusable:  # accepted: the job may exist
@@ -160,7 +160,7 @@ class RestSubmitter:
         answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
         if answer.status == UNPARSABLE_PATH:  # 24.11: the ids Slurm reserves (NO_VAL, INFINITE)
             reason = f"cancel {job_id}: slurmrestd refuses the id: {answer.text}"
-            raise UnknownJob(reason, "job_id")
+            raise UnknownJob(field="job_id", rule=reason)
         self._check(f"cancel {job_id}", answer, sent=True)
         if not api.cancel_names_unknown_jobs:  # only a look-up tells an unknown job apart
             found = self._client.request("GET", api.job_path(job_id), sent=False)
