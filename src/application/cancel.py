@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from slurm_image.application.errors import NotSubmitted
-from slurm_image.application.observe import LifecycleStatus, Observe, require_same_submitter
+from slurm_image.application.observe import Observe, require_same_submitter
 from slurm_image.application.records import read_submission
+from slurm_image.application.status import LifecycleStatus
 from slurm_image.domain import paths
 from slurm_image.ports.submitter import BatchSubmitter
 from slurm_image.ports.workspace import Workspace

@@ -35,19 +35,18 @@ from slurm_image.application.errors import (
     JobNotSuccessful,
     VerificationFailed,
 )
-from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.status import Statuses, is_final, succeeded
 from slurm_image.application.store_records import (
     ENTRY_ARTICLE,
     STORE_LOCK,
     StoreRecords,
     alias_lock,
 )
-from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
-from slurm_image.domain.job import JobState
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import AliasRecord, PublicationMarker, SourceRecord, facts_of
 from slurm_image.domain.request import Request
@@ -98,7 +97,7 @@ class Publish:
         self,
         store: Store,
         locks: Locks,
-        observe: Observe,
+        statuses: Statuses,
         clock: Clock,
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
@@ -108,7 +107,7 @@ class Publish:
         self._records = StoreRecords(store)
         self._layout = self._records.layout
         self._locks = locks
-        self._observe = observe
+        self._statuses = statuses
         self._clock = clock
         self._timeout = lock_timeout_s
         self._checkpoint = checkpoint
@@ -249,13 +248,15 @@ class Publish:
         return plan
 
     def _require_success(self, lifecycle_id: str) -> None:
-        (status,) = self._observe([lifecycle_id])
-        if status.state != IN_DOUBT and is_final(status):  # a job that never ran its trap
+        (status,) = self._statuses([lifecycle_id])
+        if status.state is not LifecycleState.SUBMISSION_UNKNOWN and is_final(
+            status
+        ):  # a job that never ran its trap
             try:  # left its registry credentials
                 remove_staged_credentials(self._store, lifecycle_id)
             except WorkspaceError as error:
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
-        if status.state == JobState.COMPLETED.value and status.exit_code in (0, None):
+        if succeeded(status):
             return
         detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""
         reason = f": {status.reason}" if status.reason else ""

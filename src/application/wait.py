@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from slurm_image.application.errors import JobNotSuccessful, NotSubmitted, WaitTimedOut
-from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
-from slurm_image.domain.job import JobState
+from slurm_image.application.status import LifecycleStatus, Statuses, is_final, succeeded
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.ports.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -24,19 +24,6 @@ log = logging.getLogger(__name__)
 FIRST_POLL_S = 2.0
 MAX_POLL_S = 30.0
 BACKOFF = 1.5
-
-
-def is_final(status: LifecycleStatus) -> bool:
-    if status.state == IN_DOUBT:
-        return True
-    try:
-        return JobState(status.state).is_terminal
-    except ValueError:
-        return False
-
-
-def succeeded(status: LifecycleStatus) -> bool:
-    return status.state == JobState.COMPLETED.value and status.exit_code in (0, None)
 
 
 @dataclass(frozen=True)
@@ -65,7 +52,7 @@ class Wait:
 
     def __init__(
         self,
-        observe: Observe,
+        observe: Statuses,
         clock: Clock,
         *,
         sleep: Callable[[float], None] = time.sleep,
@@ -101,7 +88,7 @@ class Wait:
                         f" (exit {status.exit_code})" if status.exit_code is not None else "",
                         extra={"lifecycle_id": status.lifecycle_id},
                     )
-                if status.state == STAGED:
+                if status.state is LifecycleState.STAGED:
                     raise NotSubmitted(
                         field="lifecycle_id",
                         rule=f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
     from slurm_image.application.maintain import Removed
-    from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
+    from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
     from slurm_image.domain.profile import ProfileSelection, SiteProfile

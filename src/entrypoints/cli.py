@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.roles import ROLES
 from slurm_image.entrypoints import arguments, doctor_command
 from slurm_image.entrypoints.arguments import PROG, Options
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.observe import LifecycleStatus
+    from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.request import Operation
     from slurm_image.entrypoints.api import Lifecycles, Outcome
@@ -177,7 +178,7 @@ def _emit_outcome(options: Options, outcome: Outcome) -> None:
 def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
     _emit(
         options,
-        {"lifecycle_id": lifecycle_id, "job_id": job_id, "state": "SUBMITTED"},
+        {"lifecycle_id": lifecycle_id, "job_id": job_id, "state": LifecycleState.SUBMITTED},
         f"lifecycle {lifecycle_id} submitted as job {job_id}\n"
         f"wait for it and publish it with: {PROG} wait {lifecycle_id} && {PROG} publish"
         f" {lifecycle_id}",

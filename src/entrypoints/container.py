@@ -79,7 +79,7 @@ class Container(containers.DeclarativeContainer):
         make.publish,
         store=store,
         locks=locks,
-        observe=providers.Factory(make.observe, workspace=store, submitter=submitter),
+        statuses=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
     )
