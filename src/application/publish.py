@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from slurm_image.application.catalog_reader import require_unchangeable
@@ -48,7 +49,13 @@ from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
-from slurm_image.domain.publication import AliasRecord, PublicationMarker, SourceRecord, facts_of
+from slurm_image.domain.publication import (
+    AliasRecord,
+    PublicationMarker,
+    RoleFacts,
+    SourceRecord,
+    facts_of,
+)
 from slurm_image.domain.request import Request
 from slurm_image.domain.store_layout import ARTIFACT_MODE
 from slurm_image.domain.verified_chain import (
@@ -114,31 +121,23 @@ class Publish:
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
         plan = self._plan(lifecycle_id)
-        name = plan.request.name
-        self._records.prepare_directories()
-        with (
-            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
-            self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
-        ):
-            self._records.recover(name)
-            existing = self._records.alias(name)
-            if existing is not None and existing.lifecycle_id == lifecycle_id:
-                return Publication(existing, changed=False)
-            if existing is not None and not replace:
-                raise AliasExists(
-                    field="name",
-                    rule=f"{name} is published already (lifecycle {existing.lifecycle_id});"
-                    " rebind it with --replace (its artifact stays)",
-                )
+        with self._alias_held(plan.request.name):
+            bound = self._bound(
+                plan.request.name,
+                replace=replace,
+                answers=lambda existing: existing.lifecycle_id == lifecycle_id,
+            )
+            if isinstance(bound, Publication):
+                return bound
             self._require_success(lifecycle_id)
             record, digest, source = self._verify(plan)
             self._checkpoint("verified")
             self._commit(plan, record, digest, source)
-            if existing is not None:
+            if bound is not None:
                 log.info(
                     "%s rebound from %s to %s",
-                    name,
-                    existing.sqsh_sha256,
+                    record.name,
+                    bound.sqsh_sha256,
                     record.sqsh_sha256,
                     extra={"lifecycle_id": lifecycle_id},
                 )
@@ -169,12 +168,7 @@ class Publish:
         if facts is None:
             raise VerificationFailed(field="role", rule=f"the store holds no {request.role} facts")
         path = self._layout.artifact(source.sqsh_sha256)
-        self._records.prepare_directories()
-        with (
-            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
-            self._locks.exclusive(alias_lock(request.name), timeout_s=self._timeout),
-        ):
-            self._records.recover(request.name)
+        with self._alias_held(request.name):
             try:
                 digest = self._store.digest(path)
             except WorkspaceError as error:
@@ -183,32 +177,22 @@ class Publish:
                 raise VerificationFailed(
                     field=path, rule="does not hold the bytes its source recorded"
                 )
-            record = AliasRecord(
-                name=request.name,
-                role=request.role,
+            record = self._alias_record(
+                request,
                 path=path,
-                sqsh_sha256=digest.sha256,
-                size=digest.size,
-                identity=digest.identity,
-                operation="import_oci",
+                digest=digest,
+                facts=facts,
                 source=request.source,
                 source_digest=source.source_digest,
-                inspection_schema_version=facts.inspection_schema_version,
-                inspector_version=facts.inspector_version,
-                facts=facts.facts,
-                lifecycle_id=facts.lifecycle_id,
-                published_at=format_time(self._clock.now()),
                 chain=source.chain,
             )
-            existing = self._records.alias(request.name)
-            if existing is not None and _same_binding(existing, record):
-                return Publication(existing, changed=False)
-            if existing is not None and not replace:
-                raise AliasExists(
-                    field="name",
-                    rule=f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
-                    " rebind it with --replace (its artifact stays)",
-                )
+            bound = self._bound(
+                request.name,
+                replace=replace,
+                answers=lambda existing: _same_binding(existing, record),
+            )
+            if isinstance(bound, Publication):
+                return bound
             self._records.write_alias(record)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
@@ -218,6 +202,70 @@ class Publish:
                 extra={"lifecycle_id": facts.lifecycle_id},
             )
             return Publication(record, changed=True)
+
+    # -- the alias -----------------------------------------------------------------------
+
+    @contextmanager
+    def _alias_held(self, name: str) -> Iterator[None]:
+        """A shared hold of the store lock and the alias's own lock, with any publication of
+        the alias that a crash interrupted finished or dropped first."""
+        self._records.prepare_directories()
+        with (
+            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
+            self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
+        ):
+            self._records.recover(name)
+            yield
+
+    def _bound(
+        self, name: str, *, replace: bool, answers: Callable[[AliasRecord], bool]
+    ) -> Publication | AliasRecord | None:
+        """What the alias is bound to now: an unchanged ``Publication`` when that binding
+        ``answers`` this publication already; else the record a ``replace`` rebinds (None when
+        the alias is new). Another binding without ``replace`` is ``AliasExists``."""
+        existing = self._records.alias(name)
+        if existing is None:
+            return None
+        if answers(existing):
+            return Publication(existing, changed=False)
+        if not replace:
+            raise AliasExists(
+                field="name",
+                rule=f"{name} is published already (lifecycle {existing.lifecycle_id});"
+                " rebind it with --replace (its artifact stays)",
+            )
+        return existing
+
+    def _alias_record(
+        self,
+        request: Request,
+        *,
+        path: str,
+        digest: FileDigest,
+        facts: RoleFacts,
+        source: str,
+        source_digest: str | None,
+        chain: VerifiedChain | None,
+    ) -> AliasRecord:
+        """The one way an alias record is made: ``request``'s name and role bound to the file
+        at ``path`` as hashed (``digest``), with the facts of the lifecycle that inspected it."""
+        return AliasRecord(
+            name=request.name,
+            role=request.role,
+            path=path,
+            sqsh_sha256=digest.sha256,
+            size=digest.size,
+            identity=digest.identity,
+            operation=request.operation,
+            source=source,
+            source_digest=source_digest,
+            inspection_schema_version=facts.inspection_schema_version,
+            inspector_version=facts.inspector_version,
+            facts=facts.facts,
+            lifecycle_id=facts.lifecycle_id,
+            published_at=format_time(self._clock.now()),
+            chain=chain,
+        )
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -341,21 +389,13 @@ class Publish:
                 chain = source.chain
         if source is not None:
             source = source.with_role(role, facts)
-        record = AliasRecord(
-            name=plan.request.name,
-            role=role,
+        record = self._alias_record(
+            plan.request,
             path=path,
-            sqsh_sha256=digest.sha256,
-            size=digest.size,
-            identity=digest.identity,
-            operation=plan.operation,
+            digest=digest,
+            facts=facts,
             source=source_text,
             source_digest=source_digest,
-            inspection_schema_version=facts.inspection_schema_version,
-            inspector_version=facts.inspector_version,
-            facts=facts.facts,
-            lifecycle_id=plan.lifecycle_id,
-            published_at=format_time(self._clock.now()),
             chain=chain,
         )
         return record, digest, source
