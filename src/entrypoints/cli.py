@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.request import Operation
-    from slurm_image.entrypoints.api import Lifecycles, Outcome
+    from slurm_image.entrypoints.api import Lifecycles
 
 log = logging.getLogger("slurm_image")
 
@@ -116,7 +117,8 @@ def _lifecycle_command(
     role: str,
     flags: LifecycleFlags,
 ) -> None:
-    """Validate everything (profile, request, submitter) before the first file is created."""
+    """Validate the flags and the request, then hand the lifecycle over (``Lifecycles.run``,
+    which refuses a submitter that cannot work before the first file is created)."""
     from slurm_image.domain.request import make_request
 
     try:
@@ -136,10 +138,6 @@ def _lifecycle_command(
             )
             _emit(options, {"plan": plan_data, "script": planned.script}, human.rstrip("\n"))
             return
-        if not flags.no_submit:
-            from slurm_image.entrypoints.container import require_submitter
-
-            require_submitter(lifecycles.container, lifecycles.profile)
         with _progress(options, enabled=flags.wait) as on_poll:
             outcome = lifecycles.run(
                 request,

@@ -16,6 +16,7 @@ from slurm_image.entrypoints import factories as make
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+    from slurm_image.adapters.sbatch import SbatchSubmitter
     from slurm_image.domain.profile import SiteProfile
     from slurm_image.ports.submitter import BatchSubmitter
 
@@ -26,24 +27,69 @@ SUBMITTER_GROUP = "slurm_image.submitters"
 # kind = "rest"), while this container stays the one place where everything is wired.
 
 
-class Container(containers.DeclarativeContainer):
-    """Builds use cases from the validated site profile (``config`` holds its plain values)."""
+def require_submitter(container: Container, profile: SiteProfile) -> None:
+    """The one decision whether the profile's submitter can work here, made before anything
+    is created: a ``submitter.kind`` no adapter is registered for is a profile error (exit 2);
+    then the kind's own preflight (``Container.submitter_preflight``) runs: for ``sbatch`` the
+    client must be found (exit 3, as when submitting), for ``rest`` a token file must be a
+    private file (exit 2); the fake and a site's submitter have none."""
+    kinds = submitter_kinds(container)
+    if profile.submitter.kind not in kinds:
+        raise InvalidProfile(
+            field="submitter.kind",
+            rule=f"no submitter named {profile.submitter.kind!r} is available here"
+            f" (available: {', '.join(kinds)})",
+        )
+    container.submitter_preflight()
 
+
+def submitter_kinds(container: Container) -> list[str]:
+    return sorted(container.submitter.providers)
+
+
+def _no_preflight() -> None:
+    """A submitter that needs nothing checked before it is used."""
+
+
+def _sbatch_found(submitter: SbatchSubmitter) -> None:
+    submitter.executable()
+
+
+def _private_token_file(token_file: str | None) -> None:
+    if token_file is None:
+        return
+    field = "submitter.rest.token_file"
+    try:
+        status = Path(token_file).expanduser().stat()
+    except OSError as error:
+        raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
+    problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
+    if problem is not None:
+        raise InvalidProfile(field=field, rule=f"{token_file} {problem}")
+
+
+class Container(containers.DeclarativeContainer):
+    """Builds use cases from the validated site profile (``config`` holds its plain values;
+    ``profile`` the model itself, set by ``build_container``)."""
+
+    __self__ = providers.Self()
     config = providers.Configuration(strict=True)
+    profile: providers.Object[SiteProfile | None] = providers.Object(None)
 
     clock = providers.Singleton(make.clock)
     runtime_files = providers.Singleton(make.runtime_files)
     hasher = providers.Singleton(make.hasher)
     credentials_file = providers.Singleton(make.credentials_file)
     workspace = providers.Singleton(make.workspace, root=config.workspace_root)
+    sbatch_submitter = providers.Singleton(
+        make.sbatch_submitter,
+        sbatch=config.submitter.sbatch.sbatch,
+        timeout_s=config.submitter.sbatch.timeout_s,
+    )
     submitter = providers.Selector(
         config.submitter.kind,
         fake=providers.Singleton(make.fake_submitter),
-        sbatch=providers.Singleton(
-            make.sbatch_submitter,
-            sbatch=config.submitter.sbatch.sbatch,
-            timeout_s=config.submitter.sbatch.timeout_s,
-        ),
+        sbatch=sbatch_submitter,
         rest=providers.Singleton(
             make.rest_submitter,
             url=config.submitter.rest.url,
@@ -54,6 +100,15 @@ class Container(containers.DeclarativeContainer):
             timeout_s=config.submitter.rest.timeout_s,
         ),
     )
+    # What each kind checks before anything is created (a site's kind: nothing, see
+    # register_site_submitters); require_submitter decides with it.
+    submitter_preflight = providers.Selector(
+        config.submitter.kind,
+        fake=providers.Callable(_no_preflight),
+        sbatch=providers.Callable(_sbatch_found, submitter=sbatch_submitter),
+        rest=providers.Callable(_private_token_file, token_file=config.submitter.rest.token_file),
+    )
+    submitter_ready = providers.Callable(require_submitter, __self__, profile)
 
     plan_lifecycle = providers.Factory(
         make.plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
@@ -82,6 +137,14 @@ class Container(containers.DeclarativeContainer):
         statuses=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
+    )
+    lifecycle = providers.Factory(
+        make.lifecycle,
+        prepare=prepare.provider,
+        submit=submit.provider,
+        wait=wait.provider,
+        publish=publish.provider,
+        require_submitter=submitter_ready.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
@@ -113,14 +176,16 @@ def register_site_submitters(container: Container, profile: SiteProfile | None) 
     """
     if profile is None or profile.submitter.kind in BUILT_IN_SUBMITTERS:
         return  # the installed packages' metadata is read only for a site's submitter
-    selector = container.submitter
-    known = dict(selector.providers)
+    known = dict(container.submitter.providers)
+    preflights = dict(container.submitter_preflight.providers)
     settings = profile.submitter.site_settings
     for entry in entry_points(group=SUBMITTER_GROUP):
         if entry.name in known:
             continue
         known[entry.name] = providers.Singleton(_load_site_submitter, entry, settings)
-    selector.set_providers(**known)
+        preflights[entry.name] = providers.Callable(_no_preflight)
+    container.submitter.set_providers(**known)
+    container.submitter_preflight.set_providers(**preflights)
 
 
 def _load_site_submitter(entry: EntryPoint, settings: dict[str, Any]) -> BatchSubmitter:
@@ -141,38 +206,6 @@ def build_container(profile: SiteProfile | None = None) -> Container:
     container = Container()
     if profile is not None:
         container.config.from_dict(profile.model_dump(mode="json"))
+        container.profile.set_provides(profile)
     register_site_submitters(container, profile)
     return container
-
-
-def submitter_kinds(container: Container) -> list[str]:
-    return sorted(container.submitter.providers)
-
-
-def require_submitter(container: Container, profile: SiteProfile) -> None:
-    """Refuse, before anything is created, a submitter that cannot work: a ``submitter.kind``
-    no adapter is registered for, or a token file that is missing or not a private file (exit
-    2, a profile error); an sbatch client that cannot be found (exit 3, as when submitting)."""
-    kinds = submitter_kinds(container)
-    if profile.submitter.kind not in kinds:
-        raise InvalidProfile(
-            field="submitter.kind",
-            rule=f"no submitter named {profile.submitter.kind!r} is available here"
-            f" (available: {', '.join(kinds)})",
-        )
-    if profile.submitter.kind == "sbatch":
-        from slurm_image.adapters.sbatch import SbatchSubmitter
-
-        submitter = container.submitter()
-        if isinstance(submitter, SbatchSubmitter):
-            submitter.executable()
-    token_file = profile.submitter.rest.token_file
-    if profile.submitter.kind == "rest" and token_file is not None:
-        field = "submitter.rest.token_file"
-        try:
-            status = Path(token_file).expanduser().stat()
-        except OSError as error:
-            raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
-        problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
-        if problem is not None:
-            raise InvalidProfile(field=field, rule=f"{token_file} {problem}")
