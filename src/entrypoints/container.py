@@ -27,26 +27,6 @@ SUBMITTER_GROUP = "slurm_image.submitters"
 # kind = "rest"), while this container stays the one place where everything is wired.
 
 
-def require_submitter(container: Container, profile: SiteProfile) -> None:
-    """The one decision whether the profile's submitter can work here, made before anything
-    is created: a ``submitter.kind`` no adapter is registered for is a profile error (exit 2);
-    then the kind's own preflight (``Container.submitter_preflight``) runs: for ``sbatch`` the
-    client must be found (exit 3, as when submitting), for ``rest`` a token file must be a
-    private file (exit 2); the fake and a site's submitter have none."""
-    kinds = submitter_kinds(container)
-    if profile.submitter.kind not in kinds:
-        raise InvalidProfile(
-            field="submitter.kind",
-            rule=f"no submitter named {profile.submitter.kind!r} is available here"
-            f" (available: {', '.join(kinds)})",
-        )
-    container.submitter_preflight()
-
-
-def submitter_kinds(container: Container) -> list[str]:
-    return sorted(container.submitter.providers)
-
-
 def _no_preflight() -> None:
     """A submitter that needs nothing checked before it is used."""
 
@@ -55,17 +35,8 @@ def _sbatch_found(submitter: SbatchSubmitter) -> None:
     submitter.executable()
 
 
-def _private_token_file(token_file: str | None) -> None:
-    if token_file is None:
-        return
-    field = "submitter.rest.token_file"
-    try:
-        status = Path(token_file).expanduser().stat()
-    except OSError as error:
-        raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
-    problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
-    if problem is not None:
-        raise InvalidProfile(field=field, rule=f"{token_file} {problem}")
+def _submitter_ready(container: Container, profile: SiteProfile) -> None:
+    require_submitter(container, profile)
 
 
 class Container(containers.DeclarativeContainer):
@@ -100,15 +71,15 @@ class Container(containers.DeclarativeContainer):
             timeout_s=config.submitter.rest.timeout_s,
         ),
     )
-    # What each kind checks before anything is created (a site's kind: nothing, see
-    # register_site_submitters); require_submitter decides with it.
+    # What a kind's adapter checks before anything is created (sbatch: its client is found; a
+    # site's kind: nothing, see register_site_submitters); require_submitter decides with it.
     submitter_preflight = providers.Selector(
         config.submitter.kind,
         fake=providers.Callable(_no_preflight),
         sbatch=providers.Callable(_sbatch_found, submitter=sbatch_submitter),
-        rest=providers.Callable(_private_token_file, token_file=config.submitter.rest.token_file),
+        rest=providers.Callable(_no_preflight),
     )
-    submitter_ready = providers.Callable(require_submitter, __self__, profile)
+    submitter_ready = providers.Callable(_submitter_ready, __self__, profile)
 
     plan_lifecycle = providers.Factory(
         make.plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
@@ -209,3 +180,34 @@ def build_container(profile: SiteProfile | None = None) -> Container:
         container.profile.set_provides(profile)
     register_site_submitters(container, profile)
     return container
+
+
+def submitter_kinds(container: Container) -> list[str]:
+    return sorted(container.submitter.providers)
+
+
+def require_submitter(container: Container, profile: SiteProfile) -> None:
+    """The one decision whether the profile's submitter can work here, made before anything is
+    created: a ``submitter.kind`` no adapter is registered for, or a token file that is missing
+    or not a private file (exit 2, a profile error); then the kind's preflight
+    (``Container.submitter_preflight``; sbatch: a client that cannot be found, exit 3, as when
+    submitting). No adapter's class is tested here. The container offers this decision as
+    ``submitter_ready``."""
+    kinds = submitter_kinds(container)
+    if profile.submitter.kind not in kinds:
+        raise InvalidProfile(
+            field="submitter.kind",
+            rule=f"no submitter named {profile.submitter.kind!r} is available here"
+            f" (available: {', '.join(kinds)})",
+        )
+    token_file = profile.submitter.rest.token_file
+    if profile.submitter.kind == "rest" and token_file is not None:
+        field = "submitter.rest.token_file"
+        try:
+            status = Path(token_file).expanduser().stat()
+        except OSError as error:
+            raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
+        problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
+        if problem is not None:
+            raise InvalidProfile(field=field, rule=f"{token_file} {problem}")
+    container.submitter_preflight()
