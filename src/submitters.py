@@ -120,8 +120,8 @@ def with_retries(policy: RetryPolicy, operation: str, attempt: Callable[[], T]) 
         return retryer(attempt)
     except TransientFailure as exc:
         raise SchedulerUnavailable(
-            reason=f"{operation} failed after {policy.attempts} attempt(s): {exc.reason}",
             field=exc.field,
+            rule=f"{operation} failed after {policy.attempts} attempt(s): {exc.reason}",
         ) from exc
 
 
@@ -161,7 +161,7 @@ def naming_the_value(error: SchedulerRejected, spec: JobSpec) -> SchedulerReject
     value = getattr(spec, error.field, None) if error.field in JobSpec.model_fields else None
     if value is None or repr(value) in error.reason:
         return error
-    named = SchedulerRejected(reason=f"{error.reason} ({error.field}={value!r})", field=error.field)
+    named = SchedulerRejected(field=error.field, rule=f"{error.reason} ({error.field}={value!r})")
     named.__cause__ = error.__cause__
     return named
 
@@ -214,7 +214,7 @@ class Submitter(ABC):
 
     def cancel(self, job_id: str) -> None:
         if not self.is_job_id(job_id):
-            raise UnknownJob(reason=f"not a job id: {job_id[:100]!r}", field="job_id")
+            raise UnknownJob(field="job_id", rule=f"not a job id: {job_id[:100]!r}")
         with_retries(self.retry_policy, f"cancel {job_id}", lambda: self.cancel_once(job_id))
 
     def find_by_marker(self, marker: str) -> str | None:

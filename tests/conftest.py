@@ -284,7 +284,7 @@ class MemoryHarness:
         def removing(path: str) -> None:
             if not failed and (path == below or path.startswith(below + "/")):
                 failed.append(path)
-                raise WorkspaceError(path, "Input/output error")
+                raise WorkspaceError(field=path, rule="Input/output error")
 
         workspace.before_removal = removing
         try:

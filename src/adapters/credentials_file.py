@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from slurm_image.domain import paths
-from slurm_image.ports.credentials import CredentialsFileError
+from slurm_image.ports.credentials import FIELD, CredentialsFileError
 
 
 class LocalCredentialsFile:
@@ -15,26 +15,34 @@ class LocalCredentialsFile:
     def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
         expanded = Path(path).expanduser()
         if not expanded.is_absolute():
-            raise CredentialsFileError(f"{path} does not name an absolute path")
+            raise CredentialsFileError(field=FIELD, rule=f"{path} does not name an absolute path")
         try:
             fd = os.open(expanded, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            raise CredentialsFileError(f"no file at {expanded}") from None
+            raise CredentialsFileError(field=FIELD, rule=f"no file at {expanded}") from None
         except OSError as error:
             if expanded.is_symlink():
-                raise CredentialsFileError(f"{expanded} is a symlink, not a file") from None
-            raise CredentialsFileError(f"cannot read {expanded}: {error.strerror}") from None
+                raise CredentialsFileError(
+                    field=FIELD, rule=f"{expanded} is a symlink, not a file"
+                ) from None
+            raise CredentialsFileError(
+                field=FIELD, rule=f"cannot read {expanded}: {error.strerror}"
+            ) from None
         try:
             info = os.fstat(fd)
             problem = paths.secret_file_problem(info.st_mode, info.st_uid, os.geteuid())
             if problem is not None:
-                raise CredentialsFileError(f"{expanded} {problem}")
+                raise CredentialsFileError(field=FIELD, rule=f"{expanded} {problem}")
             with os.fdopen(fd, "rb", closefd=False) as handle:
                 data = handle.read(max_bytes + 1)
         except OSError as error:
-            raise CredentialsFileError(f"cannot read {expanded}: {error.strerror}") from None
+            raise CredentialsFileError(
+                field=FIELD, rule=f"cannot read {expanded}: {error.strerror}"
+            ) from None
         finally:
             os.close(fd)
         if len(data) > max_bytes:
-            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+            raise CredentialsFileError(
+                field=FIELD, rule=f"{expanded} is larger than {max_bytes} bytes"
+            )
         return data

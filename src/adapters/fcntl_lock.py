@@ -53,8 +53,9 @@ class FcntlLocks:
 
     def _timeout(self, name: str, timeout_s: float) -> LockTimeout:
         return LockTimeout(
-            f"lock {name}",
-            f"held by another process for more than {timeout_s:g} s; retry when it has finished",
+            field=f"lock {name}",
+            rule=f"held by another process for more than {timeout_s:g} s;"
+            " retry when it has finished",
         )
 
     def _acquire(self, name: str, operation: int, deadline: float, timeout_s: float) -> int:

@@ -93,17 +93,21 @@ class LocalStore(LocalWorkspace):
             except OSError as error:
                 raise _error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
-                raise NotRegularFile(path, f"is {_kind(entry.st_mode)}, not a regular file")
+                raise NotRegularFile(
+                    field=path, rule=f"is {_kind(entry.st_mode)}, not a regular file"
+                )
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise NotRegularFile(path, "is a symlink, not a regular file") from None
+                    raise NotRegularFile(
+                        field=path, rule="is a symlink, not a regular file"
+                    ) from None
                 raise _error(error, path) from None
             try:
                 status = os.fstat(fd)
                 if not stat.S_ISREG(status.st_mode) or _identity(status) != _identity(entry):
-                    raise ChangedWhileRead(path, "was replaced while it was opened")
+                    raise ChangedWhileRead(field=path, rule="was replaced while it was opened")
                 yield fd, status
             finally:
                 os.close(fd)
@@ -111,16 +115,18 @@ class LocalStore(LocalWorkspace):
     def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
         with self._open_regular(path) as (fd, before):
             if before.st_uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {before.st_uid}, not {self._uid}")
+                raise UnsafePath(
+                    field=path, rule=f"is owned by uid {before.st_uid}, not {self._uid}"
+                )
             if before.st_size > max_bytes:
-                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
             try:
                 data = _read_bounded(fd, max_bytes, path)
                 after = os.fstat(fd)
             except OSError as error:
                 raise _error(error, path) from None
         if _moment(before) != _moment(after) or len(data) != after.st_size:
-            raise ChangedWhileRead(path, "changed while it was read")
+            raise ChangedWhileRead(field=path, rule="changed while it was read")
         return VerifiedRead(data=data, identity=_identity(after), mode=stat.S_IMODE(after.st_mode))
 
     def digest(self, path: str) -> FileDigest:
@@ -137,7 +143,7 @@ class LocalStore(LocalWorkspace):
             except OSError as error:
                 raise _error(error, path) from None
         if _moment(before) != _moment(after) or size != after.st_size:
-            raise ChangedWhileRead(path, "changed while it was hashed")
+            raise ChangedWhileRead(field=path, rule="changed while it was hashed")
         return FileDigest(
             sha256=digest.hexdigest(),
             size=size,
@@ -183,7 +189,9 @@ class LocalStore(LocalWorkspace):
                 fd = os.open(source_name, _READ_FLAGS, dir_fd=source_dir)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise NotRegularFile(source, "is a symlink, not a regular file") from None
+                    raise NotRegularFile(
+                        field=source, rule="is a symlink, not a regular file"
+                    ) from None
                 raise _error(error, source) from None
             try:
                 status = os.fstat(fd)
@@ -195,19 +203,19 @@ class LocalStore(LocalWorkspace):
                     expected.ctime_ns,
                 )
                 if not stat.S_ISREG(status.st_mode) or _moment(status) != seen:
-                    raise ChangedWhileRead(source, "is not the file that was verified")
+                    raise ChangedWhileRead(field=source, rule="is not the file that was verified")
                 identity = _identity(status)
                 with self._parent(destination, None) as (target_dir, target_name):
                     with suppress(FileNotFoundError):
                         os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
-                        raise AlreadyExists(destination, "already exists")
+                        raise AlreadyExists(field=destination, rule="already exists")
                     os.fchmod(fd, mode)
                     os.fsync(fd)
                     self._link(source_dir, source_name, target_dir, target_name, destination)
                     linked = os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
                     if _identity(linked) != identity:
                         os.unlink(target_name, dir_fd=target_dir)
-                        raise ChangedWhileRead(source, "was replaced while it was moved")
+                        raise ChangedWhileRead(field=source, rule="was replaced while it was moved")
                     os.fsync(target_dir)
                 left = os.stat(source_name, dir_fd=source_dir, follow_symlinks=False)
                 if _identity(left) == identity:
@@ -226,7 +234,7 @@ class LocalStore(LocalWorkspace):
                 source, target, src_dir_fd=source_dir, dst_dir_fd=target_dir, follow_symlinks=False
             )
         except FileExistsError:
-            raise AlreadyExists(field, "already exists") from None
+            raise AlreadyExists(field=field, rule="already exists") from None
 
     def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
         with (
@@ -241,7 +249,7 @@ class LocalStore(LocalWorkspace):
                 with suppress(OSError):
                     os.unlink(temporary, dir_fd=staging_fd)
                 if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                    raise WorkspaceError(path, "is a directory") from None
+                    raise WorkspaceError(field=path, rule="is a directory") from None
                 raise _error(error, path) from None
             os.fsync(parent)
             os.fsync(staging_fd)
@@ -256,5 +264,5 @@ class LocalStore(LocalWorkspace):
                 raise _error(error, path) from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
-                raise NotRegularFile(path, "is not a regular file")
+                raise NotRegularFile(field=path, rule="is not a regular file")
             return fd

@@ -51,14 +51,14 @@ def _error(error: OSError, field: str) -> WorkspaceError:
     """The port's error for an ``OSError`` met at ``field``."""
     reason = error.strerror or type(error).__name__
     if error.errno in _DENIED:
-        return AccessDenied(field, reason)
+        return AccessDenied(field=field, rule=reason)
     if error.errno == errno.ENOENT:
-        return NotFound(field, "does not exist")
+        return NotFound(field=field, rule="does not exist")
     if error.errno == errno.EEXIST:
-        return AlreadyExists(field, "already exists")
+        return AlreadyExists(field=field, rule="already exists")
     if error.errno == errno.ELOOP:
-        return UnsafePath(field, "is a symlink")
-    return WorkspaceError(field, reason)
+        return UnsafePath(field=field, rule="is a symlink")
+    return WorkspaceError(field=field, rule=reason)
 
 
 def _identity(status: os.stat_result) -> FileIdentity:
@@ -92,7 +92,9 @@ class LocalWorkspace:
         prefix = self.root.rstrip("/") + "/"
         parts = path[len(prefix) :].split("/") if path.startswith(prefix) else []
         if not parts or any(part in ("", ".", "..") for part in parts):
-            raise UnsafePath(path, f"must lie strictly below the workspace root {self.root}")
+            raise UnsafePath(
+                field=path, rule=f"must lie strictly below the workspace root {self.root}"
+            )
         return parts
 
     def _open_root(self) -> int:
@@ -100,7 +102,9 @@ class LocalWorkspace:
         try:
             return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except NotADirectoryError:
-            raise InvalidPath("workspace_root", "must be a directory", self.root) from None
+            raise InvalidPath(
+                field="workspace_root", rule="must be a directory", value=self.root
+            ) from None
         except OSError as error:
             raise _error(error, self.root) from None
 
@@ -118,7 +122,9 @@ class LocalWorkspace:
             except OSError as error:
                 raise _error(error, directory) from None
             if directory == real and not stat.S_ISDIR(status.st_mode):
-                raise InvalidPath("workspace_root", "must be a directory", self.root)
+                raise InvalidPath(
+                    field="workspace_root", rule="must be a directory", value=self.root
+                )
             if directory == real:
                 problem = paths.workspace_root_problem(status.st_mode, status.st_uid, self._uid)
                 hint = paths.OWN_ROOT_HINT
@@ -126,7 +132,9 @@ class LocalWorkspace:
                 problem = paths.shared_directory_problem(status.st_mode, status.st_uid, self._uid)
                 hint = paths.WORKSPACE_SETUP_HINT
             if problem is not None:
-                raise InvalidPath("workspace_root", f"{directory} {problem}; {hint}", self.root)
+                raise InvalidPath(
+                    field="workspace_root", rule=f"{directory} {problem}; {hint}", value=self.root
+                )
 
     def image_problem(self, path: str) -> str | None:
         """What lets someone but the user and root change the bytes at ``path`` (see the port)."""
@@ -161,13 +169,13 @@ class LocalWorkspace:
                     mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
                 except OSError:
                     mode = 0
-                raise UnsafePath(field, f"is {_kind(mode)}, not a directory") from None
+                raise UnsafePath(field=field, rule=f"is {_kind(mode)}, not a directory") from None
             raise _error(error, field) from None
         status = os.fstat(fd)
         problem = paths.own_directory_problem(status.st_mode, status.st_uid, self._uid)
         if problem is not None:
             os.close(fd)
-            raise UnsafePath(field, problem)
+            raise UnsafePath(field=field, rule=problem)
         return fd
 
     def _step(self, parent: int, name: str, walked: str, create: int | None) -> int:
@@ -187,7 +195,9 @@ class LocalWorkspace:
             if walked.rsplit("/", 1)[0] != self.root.rstrip("/"):
                 raise
             raise InvalidPath(
-                "workspace_root", f"{walked} {error.reason}; {paths.STORE_DIRECTORY_HINT}", walked
+                field="workspace_root",
+                rule=f"{walked} {error.reason}; {paths.STORE_DIRECTORY_HINT}",
+                value=walked,
             ) from None
 
     @contextmanager
@@ -214,14 +224,14 @@ class LocalWorkspace:
         with self._directory(parts[:-1]) as fd:
             if within is not None and _identity(os.fstat(fd)) != within:
                 parent = path.rsplit("/", 1)[0]
-                raise IdentityChanged(parent, f"is no longer the directory {within}")
+                raise IdentityChanged(field=parent, rule=f"is no longer the directory {within}")
             yield fd, parts[-1]
 
     def _mkdir(self, parent: int, name: str, field: str, mode: int) -> None:
         try:
             os.mkdir(name, 0o700, dir_fd=parent)
         except FileExistsError:
-            raise AlreadyExists(field, "already exists") from None
+            raise AlreadyExists(field=field, rule="already exists") from None
         except OSError as error:
             raise _error(error, field) from None
         try:
@@ -248,7 +258,7 @@ class LocalWorkspace:
         with self._directory(parts[:-1], create=parents) as parent:
             if within is not None and _identity(os.fstat(parent)) != within:
                 raise IdentityChanged(
-                    path.rsplit("/", 1)[0], f"is no longer the directory {within}"
+                    field=path.rsplit("/", 1)[0], rule=f"is no longer the directory {within}"
                 )
             self._mkdir(parent, parts[-1], path, mode)
             fd = self._open_dir(parent, parts[-1], path)
@@ -318,25 +328,35 @@ class LocalWorkspace:
             except OSError as error:
                 raise _error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
-                raise NotRegularFile(path, f"is {_kind(entry.st_mode)}, not a regular file")
+                raise NotRegularFile(
+                    field=path, rule=f"is {_kind(entry.st_mode)}, not a regular file"
+                )
             if entry.st_uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {entry.st_uid}, not {self._uid}")
+                raise UnsafePath(
+                    field=path, rule=f"is owned by uid {entry.st_uid}, not {self._uid}"
+                )
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise NotRegularFile(path, "is a symlink, not a regular file") from None
+                    raise NotRegularFile(
+                        field=path, rule="is a symlink, not a regular file"
+                    ) from None
                 raise _error(error, path) from None
             try:
                 status = os.fstat(fd)
                 if not stat.S_ISREG(status.st_mode):
-                    raise NotRegularFile(path, f"is {_kind(status.st_mode)}, not a regular file")
+                    raise NotRegularFile(
+                        field=path, rule=f"is {_kind(status.st_mode)}, not a regular file"
+                    )
                 if _identity(status) != _identity(entry):
-                    raise IdentityChanged(path, "was replaced while it was opened")
+                    raise IdentityChanged(field=path, rule="was replaced while it was opened")
                 if status.st_uid != self._uid:
-                    raise UnsafePath(path, f"is owned by uid {status.st_uid}, not {self._uid}")
+                    raise UnsafePath(
+                        field=path, rule=f"is owned by uid {status.st_uid}, not {self._uid}"
+                    )
                 if status.st_size > max_bytes:
-                    raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                    raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
                 data = _read_bounded(fd, max_bytes, path)
             except OSError as error:
                 raise _error(error, path) from None
@@ -373,7 +393,7 @@ class LocalWorkspace:
         with self._parent(path, within) as (parent, name):
             try:
                 if stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
-                    raise WorkspaceError(path, "is a directory")
+                    raise WorkspaceError(field=path, rule="is a directory")
                 os.unlink(name, dir_fd=parent)
                 os.fsync(parent)
             except OSError as error:
@@ -384,7 +404,7 @@ class LocalWorkspace:
             fd = self._open_dir(parent, name, path)
             try:
                 if _identity(os.fstat(fd)) != expected:
-                    raise IdentityChanged(path, f"is no longer the directory {expected}")
+                    raise IdentityChanged(field=path, rule=f"is no longer the directory {expected}")
                 _Walk(fd, path, keep=frozenset(last)).run()
                 for entry in last:
                     _remove_entry(fd, entry, f"{path}/{entry}")
@@ -415,7 +435,7 @@ def _read_bounded(fd: int, max_bytes: int, field: str) -> bytes:
         chunks.append(chunk)
         total += len(chunk)
         if total > max_bytes:
-            raise TooLarge(field, f"holds more than {max_bytes} bytes")
+            raise TooLarge(field=field, rule=f"holds more than {max_bytes} bytes")
 
 
 _SWEEPS = 8
@@ -489,14 +509,16 @@ class _Walk:
                         removed = True
             if not removed:
                 return None
-        raise WorkspaceError(self.where(), "kept changing while it was removed")
+        raise WorkspaceError(field=self.where(), rule="kept changing while it was removed")
 
     def _enter(self, parent: int, name: str) -> int:
         entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if not stat.S_ISDIR(entry.st_mode):
-            raise IdentityChanged(self.where(name), "was replaced during removal")
+            raise IdentityChanged(field=self.where(name), rule="was replaced during removal")
         if entry.st_dev != self._device:
-            raise UnsafePath(self.where(name), "is another filesystem mounted here: not removed")
+            raise UnsafePath(
+                field=self.where(name), rule="is another filesystem mounted here: not removed"
+            )
         try:
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
@@ -508,11 +530,11 @@ class _Walk:
                 raise
             mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
             raise UnsafePath(
-                self.where(name), f"became {_kind(mode)} during removal: not followed"
+                field=self.where(name), rule=f"became {_kind(mode)} during removal: not followed"
             ) from None
         try:
             if _identity(os.fstat(fd)) != _identity(entry):
-                raise IdentityChanged(self.where(name), "was replaced during removal")
+                raise IdentityChanged(field=self.where(name), rule="was replaced during removal")
             os.fchmod(fd, 0o700)
         except BaseException:
             os.close(fd)
@@ -529,7 +551,7 @@ class _Walk:
         status = os.fstat(parent)
         if (status.st_dev, status.st_ino) != (self._device, self._inodes[-2]):
             os.close(parent)
-            raise IdentityChanged(self.where(), "was moved during removal")
+            raise IdentityChanged(field=self.where(), rule="was moved during removal")
         return parent
 
     def _remove_emptied(self, parent: int) -> None:
@@ -547,7 +569,7 @@ class _Walk:
             self._refused += 1  # filled again meanwhile: the parent's next sweep enters it again
             if self._refused > _SWEEPS:
                 raise WorkspaceError(
-                    self.where(name), "kept changing while it was removed"
+                    field=self.where(name), rule="kept changing while it was removed"
                 ) from None
 
 
@@ -557,7 +579,7 @@ def _unlock(parent: int, name: str, entry: os.stat_result, field: str) -> None:
     fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     try:
         if _identity(os.fstat(fd)) != _identity(entry):
-            raise IdentityChanged(field, "was replaced during removal")
+            raise IdentityChanged(field=field, rule="was replaced during removal")
         os.chmod(f"/proc/self/fd/{fd}", 0o700)  # noqa: PTH101 (the descriptor's own inode)
     finally:
         os.close(fd)

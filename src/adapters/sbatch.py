@@ -158,7 +158,7 @@ class SbatchSubmitter(Submitter):
         if "already completing or completed" in lowered:
             return
         if "invalid job id specified" in lowered:
-            raise UnknownJob(bounded(text), "job_id")
+            raise UnknownJob(field="job_id", rule=bounded(text))
         raise classify("scancel", text or done.stderr, done.returncode)
 
     def find_once(self, marker: str) -> str | None:
@@ -211,7 +211,8 @@ class SbatchSubmitter(Submitter):
                 return located
         # Nothing was sent: a permanent, certain non-submission (the claim is released).
         raise SchedulerRejected(
-            f"{command} not found or not executable (sbatch = {self._sbatch!r})", "sbatch"
+            field="sbatch",
+            rule=f"{command} not found or not executable (sbatch = {self._sbatch!r})",
         )
 
     def _run(
@@ -237,9 +238,11 @@ class SbatchSubmitter(Submitter):
         except OSError as exc:
             if exc.errno in _NOT_STARTED:  # exec failed: the command never ran, nothing was sent
                 raise SchedulerRejected(
-                    f"{command} could not be run: {exc.strerror}", "sbatch"
+                    field="sbatch", rule=f"{command} could not be run: {exc.strerror}"
                 ) from exc
-            raise SchedulerUnavailable(f"{command} could not be run: {exc}", "sbatch") from exc
+            raise SchedulerUnavailable(
+                field="sbatch", rule=f"{command} could not be run: {exc}"
+            ) from exc
         stdout = done.stdout.decode("utf-8", "replace")
         stderr = done.stderr.decode("utf-8", "replace")
         if done.returncode != 0:

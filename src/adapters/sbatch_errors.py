@@ -65,8 +65,8 @@ def classify(
     if any(marker in lowered for marker in _AMBIGUOUS):
         return TransientFailure(reason, "controller", ambiguous=True)
     if any(marker in lowered for marker in _AUTH):
-        return SchedulerAuthError(reason, "credentials")
+        return SchedulerAuthError(field="credentials", rule=reason)
     for marker, field in _FIELDS:
         if marker in lowered:
-            return SchedulerRejected(reason, field)
-    return SchedulerRejected(reason, command)
+            return SchedulerRejected(field=field, rule=reason)
+    return SchedulerRejected(field=command, rule=reason)

@@ -39,7 +39,7 @@ class Sha256Hasher:
             raise self._error(error, path) from None
         if not stat.S_ISREG(entry.st_mode):
             # Looked at before opening, so that a FIFO never blocks us.
-            raise NotHashable(path, "is not a regular file")
+            raise NotHashable(field=path, rule="is not a regular file")
         try:
             fd = os.open(path, _OPEN_FLAGS)
         except OSError as error:
@@ -47,7 +47,7 @@ class Sha256Hasher:
         try:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode) or before.st_ino != entry.st_ino:
-                raise ChangedWhileHashing(path, "was replaced while it was opened")
+                raise ChangedWhileHashing(field=path, rule="was replaced while it was opened")
             digest = hashlib.sha256()
             buffer = bytearray(self._buffer_bytes)
             view = memoryview(buffer)
@@ -61,7 +61,7 @@ class Sha256Hasher:
         finally:
             os.close(fd)
         if _moment(before) != _moment(after) or size != after.st_size:
-            raise ChangedWhileHashing(path, "changed while it was hashed")
+            raise ChangedWhileHashing(field=path, rule="changed while it was hashed")
         return FileDigest(
             sha256=digest.hexdigest(),
             size=size,
@@ -73,7 +73,7 @@ class Sha256Hasher:
     @staticmethod
     def _error(error: OSError, path: str) -> HashError:
         if error.errno == errno.ENOENT:
-            return NotHashable(path, "does not exist")
+            return NotHashable(field=path, rule="does not exist")
         if error.errno == errno.ELOOP:
-            return NotHashable(path, "is a symlink")
-        return HashError(path, error.strerror or type(error).__name__)
+            return NotHashable(field=path, rule="is a symlink")
+        return HashError(field=path, rule=error.strerror or type(error).__name__)

@@ -28,12 +28,12 @@ def parse_job_id(text: str, *, field: str = "job_id") -> str:
     value = text.strip("\n")
     if ";" in value:
         raise SchedulerRejected(
-            f"the scheduler answered with a cluster-qualified job id {bounded(value)!r}; "
+            field=field,
+            rule=f"the scheduler answered with a cluster-qualified job id {bounded(value)!r}; "
             "multi-cluster submission is not supported",
-            field,
         )
     if not _JOB_ID.fullmatch(value) or int(value) > MAX_JOB_ID:
-        raise SchedulerRejected(f"not a job id: {bounded(value)!r}", field)
+        raise SchedulerRejected(field=field, rule=f"not a job id: {bounded(value)!r}")
     return value
 
 
@@ -53,10 +53,10 @@ def unconfirmed(unusable: SchedulerRejected, marker: str) -> SubmissionUnconfirm
     """The error for an accepted submission whose answer names no usable job id: never
     retried, so the claim on the attempt is kept and only a look-up of ``marker`` settles it."""
     return SubmissionUnconfirmed(
-        f"the scheduler accepted the submission but its answer names no job id we can use "
+        field="job_id",
+        rule=f"the scheduler accepted the submission but its answer names no job id we can use "
         f"({unusable.reason}); a job may be queued: look for the marker {marker!r} before "
         "submitting again",
-        "job_id",
     )
 
 

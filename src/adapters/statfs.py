@@ -25,8 +25,13 @@ class StatfsFilesystems:
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise FilesystemError(f"stat -f {path}: {bounded(str(exc))}") from None
+            raise FilesystemError(
+                field="workspace_root", rule=f"stat -f {path}: {bounded(str(exc))}"
+            ) from None
         name = done.stdout.strip()
         if done.returncode != 0 or not name:
-            raise FilesystemError(f"stat -f {path}: {bounded(done.stderr) or 'no answer'}")
+            raise FilesystemError(
+                field="workspace_root",
+                rule=f"stat -f {path}: {bounded(done.stderr) or 'no answer'}",
+            )
         return name

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from slurm_image.application.errors import ApplicationError
-from slurm_image.application.observe import LifecycleStatus, Observe, require_same_submitter
+from slurm_image.application.errors import NotSubmitted
+from slurm_image.application.observe import Observe, require_same_submitter
 from slurm_image.application.records import read_submission
+from slurm_image.application.status import LifecycleStatus
 from slurm_image.domain import paths
 from slurm_image.ports.submitter import BatchSubmitter
 from slurm_image.ports.workspace import Workspace
-
-
-class NotSubmitted(ApplicationError):
-    """The lifecycle has no job to act on."""
 
 
 class Cancel:
@@ -25,7 +22,9 @@ class Cancel:
         paths.name(lifecycle_id, "lifecycle_id")
         record = read_submission(self._workspace, lifecycle_id)
         if record is None:
-            raise NotSubmitted("lifecycle_id", f"{lifecycle_id} has no submitted job to cancel")
+            raise NotSubmitted(
+                field="lifecycle_id", rule=f"{lifecycle_id} has no submitted job to cancel"
+            )
         require_same_submitter(record, self._submitter)
         self._submitter.cancel(record.job_id)
         return Observe(self._workspace, self._submitter)([lifecycle_id])[0]

@@ -33,11 +33,11 @@ class Catalog:
         try:
             digest = self._store.digest(record.path)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         if digest.sha256 != record.sqsh_sha256:
             raise VerificationFailed(
-                record.path,
-                f"hashes to {digest.sha256}, not the published {record.sqsh_sha256}",
+                field=record.path,
+                rule=f"hashes to {digest.sha256}, not the published {record.sqsh_sha256}",
             )
         return record
 

@@ -30,7 +30,7 @@ def read_record(store: Store, path: str) -> bytes | None:
             return None
         return store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
     except WorkspaceError as error:
-        raise VerificationFailed(error.field, error.reason) from None
+        raise VerificationFailed(field=error.field, rule=error.rule) from None
 
 
 def require_unchangeable(store: Store, path: str) -> None:
@@ -39,12 +39,13 @@ def require_unchangeable(store: Store, path: str) -> None:
     problem = store.image_problem(path)
     if problem is not None and store.entry_kind(path) is None:
         raise VerificationFailed(
-            path, "does not exist: the published image is gone (publish it again, or unregister)"
+            field=path,
+            rule="does not exist: the published image is gone (publish it again, or unregister)",
         )
     if problem is not None:
         raise VerificationFailed(
-            path,
-            f"{problem}: another user could replace its bytes, so it is not vouched for;"
+            field=path,
+            rule=f"{problem}: another user could replace its bytes, so it is not vouched for;"
             " inspect a copy of your own (or unregister the alias)",
         )
 
@@ -80,7 +81,7 @@ class CatalogReader:
             published = read_published(data, name)
         except DomainError as error:
             raise VerificationFailed(
-                self.layout.alias(name), f"{error.field}: {error.rule}"
+                field=self.layout.alias(name), rule=f"{error.field}: {error.rule}"
             ) from None
         require_unchangeable(self._store, published.record["path"])
         return published

@@ -1,15 +1,12 @@
-"""Errors the use cases raise themselves. Each carries the field and the reason."""
+"""Errors the use cases raise themselves, all of them. Each carries the field and the rule."""
 
 from __future__ import annotations
 
+from slurm_image.domain.errors import SlurmImageError
 
-class ApplicationError(Exception):
-    """Base of the use-case errors: ``field`` names what is at fault, ``reason`` says why."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class ApplicationError(SlurmImageError):
+    """Base of the use-case errors: ``field`` names what is at fault, ``rule`` says why."""
 
 
 class VerificationFailed(ApplicationError):
@@ -46,12 +43,24 @@ class UnknownAlias(ApplicationError):
 
     @classmethod
     def named(cls, name: str) -> UnknownAlias:
-        return cls("name", f"no alias {name} is published (see: slurm-image list)")
+        return cls(field="name", rule=f"no alias {name} is published (see: slurm-image list)")
 
 
 class JobNotSuccessful(ApplicationError):
     """The lifecycle's job did not complete successfully (or has not finished): nothing to
     publish."""
+
+
+class NotSubmitted(ApplicationError):
+    """The lifecycle has no job to act on (to wait for, or to cancel)."""
+
+
+class SubmitterMismatch(ApplicationError):
+    """The attempt was submitted through another submitter than the profile selects."""
+
+
+class WaitTimedOut(ApplicationError):
+    """``timeout_s`` elapsed while a job was still running (nothing was cancelled)."""
 
 
 class StillRunning(ApplicationError):

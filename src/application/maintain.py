@@ -13,13 +13,13 @@ from slurm_image.application.errors import (
     UnknownAlias,
     VerificationFailed,
 )
-from slurm_image.application.observe import IN_DOUBT, STAGED, Observe
 from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
-from slurm_image.application.wait import is_final
 from slurm_image.domain import paths
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
 from slurm_image.domain.publication import load_marker
 from slurm_image.ports.clock import Clock
@@ -49,7 +49,7 @@ class Maintain:
         self,
         store: Store,
         locks: Locks,
-        observe: Observe,
+        observe: Statuses,
         clock: Clock,
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
@@ -83,10 +83,12 @@ class Maintain:
         paths.name(lifecycle_id, "lifecycle_id")
         layout, identity = attempt_directory(self._store, lifecycle_id)
         (status,) = self._observe([lifecycle_id])
-        if status.state == IN_DOUBT or (status.state != STAGED and not is_final(status)):
+        if status.state is LifecycleState.SUBMISSION_UNKNOWN or (
+            status.state is not LifecycleState.STAGED and not is_final(status)
+        ):
             raise StillRunning(
-                "lifecycle_id",
-                f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
             )
         try:
             remove_staged_credentials(self._store, lifecycle_id)  # first: the secret
@@ -94,7 +96,7 @@ class Maintain:
                 layout.job_dir, expected=identity, last=paths.AttemptLayout.RECORDS_REMOVED_LAST
             )
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         return lifecycle_id
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
@@ -132,11 +134,14 @@ class Maintain:
         credentials: list[Removed] = []
         for status in self._observe(watched) if watched else []:
             lifecycle_id = status.lifecycle_id
-            ended = status.state not in (IN_DOUBT, STAGED) and is_final(status)
+            ended = status.state not in (
+                LifecycleState.SUBMISSION_UNKNOWN,
+                LifecycleState.STAGED,
+            ) and is_final(status)
             if ended and lifecycle_id in old:
                 attempts.append(Removed("attempt", f"{self._layout.jobs}/{lifecycle_id}"))
             elif lifecycle_id in holding and (
-                ended or (status.state == STAGED and lifecycle_id in old)
+                ended or (status.state is LifecycleState.STAGED and lifecycle_id in old)
             ):
                 path = staged_credentials_path(self._store.root, lifecycle_id)
                 credentials.append(Removed("credentials", path))

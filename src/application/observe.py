@@ -3,51 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from slurm_image.application.errors import ApplicationError
+from slurm_image.application.errors import SubmitterMismatch
 from slurm_image.application.records import read_submission, submission_claimed
+from slurm_image.application.status import LifecycleStatus
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import SubmissionRecord
 from slurm_image.domain.job import JobState
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.script import EXIT_CODES
 from slurm_image.ports.submitter import BatchSubmitter
 from slurm_image.ports.workspace import Workspace
-
-STAGED = "STAGED"
-"""Staged and never submitted."""
-IN_DOUBT = "SUBMISSION_UNKNOWN"
-"""A submit started and recorded no job: it may or may not have reached the scheduler."""
-
-
-class SubmitterMismatch(ApplicationError):
-    """The attempt was submitted through another submitter than the profile selects."""
-
-
-@dataclass(frozen=True)
-class LifecycleStatus:
-    lifecycle_id: str
-    job_id: str | None
-    state: str
-    reason: str | None = None
-    exit_code: int | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "lifecycle_id": self.lifecycle_id,
-            "job_id": self.job_id,
-            "state": self.state,
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-        }
 
 
 def require_same_submitter(record: SubmissionRecord, submitter: BatchSubmitter) -> None:
     """Job ids mean something only to the scheduler front end that issued them."""
     if record.submitter != submitter.name:
         raise SubmitterMismatch(
-            "submitter.kind",
-            f"{record.lifecycle_id} was submitted through {record.submitter!r}, "
+            field="submitter.kind",
+            rule=f"{record.lifecycle_id} was submitted through {record.submitter!r}, "
             f"but the profile selects {submitter.name!r}",
         )
 
@@ -78,7 +52,7 @@ class Observe:
         for lifecycle_id, record in records.items():
             if record is None:
                 claimed = submission_claimed(self._workspace, lifecycle_id)
-                state = IN_DOUBT if claimed else STAGED
+                state = LifecycleState.SUBMISSION_UNKNOWN if claimed else LifecycleState.STAGED
                 result.append(LifecycleStatus(lifecycle_id, None, state))
                 continue
             status = states.get(record.job_id)
@@ -87,7 +61,7 @@ class Observe:
                     LifecycleStatus(
                         lifecycle_id,
                         record.job_id,
-                        JobState.LOST.value,
+                        JobState.LOST,
                         "the scheduler no longer knows the job",
                     )
                 )
@@ -97,8 +71,6 @@ class Observe:
             if meaning:
                 reason = f"{reason}: {meaning}" if reason else meaning
             result.append(
-                LifecycleStatus(
-                    lifecycle_id, record.job_id, status.state.value, reason, status.exit_code
-                )
+                LifecycleStatus(lifecycle_id, record.job_id, status.state, reason, status.exit_code)
             )
         return result

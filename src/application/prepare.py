@@ -26,6 +26,7 @@ from slurm_image.domain.request import Request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
 from slurm_image.ports.clock import Clock
+from slurm_image.ports.credentials import FIELD as CREDENTIALS_FIELD
 from slurm_image.ports.credentials import CredentialsFile, CredentialsFileError
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
@@ -62,7 +63,9 @@ def registry_credentials(
     if request.operation != "import_oci" or path is None:
         return None
     if credentials_file is None:
-        raise CredentialsFileError("no reader for credentials files was configured")
+        raise CredentialsFileError(
+            field=CREDENTIALS_FIELD, rule="no reader for credentials files was configured"
+        )
     data = credentials_file.read_credentials_file(path, max_bytes=CREDENTIALS_MAX_BYTES)
     return select_credentials(data, parse_reference(request.source).enroot_registry)
 
@@ -74,11 +77,11 @@ def require_unchangeable_image(workspace: Workspace, source: str) -> None:
     problem = workspace.image_problem(source)
     if problem is not None:
         raise InvalidPath(
-            "source",
-            f"{problem}; what is published must stay what was inspected, so the image must"
+            field="source",
+            rule=f"{problem}; what is published must stay what was inspected, so the image must"
             " be a regular file that only you or root can change, in directories that only"
             f" you or root can change: {paths.IMAGE_COPY_HINT}",
-            source,
+            value=source,
         )
 
 
@@ -162,7 +165,7 @@ class Prepare:
     ) -> PreparedLifecycle:
         if profile.workspace_root != self._workspace.root:
             raise WrongWorkspace(
-                "workspace_root", f"the workspace is bound to {self._workspace.root}"
+                field="workspace_root", rule=f"the workspace is bound to {self._workspace.root}"
             )
         if request.operation == "inspect_sqsh":
             require_unchangeable_image(self._workspace, request.source)
@@ -182,14 +185,15 @@ class Prepare:
             identity = workspace.create_directory(plan.paths.job_dir, mode=0o700, parents=True)
         except AlreadyExists:
             raise LifecycleExists(
-                "lifecycle_id", f"an attempt {plan.lifecycle_id} already exists in the workspace"
+                field="lifecycle_id",
+                rule=f"an attempt {plan.lifecycle_id} already exists in the workspace",
             ) from None
         try:
             digests: list[str] = []
             for path, data, mode in files:
                 written = workspace.write_new(path, data, mode=mode, within=identity)
                 if written.sha256 != sha256_hex(data) or written.mode != mode:
-                    raise VerificationFailed(path, "was not staged as written")
+                    raise VerificationFailed(field=path, rule="was not staged as written")
                 digests.append(written.sha256)
             workspace.create_directory(plan.paths.output_dir, mode=0o700, within=identity)
             plan_sha256, script_sha256, inspector_sha256, rc_sha256 = digests
@@ -232,7 +236,7 @@ class Prepare:
         data = planned.credentials.netrc_bytes()
         written = workspace.write_new(path, data, mode=CREDENTIALS_MODE, within=config)
         if written.sha256 != sha256_hex(data) or written.mode != CREDENTIALS_MODE:
-            raise VerificationFailed(path, "was not staged as written")
+            raise VerificationFailed(field=path, rule="was not staged as written")
         log.info(
             "staged credentials for %s",
             planned.credentials.host,

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from slurm_image.application.catalog_reader import require_unchangeable
@@ -35,21 +36,26 @@ from slurm_image.application.errors import (
     JobNotSuccessful,
     VerificationFailed,
 )
-from slurm_image.application.observe import IN_DOUBT, Observe
 from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.status import Statuses, is_final, succeeded
 from slurm_image.application.store_records import (
     ENTRY_ARTICLE,
     STORE_LOCK,
     StoreRecords,
     alias_lock,
 )
-from slurm_image.application.wait import is_final
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
-from slurm_image.domain.job import JobState
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
-from slurm_image.domain.publication import AliasRecord, PublicationMarker, SourceRecord, facts_of
+from slurm_image.domain.publication import (
+    AliasRecord,
+    PublicationMarker,
+    RoleFacts,
+    SourceRecord,
+    facts_of,
+)
 from slurm_image.domain.request import Request
 from slurm_image.domain.store_layout import ARTIFACT_MODE
 from slurm_image.domain.verified_chain import (
@@ -98,7 +104,7 @@ class Publish:
         self,
         store: Store,
         locks: Locks,
-        observe: Observe,
+        statuses: Statuses,
         clock: Clock,
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
@@ -108,38 +114,30 @@ class Publish:
         self._records = StoreRecords(store)
         self._layout = self._records.layout
         self._locks = locks
-        self._observe = observe
+        self._statuses = statuses
         self._clock = clock
         self._timeout = lock_timeout_s
         self._checkpoint = checkpoint
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
         plan = self._plan(lifecycle_id)
-        name = plan.request.name
-        self._records.prepare_directories()
-        with (
-            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
-            self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
-        ):
-            self._records.recover(name)
-            existing = self._records.alias(name)
-            if existing is not None and existing.lifecycle_id == lifecycle_id:
-                return Publication(existing, changed=False)
-            if existing is not None and not replace:
-                raise AliasExists(
-                    "name",
-                    f"{name} is published already (lifecycle {existing.lifecycle_id});"
-                    " rebind it with --replace (its artifact stays)",
-                )
+        with self._alias_held(plan.request.name):
+            bound = self._bound(
+                plan.request.name,
+                replace=replace,
+                answers=lambda existing: existing.lifecycle_id == lifecycle_id,
+            )
+            if isinstance(bound, Publication):
+                return bound
             self._require_success(lifecycle_id)
             record, digest, source = self._verify(plan)
             self._checkpoint("verified")
             self._commit(plan, record, digest, source)
-            if existing is not None:
+            if bound is not None:
                 log.info(
                     "%s rebound from %s to %s",
-                    name,
-                    existing.sqsh_sha256,
+                    record.name,
+                    bound.sqsh_sha256,
                     record.sqsh_sha256,
                     extra={"lifecycle_id": lifecycle_id},
                 )
@@ -168,46 +166,33 @@ class Publish:
         its source with the facts recorded for its role. No job runs."""
         facts = source.roles.get(request.role)
         if facts is None:
-            raise VerificationFailed("role", f"the store holds no {request.role} facts")
+            raise VerificationFailed(field="role", rule=f"the store holds no {request.role} facts")
         path = self._layout.artifact(source.sqsh_sha256)
-        self._records.prepare_directories()
-        with (
-            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
-            self._locks.exclusive(alias_lock(request.name), timeout_s=self._timeout),
-        ):
-            self._records.recover(request.name)
+        with self._alias_held(request.name):
             try:
                 digest = self._store.digest(path)
             except WorkspaceError as error:
-                raise VerificationFailed(error.field, error.reason) from None
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
             if digest.sha256 != source.sqsh_sha256:
-                raise VerificationFailed(path, "does not hold the bytes its source recorded")
-            record = AliasRecord(
-                name=request.name,
-                role=request.role,
+                raise VerificationFailed(
+                    field=path, rule="does not hold the bytes its source recorded"
+                )
+            record = self._alias_record(
+                request,
                 path=path,
-                sqsh_sha256=digest.sha256,
-                size=digest.size,
-                identity=digest.identity,
-                operation="import_oci",
+                digest=digest,
+                facts=facts,
                 source=request.source,
                 source_digest=source.source_digest,
-                inspection_schema_version=facts.inspection_schema_version,
-                inspector_version=facts.inspector_version,
-                facts=facts.facts,
-                lifecycle_id=facts.lifecycle_id,
-                published_at=format_time(self._clock.now()),
                 chain=source.chain,
             )
-            existing = self._records.alias(request.name)
-            if existing is not None and _same_binding(existing, record):
-                return Publication(existing, changed=False)
-            if existing is not None and not replace:
-                raise AliasExists(
-                    "name",
-                    f"{request.name} is published already (lifecycle {existing.lifecycle_id});"
-                    " rebind it with --replace (its artifact stays)",
-                )
+            bound = self._bound(
+                request.name,
+                replace=replace,
+                answers=lambda existing: _same_binding(existing, record),
+            )
+            if isinstance(bound, Publication):
+                return bound
             self._records.write_alias(record)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
@@ -218,13 +203,77 @@ class Publish:
             )
             return Publication(record, changed=True)
 
+    # -- the alias -----------------------------------------------------------------------
+
+    @contextmanager
+    def _alias_held(self, name: str) -> Iterator[None]:
+        """A shared hold of the store lock and the alias's own lock, with any publication of
+        the alias that a crash interrupted finished or dropped first."""
+        self._records.prepare_directories()
+        with (
+            self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
+            self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
+        ):
+            self._records.recover(name)
+            yield
+
+    def _bound(
+        self, name: str, *, replace: bool, answers: Callable[[AliasRecord], bool]
+    ) -> Publication | AliasRecord | None:
+        """What the alias is bound to now: an unchanged ``Publication`` when that binding
+        ``answers`` this publication already; else the record a ``replace`` rebinds (None when
+        the alias is new). Another binding without ``replace`` is ``AliasExists``."""
+        existing = self._records.alias(name)
+        if existing is None:
+            return None
+        if answers(existing):
+            return Publication(existing, changed=False)
+        if not replace:
+            raise AliasExists(
+                field="name",
+                rule=f"{name} is published already (lifecycle {existing.lifecycle_id});"
+                " rebind it with --replace (its artifact stays)",
+            )
+        return existing
+
+    def _alias_record(
+        self,
+        request: Request,
+        *,
+        path: str,
+        digest: FileDigest,
+        facts: RoleFacts,
+        source: str,
+        source_digest: str | None,
+        chain: VerifiedChain | None,
+    ) -> AliasRecord:
+        """The one way an alias record is made: ``request``'s name and role bound to the file
+        at ``path`` as hashed (``digest``), with the facts of the lifecycle that inspected it."""
+        return AliasRecord(
+            name=request.name,
+            role=request.role,
+            path=path,
+            sqsh_sha256=digest.sha256,
+            size=digest.size,
+            identity=digest.identity,
+            operation=request.operation,
+            source=source,
+            source_digest=source_digest,
+            inspection_schema_version=facts.inspection_schema_version,
+            inspector_version=facts.inspector_version,
+            facts=facts.facts,
+            lifecycle_id=facts.lifecycle_id,
+            published_at=format_time(self._clock.now()),
+            chain=chain,
+        )
+
     # -- steps ---------------------------------------------------------------------------
 
     def _plan(self, lifecycle_id: str) -> Plan:
         submission = read_submission(self._store, lifecycle_id)
         if submission is None:
             raise JobNotSuccessful(
-                "lifecycle_id", f"{lifecycle_id} was never submitted: nothing to publish"
+                field="lifecycle_id", rule=f"{lifecycle_id} was never submitted: nothing to publish"
             )
         layout, identity = attempt_directory(self._store, lifecycle_id)
         try:
@@ -233,31 +282,35 @@ class Publish:
             ).data
             plan = load_plan(data)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         except DomainError as error:
-            raise VerificationFailed(layout.plan, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(
+                field=layout.plan, rule=f"{error.field}: {error.rule}"
+            ) from None
         if plan.lifecycle_id != lifecycle_id or sha256_hex(data) != submission.plan_sha256:
-            raise VerificationFailed(layout.plan, "is not the plan that was submitted")
+            raise VerificationFailed(field=layout.plan, rule="is not the plan that was submitted")
         if plan.profile.workspace_root != self._store.root:
             raise VerificationFailed(
-                "workspace_root", f"the plan names {plan.profile.workspace_root}"
+                field="workspace_root", rule=f"the plan names {plan.profile.workspace_root}"
             )
         return plan
 
     def _require_success(self, lifecycle_id: str) -> None:
-        (status,) = self._observe([lifecycle_id])
-        if status.state != IN_DOUBT and is_final(status):  # a job that never ran its trap
+        (status,) = self._statuses([lifecycle_id])
+        if status.state is not LifecycleState.SUBMISSION_UNKNOWN and is_final(
+            status
+        ):  # a job that never ran its trap
             try:  # left its registry credentials
                 remove_staged_credentials(self._store, lifecycle_id)
             except WorkspaceError as error:
-                raise VerificationFailed(error.field, error.reason) from None
-        if status.state == JobState.COMPLETED.value and status.exit_code in (0, None):
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
+        if succeeded(status):
             return
         detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""
         reason = f": {status.reason}" if status.reason else ""
         raise JobNotSuccessful(
-            "state",
-            f"job {status.job_id} of {lifecycle_id} is {status.state}{detail}{reason};"
+            field="state",
+            rule=f"job {status.job_id} of {lifecycle_id} is {status.state}{detail}{reason};"
             " only a COMPLETED job with exit code 0 is published",
         )
 
@@ -268,23 +321,25 @@ class Publish:
         layout, identity = attempt_directory(self._store, plan.lifecycle_id)
         path = layout.chain_record
         if plan.source_digest is None:
-            raise VerificationFailed(path, "an import plan without a source digest has no chain")
+            raise VerificationFailed(
+                field=path, rule="an import plan without a source digest has no chain"
+            )
         try:
             data = self._store.read_verified(
                 path, max_bytes=CHAIN_RECORD_MAX_BYTES, within=identity
             ).data
         except NotFound:
             raise VerificationFailed(
-                path,
-                "does not exist: the job recorded no verified chain from the pinned digest"
+                field=path,
+                rule="does not exist: the job recorded no verified chain from the pinned digest"
                 f" {plan.source_digest}, so the import is not published",
             ) from None
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         try:
             return validate_chain_record(data, pinned=plan.source_digest)
         except DomainError as error:
-            raise VerificationFailed(path, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(field=path, rule=f"{error.field}: {error.rule}") from None
 
     def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
         role = plan.request.role
@@ -296,13 +351,13 @@ class Publish:
             data = self._store.read_stable(plan.paths.result, max_bytes=MAX_INSPECTION_BYTES).data
             digest = self._store.digest(self._image_of(plan, data))
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         try:
             inspection = validate_inspection(data, role=role, sqsh_sha256=digest.sha256)
         except DomainError as error:
             raise VerificationFailed(
-                f"inspection.{error.field}" if error.field != "inspection" else error.field,
-                error.rule,
+                field=f"inspection.{error.field}" if error.field != "inspection" else error.field,
+                rule=error.rule,
             ) from None
         log.info(
             "result verified: %s image, .sqsh %s sha256 %s",
@@ -334,21 +389,13 @@ class Publish:
                 chain = source.chain
         if source is not None:
             source = source.with_role(role, facts)
-        record = AliasRecord(
-            name=plan.request.name,
-            role=role,
+        record = self._alias_record(
+            plan.request,
             path=path,
-            sqsh_sha256=digest.sha256,
-            size=digest.size,
-            identity=digest.identity,
-            operation=plan.operation,
+            digest=digest,
+            facts=facts,
             source=source_text,
             source_digest=source_digest,
-            inspection_schema_version=facts.inspection_schema_version,
-            inspector_version=facts.inspector_version,
-            facts=facts.facts,
-            lifecycle_id=plan.lifecycle_id,
-            published_at=format_time(self._clock.now()),
             chain=chain,
         )
         return record, digest, source
@@ -389,7 +436,7 @@ class Publish:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
             except WorkspaceError as error:
                 self._store.remove_file(self._layout.marker(record.name))
-                raise VerificationFailed(error.field, error.reason) from None
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
         self._checkpoint("artifact")
         if source is not None:
             self._records.write_source(source)
@@ -411,13 +458,14 @@ class Publish:
         if kind != "file":
             self._drop_marker(record.name)
             raise VerificationFailed(
-                record.path,
-                f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
+                field=record.path,
+                rule=f"is {ENTRY_ARTICLE.get(kind or '', 'missing')}, not a regular file: refused",
             )
         if not self._records.artifact_matches(record.path, record.sqsh_sha256):
             self._drop_marker(record.name)
             raise VerificationFailed(
-                record.path, f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused"
+                field=record.path,
+                rule=f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused",
             )
 
     def _drop_marker(self, name: str) -> None:

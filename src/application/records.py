@@ -23,10 +23,10 @@ def attempt_directory(
         return layout, workspace.directory_identity(layout.job_dir)
     except NotFound:
         raise UnknownLifecycle(
-            "lifecycle_id", f"no staged attempt {lifecycle_id} in {workspace.root}"
+            field="lifecycle_id", rule=f"no staged attempt {lifecycle_id} in {workspace.root}"
         ) from None
     except WorkspaceError as error:
-        raise VerificationFailed(error.field, error.reason) from None
+        raise VerificationFailed(field=error.field, rule=error.rule) from None
 
 
 def read_submission(workspace: Workspace, lifecycle_id: str) -> SubmissionRecord | None:
@@ -43,13 +43,15 @@ def read_submission(workspace: Workspace, lifecycle_id: str) -> SubmissionRecord
             layout.submission_record, max_bytes=RECORD_MAX_BYTES, within=identity
         ).data
     except WorkspaceError as error:
-        raise VerificationFailed(error.field, error.reason) from None
+        raise VerificationFailed(field=error.field, rule=error.rule) from None
     try:
         record = load_submission_record(data)
     except DomainError as error:
-        raise VerificationFailed(layout.submission_record, f"{error.field}: {error.rule}") from None
+        raise VerificationFailed(
+            field=layout.submission_record, rule=f"{error.field}: {error.rule}"
+        ) from None
     if record.lifecycle_id != lifecycle_id:
-        raise VerificationFailed(layout.submission_record, "names another lifecycle id")
+        raise VerificationFailed(field=layout.submission_record, rule="names another lifecycle id")
     return record
 
 
@@ -59,4 +61,4 @@ def submission_claimed(workspace: Workspace, lifecycle_id: str) -> bool:
     try:
         return workspace.exists(layout.submission_claim)
     except WorkspaceError as error:
-        raise VerificationFailed(error.field, error.reason) from None
+        raise VerificationFailed(field=error.field, rule=error.rule) from None

@@ -73,10 +73,10 @@ class StoreRecords:
             record = load_alias(data)
         except DomainError as error:
             raise VerificationFailed(
-                self.layout.alias(name), f"{error.field}: {error.rule}"
+                field=self.layout.alias(name), rule=f"{error.field}: {error.rule}"
             ) from None
         if record.name != name:
-            raise VerificationFailed(self.layout.alias(name), "names another alias")
+            raise VerificationFailed(field=self.layout.alias(name), rule="names another alias")
         return record
 
     def source(self, source_digest: str) -> SourceRecord | None:
@@ -167,9 +167,9 @@ class StoreRecords:
                 self.store.remove_file(path)
         except WorkspaceError as error:
             raise VerificationFailed(
-                path,
-                f"is {ENTRY_ARTICLE[kind]}, not a publication marker, and could not be removed"
-                f" ({error.reason}): remove it by hand, then publish again",
+                field=path,
+                rule=f"is {ENTRY_ARTICLE[kind]}, not a publication marker, and could not be removed"
+                f" ({error.rule}): remove it by hand, then publish again",
             ) from None
         log.warning("removed %s at %s: not a publication marker", ENTRY_ARTICLE[kind], path)
 

@@ -100,12 +100,15 @@ class Submit:
         try:
             record = load_staged_record(data)
         except DomainError as error:
-            raise VerificationFailed(layout.staged_record, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(
+                field=layout.staged_record, rule=f"{error.field}: {error.rule}"
+            ) from None
         if record.lifecycle_id != lifecycle_id:
-            raise VerificationFailed(layout.staged_record, "names another lifecycle id")
+            raise VerificationFailed(field=layout.staged_record, rule="names another lifecycle id")
         if not record.job_dir.same_object_elsewhere(identity):
             raise VerificationFailed(
-                layout.job_dir, "is not the directory that was staged (replaced after prepare)"
+                field=layout.job_dir,
+                rule="is not the directory that was staged (replaced after prepare)",
             )
         if record.job_dir != identity:
             # Staged on another login node: from here on, bind every read to this host's view.
@@ -138,8 +141,8 @@ class Submit:
             found = self._submitter.find_by_marker(plan.marker)
             if found is None:
                 raise SubmissionInDoubt(
-                    "lifecycle_id",
-                    f"an earlier submit of {plan.lifecycle_id} started and no job carries "
+                    field="lifecycle_id",
+                    rule=f"an earlier submit of {plan.lifecycle_id} started and no job carries "
                     f"{plan.marker}; if none is queued or running, remove "
                     f"{layout.submission_claim} and submit again",
                 )
@@ -172,7 +175,7 @@ class Submit:
         try:
             submitted = self._workspace.exists(layout.submission_record)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         if not submitted:
             return
         job = "an unreadable record"
@@ -184,7 +187,7 @@ class Submit:
         except (WorkspaceError, DomainError):
             pass
         raise AlreadySubmitted(
-            "lifecycle_id", f"{layout.lifecycle_id} was submitted already ({job})"
+            field="lifecycle_id", rule=f"{layout.lifecycle_id} was submitted already ({job})"
         )
 
     def _verify(
@@ -194,25 +197,29 @@ class Submit:
         plan_bytes = self._read(layout.plan, PLAN_MAX_BYTES, within)
         plan_sha256 = sha256_hex(plan_bytes)
         if plan_sha256 != staged.plan_sha256:
-            raise VerificationFailed(layout.plan, "does not match the digest recorded at staging")
+            raise VerificationFailed(
+                field=layout.plan, rule="does not match the digest recorded at staging"
+            )
         try:
             plan = load_plan(plan_bytes)
         except DomainError as error:
-            raise VerificationFailed(layout.plan, f"{error.field}: {error.rule}") from None
+            raise VerificationFailed(
+                field=layout.plan, rule=f"{error.field}: {error.rule}"
+            ) from None
         if plan.lifecycle_id != layout.lifecycle_id or plan.paths.job_dir != layout.job_dir:
-            raise VerificationFailed(layout.plan, "belongs to another attempt")
+            raise VerificationFailed(field=layout.plan, rule="belongs to another attempt")
         if expected is not None and plan != expected:
-            raise VerificationFailed(layout.plan, "differs from the prepared plan")
+            raise VerificationFailed(field=layout.plan, rule="differs from the prepared plan")
 
         script = self._read(plan.paths.script, SCRIPT_MAX_BYTES, within)
         script_sha256 = sha256_hex(script)
         if script_sha256 != staged.script_sha256:
             raise VerificationFailed(
-                plan.paths.script, "does not match the digest recorded at staging"
+                field=plan.paths.script, rule="does not match the digest recorded at staging"
             )
         if script_sha256 != sha256_hex(render_script(plan).encode()):
             raise VerificationFailed(
-                plan.paths.script, "differs from the script rendered from the plan"
+                field=plan.paths.script, rule="differs from the script rendered from the plan"
             )
 
         for path, planned, recorded in (
@@ -221,7 +228,7 @@ class Submit:
         ):
             digest = sha256_hex(self._read(path, RUNTIME_MAX_BYTES, within))
             if digest != planned or digest != recorded:
-                raise VerificationFailed(path, "does not match the digest in the plan")
+                raise VerificationFailed(field=path, rule="does not match the digest in the plan")
         self._verify_credentials(plan, staged)
 
         self._refuse_foreign_entries(layout, plan)
@@ -229,10 +236,11 @@ class Submit:
         try:
             current = self._workspace.directory_identity(layout.job_dir)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         if current != within:
             raise VerificationFailed(
-                layout.job_dir, "is not the directory that was staged (replaced after prepare)"
+                field=layout.job_dir,
+                rule="is not the directory that was staged (replaced after prepare)",
             )
         return _Verified(plan, plan_sha256, script, script_sha256)
 
@@ -245,12 +253,13 @@ class Submit:
             foreign = sorted(set(entries) - layout.STAGED_ENTRIES - self._credentials_entry(plan))
             if foreign:
                 raise VerificationFailed(
-                    layout.job_dir, f"holds entries that were not staged: {', '.join(foreign)}"
+                    field=layout.job_dir,
+                    rule=f"holds entries that were not staged: {', '.join(foreign)}",
                 )
             if self._workspace.list_directory(plan.paths.output_dir):
-                raise VerificationFailed(plan.paths.output_dir, "is not empty")
+                raise VerificationFailed(field=plan.paths.output_dir, rule="is not empty")
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
 
     def _credentials_entry(self, plan: Plan) -> set[str]:
         """``enroot``, when staging put the registry credentials there and nothing else."""
@@ -262,7 +271,8 @@ class Submit:
             found = sorted(self._workspace.list_directory(directory))
             if found != expected:
                 raise VerificationFailed(
-                    directory, f"holds {', '.join(found) or 'nothing'}; staging put {expected[0]}"
+                    field=directory,
+                    rule=f"holds {', '.join(found) or 'nothing'}; staging put {expected[0]}",
                 )
         return {enroot.rsplit("/", 1)[1]}
 
@@ -270,7 +280,8 @@ class Submit:
         path = f"{plan.paths.enroot_config}/{CREDENTIALS_NAME}"
         if (plan.credentials_host is None) != (staged.credentials_sha256 is None):
             raise VerificationFailed(
-                path, "plan.json and staged.json disagree on whether credentials were staged"
+                field=path,
+                rule="plan.json and staged.json disagree on whether credentials were staged",
             )
         if staged.credentials_sha256 is None:
             return
@@ -278,11 +289,13 @@ class Submit:
             # below the attempt directory: walked from the root without following symlinks
             read = self._workspace.read_verified(path, max_bytes=CREDENTIALS_MAX_BYTES)
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
         if read.mode != CREDENTIALS_MODE:
-            raise VerificationFailed(path, f"must have mode {CREDENTIALS_MODE:04o}")
+            raise VerificationFailed(field=path, rule=f"must have mode {CREDENTIALS_MODE:04o}")
         if sha256_hex(read.data) != staged.credentials_sha256:
-            raise VerificationFailed(path, "does not match the digest recorded at staging")
+            raise VerificationFailed(
+                field=path, rule="does not match the digest recorded at staging"
+            )
 
     def _claim(self, layout: paths.AttemptLayout, within: FileIdentity, plan: Plan) -> bool:
         """Mark the submission as started. False when an earlier one started: its outcome is
@@ -302,4 +315,4 @@ class Submit:
         try:
             return self._workspace.read_verified(path, max_bytes=max_bytes, within=within).data
         except WorkspaceError as error:
-            raise VerificationFailed(error.field, error.reason) from None
+            raise VerificationFailed(field=error.field, rule=error.rule) from None

@@ -14,10 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurm_image.application.cancel import NotSubmitted
-from slurm_image.application.errors import ApplicationError, JobNotSuccessful
-from slurm_image.application.observe import IN_DOUBT, STAGED, LifecycleStatus, Observe
-from slurm_image.domain.job import JobState
+from slurm_image.application.errors import JobNotSuccessful, NotSubmitted, WaitTimedOut
+from slurm_image.application.status import LifecycleStatus, Statuses, is_final, succeeded
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.ports.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -25,19 +24,6 @@ log = logging.getLogger(__name__)
 FIRST_POLL_S = 2.0
 MAX_POLL_S = 30.0
 BACKOFF = 1.5
-
-
-def is_final(status: LifecycleStatus) -> bool:
-    if status.state == IN_DOUBT:
-        return True
-    try:
-        return JobState(status.state).is_terminal
-    except ValueError:
-        return False
-
-
-def succeeded(status: LifecycleStatus) -> bool:
-    return status.state == JobState.COMPLETED.value and status.exit_code in (0, None)
 
 
 @dataclass(frozen=True)
@@ -66,7 +52,7 @@ class Wait:
 
     def __init__(
         self,
-        observe: Observe,
+        observe: Statuses,
         clock: Clock,
         *,
         sleep: Callable[[float], None] = time.sleep,
@@ -102,10 +88,10 @@ class Wait:
                         f" (exit {status.exit_code})" if status.exit_code is not None else "",
                         extra={"lifecycle_id": status.lifecycle_id},
                     )
-                if status.state == STAGED:
+                if status.state is LifecycleState.STAGED:
                     raise NotSubmitted(
-                        "lifecycle_id",
-                        f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"
+                        field="lifecycle_id",
+                        rule=f"{status.lifecycle_id} is staged, not submitted: nothing to wait for"
                         f" (submit it first)",
                     )
                 latest[status.lifecycle_id] = status
@@ -122,10 +108,6 @@ class Wait:
             pause = min(pause * BACKOFF, self._cap)
 
 
-class WaitTimedOut(ApplicationError):
-    """``timeout_s`` elapsed while a job was still running (nothing was cancelled)."""
-
-
 def require_success(result: WaitResult) -> None:
     """Raise ``WaitTimedOut`` or ``JobNotSuccessful`` unless every lifecycle succeeded."""
     if result.timed_out:
@@ -133,7 +115,7 @@ def require_success(result: WaitResult) -> None:
             f"{s.lifecycle_id} ({s.state})" for s in result.lifecycles if not is_final(s)
         )
         raise WaitTimedOut(
-            "timeout", f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
+            field="timeout", rule=f"{result.elapsed_s:.0f} s elapsed while still running: {running}"
         )
     if result.failed:
         failed = "; ".join(
@@ -142,4 +124,4 @@ def require_success(result: WaitResult) -> None:
             + (f" ({s.reason})" if s.reason else "")
             for s in result.failed
         )
-        raise JobNotSuccessful("state", failed)
+        raise JobNotSuccessful(field="state", rule=failed)

@@ -25,7 +25,7 @@ Record = TypeVar("Record", bound=BaseModel)
 def _check_hex(record: BaseModel, fields: tuple[str, ...]) -> None:
     for field in fields:
         if not SHA256_HEX.fullmatch(getattr(record, field)):
-            raise InvalidRecord(field, "must be 64 lowercase hex")
+            raise InvalidRecord(field=field, rule="must be 64 lowercase hex")
 
 
 class StagedRecord(BaseModel):
@@ -77,9 +77,9 @@ class SubmissionRecord(BaseModel):
     def _rules(self) -> SubmissionRecord:
         paths.name(self.lifecycle_id, "lifecycle_id")
         if not self.job_id.isdecimal() or not self.job_id.isascii():
-            raise InvalidRecord("job_id", "must be a decimal job id")
+            raise InvalidRecord(field="job_id", rule="must be a decimal job id")
         if self.marker != f"slurm-image:{self.lifecycle_id}":
-            raise InvalidRecord("marker", "must be slurm-image:<lifecycle id>")
+            raise InvalidRecord(field="marker", rule="must be slurm-image:<lifecycle id>")
         _check_hex(self, ("plan_sha256", "script_sha256"))
         return self
 
@@ -89,18 +89,20 @@ class SubmissionRecord(BaseModel):
 
 def _load(kind: type[Record], data: bytes, what: str) -> Record:
     if len(data) > RECORD_MAX_BYTES:
-        raise InvalidRecord(what, f"must be at most {RECORD_MAX_BYTES} bytes")
+        raise InvalidRecord(field=what, rule=f"must be at most {RECORD_MAX_BYTES} bytes")
     try:
         record = kind.model_validate_json(data)
     except ValidationError as error:
         first = error.errors()[0]
         cause = first.get("ctx", {}).get("error")
         if isinstance(cause, DomainError):
-            raise InvalidRecord(f"{what}.{cause.field}", cause.rule) from None
+            raise InvalidRecord(field=f"{what}.{cause.field}", rule=cause.rule) from None
         location = ".".join(str(part) for part in first["loc"])
-        raise InvalidRecord(f"{what}.{location}" if location else what, first["msg"]) from None
+        raise InvalidRecord(
+            field=f"{what}.{location}" if location else what, rule=first["msg"]
+        ) from None
     if canonical_json(record.model_dump(mode="json")) != data:
-        raise InvalidRecord(what, "must be in canonical form")
+        raise InvalidRecord(field=what, rule="must be in canonical form")
     return record
 
 

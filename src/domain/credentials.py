@@ -88,16 +88,22 @@ def _entries(text: str) -> list[_Entry]:
             position += 1
             continue
         if keyword not in _KEYWORDS:
-            raise InvalidProfile(FIELD, "is not in netrc format (unexpected word)")
+            raise InvalidProfile(field=FIELD, rule="is not in netrc format (unexpected word)")
         if position + 1 >= len(words):
-            raise InvalidProfile(FIELD, f"is not in netrc format ({keyword} has no value)")
+            raise InvalidProfile(
+                field=FIELD, rule=f"is not in netrc format ({keyword} has no value)"
+            )
         value = words[position + 1]
         if value.startswith('"'):
-            raise InvalidProfile(FIELD, f"the {keyword} is quoted; quoted values are not supported")
+            raise InvalidProfile(
+                field=FIELD, rule=f"the {keyword} is quoted; quoted values are not supported"
+            )
         if keyword == "machine":
             entries.append(_Entry(machine=value))
         elif not entries:
-            raise InvalidProfile(FIELD, f"is not in netrc format ({keyword} before any machine)")
+            raise InvalidProfile(
+                field=FIELD, rule=f"is not in netrc format ({keyword} before any machine)"
+            )
         else:
             entries[-1].values[keyword] = value
         position += 2
@@ -115,7 +121,7 @@ def select_credentials(data: bytes, registry: str) -> RegistryCredentials | None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidProfile(FIELD, "is not UTF-8 text") from None
+        raise InvalidProfile(field=FIELD, rule="is not UTF-8 text") from None
     host = registry_host(registry)
     wanted = [registry.lower(), host.lower()] if registry != host else [host.lower()]
     found: _Entry | None = None
@@ -131,8 +137,12 @@ def select_credentials(data: bytes, registry: str) -> RegistryCredentials | None
     login = found.values.get("login")
     password = found.values.get("password")
     if not login or not password:
-        raise InvalidProfile(FIELD, f"the entry for {found.machine} needs a login and a password")
+        raise InvalidProfile(
+            field=FIELD, rule=f"the entry for {found.machine} needs a login and a password"
+        )
     for what, value in (("login", login), ("password", password)):
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-            raise InvalidProfile(FIELD, f"the {what} for {found.machine} holds a control character")
+            raise InvalidProfile(
+                field=FIELD, rule=f"the {what} for {found.machine} holds a control character"
+            )
     return RegistryCredentials(host=host, login=login, password=password)

@@ -1,16 +1,30 @@
-"""Typed domain errors. Each carries the field it concerns and the rule that was broken."""
+"""Typed errors. Every error the product raises on purpose is a ``SlurmImageError``: ``field``
+names what is at fault, ``rule`` what it must satisfy (or what went wrong with it), ``value``
+the offending value where it helps and is no secret. Each layer keeps its own types below this
+base (the domain's here, each port's in its module, the use cases' in ``application.errors``),
+so every ``except`` names the layer it expects; the command line maps them all through one
+table (``entrypoints.errors``)."""
 
 from __future__ import annotations
 
 
-class DomainError(ValueError):
-    """Base of every domain error: ``field`` names the input, ``rule`` says what it must satisfy."""
+class SlurmImageError(Exception):
+    """Base of every error the product raises: built as ``Kind(field=..., rule=..., value=...)``."""
 
-    def __init__(self, field: str, rule: str, value: object = None) -> None:
+    def __init__(self, *, field: str, rule: str, value: object = None) -> None:
         self.field = field
         self.rule = rule
         self.value = value
         super().__init__(f"{field}: {rule}")
+
+    @property
+    def reason(self) -> str:
+        """The ``rule``, under the name the port errors have always used for it."""
+        return self.rule
+
+
+class DomainError(SlurmImageError, ValueError):
+    """Base of every domain error: ``field`` names the input, ``rule`` says what it must satisfy."""
 
 
 class InvalidReference(DomainError):

@@ -24,7 +24,9 @@ class FileIdentity:
     def __post_init__(self) -> None:
         for field, value in (("device", self.device), ("inode", self.inode)):
             if type(value) is not int or value < 0:
-                raise InvalidRecord(f"identity.{field}", "must be a non-negative integer", value)
+                raise InvalidRecord(
+                    field=f"identity.{field}", rule="must be a non-negative integer", value=value
+                )
 
     def same_object_elsewhere(self, other: FileIdentity) -> bool:
         """Whether ``other``, seen from another login node, may name the same object.

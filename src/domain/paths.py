@@ -29,21 +29,23 @@ def _has_control(value: str) -> bool:
 
 def _absolute_normalized(field: str, value: str) -> str:
     if not value:
-        raise InvalidPath(field, "must not be empty", value)
+        raise InvalidPath(field=field, rule="must not be empty", value=value)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes of the command line, kept as surrogates
-        raise InvalidPath(field, "must be valid UTF-8", ascii(value)) from None
+        raise InvalidPath(field=field, rule="must be valid UTF-8", value=ascii(value)) from None
     if len(value) > PATH_MAX:
-        raise InvalidPath(field, f"must be at most {PATH_MAX} characters", value)
+        raise InvalidPath(field=field, rule=f"must be at most {PATH_MAX} characters", value=value)
     if _has_control(value):
-        raise InvalidPath(field, "must not contain control characters", value)
+        raise InvalidPath(field=field, rule="must not contain control characters", value=value)
     if not value.startswith("/"):
-        raise InvalidPath(field, "must be an absolute path", value)
+        raise InvalidPath(field=field, rule="must be an absolute path", value=value)
     if ".." in value.split("/"):
-        raise InvalidPath(field, "must not contain '..'", value)
+        raise InvalidPath(field=field, rule="must not contain '..'", value=value)
     if posixpath.normpath(value) != value or value.startswith("//"):
-        raise InvalidPath(field, "must be normalized (no '.', '//' or trailing '/')", value)
+        raise InvalidPath(
+            field=field, rule="must be normalized (no '.', '//' or trailing '/')", value=value
+        )
     return value
 
 
@@ -52,7 +54,9 @@ def mountable_path(field: str, value: str) -> str:
     _absolute_normalized(field, value)
     if _MOUNT_UNSAFE.search(value):
         raise InvalidPath(
-            field, "must not contain whitespace, ':', ',' or '\\' (Enroot mount grammar)", value
+            field=field,
+            rule="must not contain whitespace, ':', ',' or '\\' (Enroot mount grammar)",
+            value=value,
         )
     return value
 
@@ -67,10 +71,12 @@ def workspace_root(value: str, field: str = "workspace_root") -> str:
     mountable_path(field, value)
     if _SBATCH_UNSAFE.search(value):
         raise InvalidPath(
-            field, "must not contain '#', quotes or '%' (read by sbatch in #SBATCH lines)", value
+            field=field,
+            rule="must not contain '#', quotes or '%' (read by sbatch in #SBATCH lines)",
+            value=value,
         )
     if value == "/":
-        raise InvalidPath(field, "must not be the filesystem root", value)
+        raise InvalidPath(field=field, rule="must not be the filesystem root", value=value)
     return value
 
 
@@ -78,36 +84,40 @@ def sqsh_path(value: str, field: str = "source") -> str:
     """An existing image to inspect: absolute, normalized, ending in ``.sqsh``."""
     _absolute_normalized(field, value)
     if not value.endswith(".sqsh") or value.endswith("/.sqsh"):
-        raise InvalidPath(field, "must name a file ending in .sqsh", value)
+        raise InvalidPath(field=field, rule="must name a file ending in .sqsh", value=value)
     return value
 
 
 def job_path(value: str, field: str = "image_build.job_path") -> str:
     """The job's fixed PATH: ':'-separated absolute, normalized directories, none empty."""
     if not value:
-        raise InvalidPath(field, "must not be empty", value)
+        raise InvalidPath(field=field, rule="must not be empty", value=value)
     for entry in value.split(":"):
         if not entry:
-            raise InvalidPath(field, "must not have empty entries", value)
+            raise InvalidPath(field=field, rule="must not have empty entries", value=value)
         if not entry.startswith("/"):
-            raise InvalidPath(field, "entries must be absolute directories", value)
+            raise InvalidPath(field=field, rule="entries must be absolute directories", value=value)
         _absolute_normalized(field, entry)
         if re.search(r"\s", entry):
-            raise InvalidPath(field, "entries must not contain whitespace", value)
+            raise InvalidPath(field=field, rule="entries must not contain whitespace", value=value)
     return value
 
 
 def name(value: str, field: str = "name") -> str:
     """An alias or lifecycle id: ``^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$``."""
     if not NAME_PATTERN.fullmatch(value):
-        raise InvalidIdentifier(field, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", value)
+        raise InvalidIdentifier(
+            field=field, rule="must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", value=value
+        )
     return value
 
 
 def slurm_name(value: str, field: str) -> str:
     """A partition, account or QOS name that can stand bare on an ``#SBATCH`` line."""
     if not SLURM_NAME_PATTERN.fullmatch(value):
-        raise InvalidIdentifier(field, "must match ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}$", value)
+        raise InvalidIdentifier(
+            field=field, rule="must match ^[A-Za-z0-9_][A-Za-z0-9._+-]{0,63}$", value=value
+        )
     return value
 
 

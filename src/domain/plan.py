@@ -34,7 +34,9 @@ class RuntimeDigests(BaseModel):
     def _hex(self) -> RuntimeDigests:
         for field in ("inspector_sha256", "rc_sha256"):
             if not SHA256_HEX.fullmatch(getattr(self, field)):
-                raise PlanInvariantViolation(f"runtime.{field}", "must be 64 lowercase hex")
+                raise PlanInvariantViolation(
+                    field=f"runtime.{field}", rule="must be 64 lowercase hex"
+                )
         return self
 
 
@@ -107,7 +109,7 @@ class Plan(BaseModel):
     @model_validator(mode="after")
     def _invariants(self) -> Plan:
         def broken(field: str, rule: str) -> PlanInvariantViolation:
-            return PlanInvariantViolation(field, rule)
+            return PlanInvariantViolation(field=field, rule=rule)
 
         try:
             paths.name(self.lifecycle_id, "lifecycle_id")
@@ -180,7 +182,9 @@ class Plan(BaseModel):
 
 def format_time(moment: datetime) -> str:
     if moment.tzinfo is None:
-        raise PlanInvariantViolation("created_at", "the clock must give an aware UTC time")
+        raise PlanInvariantViolation(
+            field="created_at", rule="the clock must give an aware UTC time"
+        )
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -222,16 +226,16 @@ def load_plan(data: bytes) -> Plan:
     Raises ``PlanInvariantViolation`` (the field that disagrees, or ``plan`` for bad JSON).
     """
     if len(data) > PLAN_MAX_BYTES:
-        raise PlanInvariantViolation("plan", f"must be at most {PLAN_MAX_BYTES} bytes")
+        raise PlanInvariantViolation(field="plan", rule=f"must be at most {PLAN_MAX_BYTES} bytes")
     try:
         plan = Plan.model_validate_json(data)
     except ValidationError as error:
         first = error.errors()[0]
         cause = first.get("ctx", {}).get("error")
         if isinstance(cause, DomainError):
-            raise PlanInvariantViolation(cause.field, cause.rule) from None
+            raise PlanInvariantViolation(field=cause.field, rule=cause.rule) from None
         location = ".".join(str(part) for part in first["loc"]) or "plan"
-        raise PlanInvariantViolation(location, first["msg"]) from None
+        raise PlanInvariantViolation(field=location, rule=first["msg"]) from None
     if plan.canonical_bytes() != data:
-        raise PlanInvariantViolation("plan", "must be in canonical form")
+        raise PlanInvariantViolation(field="plan", rule="must be in canonical form")
     return plan

@@ -365,7 +365,7 @@ def parse_profile(data: Mapping[str, Any], prefix: str = "") -> SiteProfile:
         return SiteProfile.model_validate(dict(data))
     except ValidationError as error:
         location, message = _field_of(error)
-        raise InvalidProfile(prefix + location, message) from None
+        raise InvalidProfile(field=prefix + location, rule=message) from None
 
 
 def select_cluster(

@@ -41,27 +41,29 @@ def choose_profile(
     ``default``. Raises ``InvalidProfile``."""
     if not is_catalog(document):
         if explicit is not None:
-            raise InvalidProfile("cluster", "the profile file has no [clusters] catalog")
+            raise InvalidProfile(field="cluster", rule="the profile file has no [clusters] catalog")
         return ProfileChoice(table=dict(document), how="explicit")
     extra = set(document) - {"clusters", "default"}
     if extra:
-        raise InvalidProfile(sorted(extra)[0], "a catalog holds only 'default' and [clusters.*]")
+        raise InvalidProfile(
+            field=sorted(extra)[0], rule="a catalog holds only 'default' and [clusters.*]"
+        )
     clusters = document["clusters"]
     if not isinstance(clusters, Mapping) or not clusters:
-        raise InvalidProfile("clusters", "must be a table of clusters")
+        raise InvalidProfile(field="clusters", rule="must be a table of clusters")
     for cluster_name, table in clusters.items():
         if not isinstance(table, Mapping):
-            raise InvalidProfile(f"clusters.{cluster_name}", "must be a table")
+            raise InvalidProfile(field=f"clusters.{cluster_name}", rule="must be a table")
         patterns = table.get("host_patterns", [])
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise InvalidProfile(
-                f"clusters.{cluster_name}.host_patterns", "must be a list of strings"
+                field=f"clusters.{cluster_name}.host_patterns", rule="must be a list of strings"
             )
     how: How = "explicit"
     matched: str | None = None
     if explicit is not None:
         if explicit not in clusters:
-            raise InvalidProfile("cluster", f"{explicit!r} is not in the catalog")
+            raise InvalidProfile(field="cluster", rule=f"{explicit!r} is not in the catalog")
         chosen = explicit
     else:
         hits: list[tuple[str, str]] = []
@@ -72,17 +74,19 @@ def choose_profile(
                     break
         if len({hit[0] for hit in hits}) > 1:
             names = ", ".join(hit[0] for hit in hits)
-            raise InvalidProfile("clusters", f"this host matches several clusters: {names}")
+            raise InvalidProfile(
+                field="clusters", rule=f"this host matches several clusters: {names}"
+            )
         if hits:
             chosen, matched, how = hits[0][0], hits[0][1], "hostname"
         elif "default" in document:
             chosen, how = str(document["default"]), "default"
             if chosen not in clusters:
-                raise InvalidProfile("default", f"{chosen!r} is not in the catalog")
+                raise InvalidProfile(field="default", rule=f"{chosen!r} is not in the catalog")
         else:
             host = hostnames[0] if hostnames else "?"
             raise InvalidProfile(
-                "cluster", f"no cluster matches host {host!r} and no default is set"
+                field="cluster", rule=f"no cluster matches host {host!r} and no default is set"
             )
     table = dict(clusters[chosen])
     table.pop("host_patterns", None)

@@ -34,7 +34,7 @@ RECORD_SCHEMA_VERSION: Literal[2] = 2
 
 def _check_version(schema_version: int, chain: VerifiedChain | None) -> None:
     if schema_version == 1 and chain is not None:
-        raise InvalidRecord("chain", "a schema version 1 record carries no chain")
+        raise InvalidRecord(field="chain", rule="a schema version 1 record carries no chain")
 
 
 class AliasRecord(BaseModel):
@@ -173,16 +173,18 @@ def facts_of(record: InspectionRecord, lifecycle_id: str) -> RoleFacts:
 
 def _load(kind: type[_Record], data: bytes, what: str) -> _Record:
     if len(data) > STORE_RECORD_MAX_BYTES:
-        raise InvalidRecord(what, f"must be at most {STORE_RECORD_MAX_BYTES} bytes")
+        raise InvalidRecord(field=what, rule=f"must be at most {STORE_RECORD_MAX_BYTES} bytes")
     try:
         record = kind.model_validate_json(data)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         cause = first.get("ctx", {}).get("error")
         if isinstance(cause, DomainError):
-            raise InvalidRecord(f"{what}.{cause.field}", cause.rule) from None
+            raise InvalidRecord(field=f"{what}.{cause.field}", rule=cause.rule) from None
         location = ".".join(str(part) for part in first["loc"])
-        raise InvalidRecord(f"{what}.{location}" if location else what, first["msg"]) from None
+        raise InvalidRecord(
+            field=f"{what}.{location}" if location else what, rule=first["msg"]
+        ) from None
     return record
 
 
@@ -213,8 +215,12 @@ def parse_age(text: str, field: str = "older_than") -> timedelta:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
     if not number.isdecimal() or not number.isascii():
-        raise InvalidAge(field, "must be a whole number with an optional unit s, m, h or d", text)
+        raise InvalidAge(
+            field=field,
+            rule="must be a whole number with an optional unit s, m, h or d",
+            value=text,
+        )
     seconds = int(number) * units[unit] if len(number) <= _AGE_MAX_DIGITS else None
     if seconds is None or seconds > _AGE_MAX_SECONDS:
-        raise InvalidAge(field, f"must be at most {_AGE_MAX_DAYS} days", text)
+        raise InvalidAge(field=field, rule=f"must be at most {_AGE_MAX_DAYS} days", value=text)
     return timedelta(seconds=seconds)

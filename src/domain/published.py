@@ -74,25 +74,27 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
     try:
         record = json.loads(data)
     except (ValueError, RecursionError):
-        raise InvalidRecord("alias", "is not a JSON object") from None
+        raise InvalidRecord(field="alias", rule="is not a JSON object") from None
     if not isinstance(record, dict):
-        raise InvalidRecord("alias", "is not a JSON object")
+        raise InvalidRecord(field="alias", rule="is not a JSON object")
     for key in DETAIL_KEYS:
         if key not in record and key not in _OPTIONAL_KEYS:
-            raise InvalidRecord(f"alias.{key}", "is required")
+            raise InvalidRecord(field=f"alias.{key}", rule="is required")
     for key in _TEXT_KEYS:
         if not isinstance(record[key], str):
-            raise InvalidRecord(f"alias.{key}", "must be a string")
+            raise InvalidRecord(field=f"alias.{key}", rule="must be a string")
     if record["source_digest"] is not None and not isinstance(record["source_digest"], str):
-        raise InvalidRecord("alias.source_digest", "must be a string or null")
+        raise InvalidRecord(field="alias.source_digest", rule="must be a string or null")
     if type(record["size"]) is not int:
-        raise InvalidRecord("alias.size", "must be an integer")
+        raise InvalidRecord(field="alias.size", rule="must be an integer")
     if not isinstance(record["facts"], dict):
-        raise InvalidRecord("alias.facts", "must be an object")
+        raise InvalidRecord(field="alias.facts", rule="must be an object")
     if record["role"] not in ROLES:
-        raise InvalidRecord("alias.role", f"must be one of {', '.join(ROLES)}")
+        raise InvalidRecord(field="alias.role", rule=f"must be one of {', '.join(ROLES)}")
     if record["name"] != name:
-        raise InvalidRecord("alias.name", f"is {record['name']!r}, not the alias {name!r}")
+        raise InvalidRecord(
+            field="alias.name", rule=f"is {record['name']!r}, not the alias {name!r}"
+        )
     try:
         chain = record.get("chain")
         check_alias_fields(
@@ -104,5 +106,5 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
             None if chain is None else VerifiedChain.from_mapping(chain),
         )
     except DomainError as error:
-        raise InvalidRecord(f"alias.{error.field}", error.rule) from None
+        raise InvalidRecord(field=f"alias.{error.field}", rule=error.rule) from None
     return PublishedAlias(record)

@@ -73,7 +73,7 @@ class OciReference(BaseModel):
 
 
 def _fail(rule: str, value: str) -> InvalidReference:
-    return InvalidReference(FIELD, rule, value)
+    return InvalidReference(field=FIELD, rule=rule, value=value)
 
 
 def _check_characters(text: str) -> None:

@@ -38,11 +38,13 @@ class Request(BaseModel):
 def make_request(operation: Operation, *, name: str, role: str, source: str) -> Request:
     """Build a request, raising one ``DomainError`` that names the first field at fault."""
     if role not in ROLES:
-        raise InvalidRequest("role", "must be 'client' or 'serving'", role)
+        raise InvalidRequest(field="role", rule="must be 'client' or 'serving'", value=role)
     try:
         return Request(operation=operation, name=name, role=role, source=source)
     except ValidationError as error:
         cause = error.errors()[0].get("ctx", {}).get("error")
         if isinstance(cause, DomainError):
             raise cause from None
-        raise InvalidRequest(str(error.errors()[0]["loc"][0]), error.errors()[0]["msg"]) from None
+        raise InvalidRequest(
+            field=str(error.errors()[0]["loc"][0]), rule=error.errors()[0]["msg"]
+        ) from None

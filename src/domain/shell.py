@@ -16,7 +16,7 @@ def quote(value: str, field: str = "value") -> str:
     cannot be held by a bash string, so it is refused rather than silently truncated.
     """
     if "\x00" in value:
-        raise InvalidIdentifier(field, "must not contain a NUL character", value)
+        raise InvalidIdentifier(field=field, rule="must not contain a NUL character", value=value)
     if _SAFE.fullmatch(value):
         return value
     return "'" + value.replace("'", "'\\''") + "'"

@@ -99,5 +99,5 @@ class StoreLayout:
 def hex_digest(value: str, field: str) -> str:
     """``value`` when it is a SHA-256 as the store names things (64 lowercase hex)."""
     if not SHA256_HEX.fullmatch(value):
-        raise InvalidRecord(field, "must be 64 lowercase hex", value)
+        raise InvalidRecord(field=field, rule="must be 64 lowercase hex", value=value)
     return value

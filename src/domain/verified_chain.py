@@ -37,21 +37,23 @@ class VerifiedChain:
         for field in fields(self):
             value = getattr(self, field.name)
             if type(value) is not str or not _DIGEST.fullmatch(value):
-                raise InvalidRecord(f"chain.{field.name}", _DIGEST_RULE, value)
+                raise InvalidRecord(field=f"chain.{field.name}", rule=_DIGEST_RULE, value=value)
 
     @classmethod
     def from_mapping(cls, value: object) -> VerifiedChain:
         """The chain an already parsed JSON value describes: an object with exactly
         ``pinned``, ``manifest`` and ``config``; raises ``InvalidRecord`` naming the field."""
         if not isinstance(value, dict):
-            raise InvalidRecord("chain", "must be an object of pinned, manifest and config")
+            raise InvalidRecord(
+                field="chain", rule="must be an object of pinned, manifest and config"
+            )
         names = [field.name for field in fields(cls)]
         for key in value:
             if key not in names:
-                raise InvalidRecord(f"chain.{key}", "is not a field of the chain")
+                raise InvalidRecord(field=f"chain.{key}", rule="is not a field of the chain")
         for name in names:
             if name not in value:
-                raise InvalidRecord(f"chain.{name}", "is required")
+                raise InvalidRecord(field=f"chain.{name}", rule="is required")
         return cls(**value)
 
     def record_bytes(self) -> bytes:
@@ -67,17 +69,23 @@ def validate_chain_record(
     directory that a failed or replaced job could have left anything in: bounded, one JSON
     object of exactly the three digests in the job's own form, and its pin the plan's."""
     if len(data) > max_bytes:
-        raise InvalidRecord("chain", f"must be at most {max_bytes} bytes", len(data))
+        raise InvalidRecord(
+            field="chain", rule=f"must be at most {max_bytes} bytes", value=len(data)
+        )
     try:
         parsed: Any = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested past the stack
-        raise InvalidRecord("chain", "must be one UTF-8 JSON object") from None
+        raise InvalidRecord(field="chain", rule="must be one UTF-8 JSON object") from None
     chain = VerifiedChain.from_mapping(parsed)
     if chain.record_bytes() != data:
-        raise InvalidRecord("chain", "must be in the form the job writes (one line, keys sorted)")
+        raise InvalidRecord(
+            field="chain", rule="must be in the form the job writes (one line, keys sorted)"
+        )
     if chain.pinned != pinned:
         raise InvalidRecord(
-            "chain.pinned", f"must be the plan's source digest {pinned}", chain.pinned
+            field="chain.pinned",
+            rule=f"must be the plan's source digest {pinned}",
+            value=chain.pinned,
         )
     return chain
 
@@ -87,6 +95,8 @@ def check_chain_source(source_digest: str | None, chain: VerifiedChain | None) -
     if chain is None:
         return
     if source_digest is None:
-        raise InvalidRecord("chain", "is recorded only for a source digest")
+        raise InvalidRecord(field="chain", rule="is recorded only for a source digest")
     if chain.pinned != source_digest:
-        raise InvalidRecord("chain.pinned", "must equal source_digest", chain.pinned)
+        raise InvalidRecord(
+            field="chain.pinned", rule="must equal source_digest", value=chain.pinned
+        )

@@ -13,22 +13,21 @@ typed records and raises the same typed errors; ``exit_code_for(error)`` in
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from slurm_image.entrypoints.container import Container, build_container, require_submitter
+from slurm_image.entrypoints.container import Container, build_container
 from slurm_image.entrypoints.profile_loader import load_profile, profile_path
 
 if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
+    from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.maintain import Removed
-    from slurm_image.application.observe import LifecycleStatus
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
+    from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -41,44 +40,6 @@ def make_request(operation: Operation, *, name: str, role: str, source: str) -> 
     from slurm_image.domain.request import make_request as make
 
     return make(operation, name=name, role=role, source=source)
-
-
-log = logging.getLogger(__name__)
-
-STAGED = "STAGED"
-SUBMITTED = "SUBMITTED"
-PUBLISHED = "PUBLISHED"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Where one ``import_image``/``inspect_image`` call ended.
-
-    ``state``: ``STAGED`` (not submitted), ``SUBMITTED``, or ``PUBLISHED`` (``published`` holds
-    the record; ``from_store`` when no job ran because the store had the answer).
-    """
-
-    lifecycle_id: str
-    state: str
-    job_id: str | None = None
-    job_directory: str | None = None
-    published: AliasRecord | None = None
-    from_store: bool = False
-
-    def as_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "lifecycle_id": self.lifecycle_id,
-            "job_id": self.job_id,
-            "state": self.state,
-        }
-        if self.job_directory is not None:
-            data["job_directory"] = self.job_directory
-        if self.published is not None:
-            data |= self.published.details() | {
-                "lifecycle_id": self.lifecycle_id,
-                "from_store": self.from_store,
-            }
-        return data
 
 
 class Lifecycles:
@@ -108,6 +69,11 @@ class Lifecycles:
         env = os.environ if environ is None else environ
         profile, selection = load_profile(profile_path(path, env), cluster=cluster)
         return cls(profile, selection)
+
+    def _scheduler_side(self) -> None:
+        """Refuse a submitter that cannot work here before a command that needs it
+        (``entrypoints.container.require_submitter``)."""
+        self.container.submitter_ready()
 
     # -- lifecycles ----------------------------------------------------------------------
 
@@ -170,69 +136,22 @@ class Lifecycles:
         force: bool = False,
         on_poll: Progress | None = None,
     ) -> Outcome:
-        """Stage, and (``submit``) submit; with ``wait``, wait and publish.
+        """Stage, and (``submit``) submit; with ``wait``, wait and publish. An import the store
+        can answer runs no job unless ``force`` (``application.lifecycle``)."""
+        from slurm_image.application.lifecycle import LifecycleOptions
 
-        An import whose source the store holds (artifact verified now) with facts for the role
-        is answered from the store, no job, unless ``force``; with the artifact but no facts
-        for the role, an inspection job of the stored artifact runs instead of an import.
-        """
-        if submit and request.operation == "import_oci" and not force:
-            answered = self._from_store(request, replace)
-            if isinstance(answered, Outcome):
-                return answered
-            request = answered
-        prepared = self.stage(request)
-        if not submit:
-            return Outcome(prepared.lifecycle_id, STAGED, job_directory=prepared.job_directory)
-        require_submitter(self.container, self.profile)
-        try:
-            submission = self.container.submit()(prepared)
-        except Exception as error:
-            error.add_note(
-                f"lifecycle {prepared.lifecycle_id} stays staged in {prepared.job_directory};"
-                f" retry with: slurm-image submit {prepared.lifecycle_id}"
-            )
-            raise
-        if not wait:
-            return Outcome(submission.lifecycle_id, SUBMITTED, job_id=submission.job_id)
-        from slurm_image.application.wait import require_success
-
-        require_success(self.wait([submission.lifecycle_id], timeout_s=timeout_s, on_poll=on_poll))
-        record = self.publish(submission.lifecycle_id, replace=replace)
-        return Outcome(
-            submission.lifecycle_id, PUBLISHED, job_id=submission.job_id, published=record
-        )
-
-    def _from_store(self, request: Request, replace: bool) -> Outcome | Request:
-        from slurm_image.domain.reference import parse_reference
-        from slurm_image.domain.store_layout import StoreLayout
-
-        publisher = self.container.publish()
-        source = publisher.stored_source(parse_reference(request.source).digest)
-        if source is None:
-            return request
-        if request.role in source.roles:
-            publication = publisher.bind_stored(request, source, replace=replace)
-            record = publication.record
-            return Outcome(record.lifecycle_id, PUBLISHED, published=record, from_store=True)
-        artifact = StoreLayout(self.profile.workspace_root).artifact(source.sqsh_sha256)
-        log.info(
-            "%s is in the store as %s without %s facts: inspecting the stored artifact",
-            request.source,
-            artifact,
-            request.role,
-        )
-        return make_request("inspect_sqsh", name=request.name, role=request.role, source=artifact)
+        options = LifecycleOptions(submit, wait, timeout_s, replace, force, on_poll)
+        return self.container.lifecycle()(request, self.profile, self.selection, options)
 
     def stage(self, request: Request) -> PreparedLifecycle:
         return self.container.prepare()(request, self.profile, self.selection)
 
     def submit(self, lifecycle_id: str) -> Submission:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.submit().staged(lifecycle_id)
 
     def status(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.observe()(lifecycle_ids)
 
     def wait(
@@ -244,15 +163,15 @@ class Lifecycles:
     ) -> WaitResult:
         """Poll until every job is final or ``timeout_s`` elapsed; ``require_success`` (in
         ``application.wait``) turns a failure or timeout into the CLI's errors (4, 7)."""
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.wait()(lifecycle_ids, timeout_s=timeout_s, on_poll=on_poll)
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.cancel()(lifecycle_id)
 
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.publish()(lifecycle_id, replace=replace).record
 
     # -- the catalog ---------------------------------------------------------------------
@@ -269,9 +188,9 @@ class Lifecycles:
         return self.container.maintain().unregister(name)
 
     def cleanup(self, lifecycle_id: str) -> str:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.maintain().cleanup(lifecycle_id)
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
-        require_submitter(self.container, self.profile)
+        self._scheduler_side()
         return self.container.maintain().gc(older_than=older_than, dry_run=dry_run)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.roles import ROLES
 from slurm_image.entrypoints import arguments, doctor_command
 from slurm_image.entrypoints.arguments import PROG, Options
@@ -25,10 +26,11 @@ if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.observe import LifecycleStatus
+    from slurm_image.application.lifecycle import Outcome
+    from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.request import Operation
-    from slurm_image.entrypoints.api import Lifecycles, Outcome
+    from slurm_image.entrypoints.api import Lifecycles
 
 log = logging.getLogger("slurm_image")
 
@@ -115,12 +117,15 @@ def _lifecycle_command(
     role: str,
     flags: LifecycleFlags,
 ) -> None:
-    """Validate everything (profile, request, submitter) before the first file is created."""
+    """Validate the flags and the request, then hand the lifecycle over (``Lifecycles.run``,
+    which refuses a submitter that cannot work before the first file is created)."""
     from slurm_image.domain.request import make_request
 
     try:
         if flags.wait and (flags.dry_run or flags.no_submit):
-            raise InvalidRequest("wait", "needs a submitted job: not with --dry-run or --no-submit")
+            raise InvalidRequest(
+                field="wait", rule="needs a submitted job: not with --dry-run or --no-submit"
+            )
         request = make_request(operation, name=name, role=role, source=source)
         lifecycles = _lifecycles(options)
         if flags.dry_run:
@@ -133,10 +138,6 @@ def _lifecycle_command(
             )
             _emit(options, {"plan": plan_data, "script": planned.script}, human.rstrip("\n"))
             return
-        if not flags.no_submit:
-            from slurm_image.entrypoints.container import require_submitter
-
-            require_submitter(lifecycles.container, lifecycles.profile)
         with _progress(options, enabled=flags.wait) as on_poll:
             outcome = lifecycles.run(
                 request,
@@ -175,7 +176,7 @@ def _emit_outcome(options: Options, outcome: Outcome) -> None:
 def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
     _emit(
         options,
-        {"lifecycle_id": lifecycle_id, "job_id": job_id, "state": "SUBMITTED"},
+        {"lifecycle_id": lifecycle_id, "job_id": job_id, "state": LifecycleState.SUBMITTED},
         f"lifecycle {lifecycle_id} submitted as job {job_id}\n"
         f"wait for it and publish it with: {PROG} wait {lifecycle_id} && {PROG} publish"
         f" {lifecycle_id}",

@@ -26,10 +26,17 @@ SUBMITTER_GROUP = "slurm_image.submitters"
 # kind = "rest"), while this container stays the one place where everything is wired.
 
 
-class Container(containers.DeclarativeContainer):
-    """Builds use cases from the validated site profile (``config`` holds its plain values)."""
+def _submitter_ready(container: Container, profile: SiteProfile) -> None:
+    require_submitter(container, profile)
 
+
+class Container(containers.DeclarativeContainer):
+    """Builds use cases from the validated site profile (``config`` holds its plain values;
+    ``profile`` the model itself, set by ``build_container``)."""
+
+    __self__ = providers.Self()
     config = providers.Configuration(strict=True)
+    profile: providers.Object[SiteProfile | None] = providers.Object(None)
 
     clock = providers.Singleton(make.clock)
     runtime_files = providers.Singleton(make.runtime_files)
@@ -53,6 +60,7 @@ class Container(containers.DeclarativeContainer):
             timeout_s=config.submitter.rest.timeout_s,
         ),
     )
+    submitter_ready = providers.Callable(_submitter_ready, __self__, profile)
 
     plan_lifecycle = providers.Factory(
         make.plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
@@ -78,9 +86,17 @@ class Container(containers.DeclarativeContainer):
         make.publish,
         store=store,
         locks=locks,
-        observe=providers.Factory(make.observe, workspace=store, submitter=submitter),
+        statuses=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
+    )
+    lifecycle = providers.Factory(
+        make.lifecycle,
+        prepare=prepare.provider,
+        submit=submit.provider,
+        wait=wait.provider,
+        publish=publish.provider,
+        require_submitter=submitter_ready.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
@@ -112,14 +128,13 @@ def register_site_submitters(container: Container, profile: SiteProfile | None) 
     """
     if profile is None or profile.submitter.kind in BUILT_IN_SUBMITTERS:
         return  # the installed packages' metadata is read only for a site's submitter
-    selector = container.submitter
-    known = dict(selector.providers)
+    known = dict(container.submitter.providers)
     settings = profile.submitter.site_settings
     for entry in entry_points(group=SUBMITTER_GROUP):
         if entry.name in known:
             continue
         known[entry.name] = providers.Singleton(_load_site_submitter, entry, settings)
-    selector.set_providers(**known)
+    container.submitter.set_providers(**known)
 
 
 def _load_site_submitter(entry: EntryPoint, settings: dict[str, Any]) -> BatchSubmitter:
@@ -129,7 +144,8 @@ def _load_site_submitter(entry: EntryPoint, settings: dict[str, Any]) -> BatchSu
     submitter = factory(settings)
     if not isinstance(submitter, BatchSubmitter):
         raise InvalidProfile(
-            "submitter.kind", f"{entry.value} does not give a BatchSubmitter (ports.submitter)"
+            field="submitter.kind",
+            rule=f"{entry.value} does not give a BatchSubmitter (ports.submitter)",
         )
     return submitter
 
@@ -139,6 +155,7 @@ def build_container(profile: SiteProfile | None = None) -> Container:
     container = Container()
     if profile is not None:
         container.config.from_dict(profile.model_dump(mode="json"))
+        container.profile.set_provides(profile)
     register_site_submitters(container, profile)
     return container
 
@@ -148,16 +165,17 @@ def submitter_kinds(container: Container) -> list[str]:
 
 
 def require_submitter(container: Container, profile: SiteProfile) -> None:
-    """Refuse, before anything is created, a submitter that cannot work: a ``submitter.kind``
-    no adapter is registered for, or a token file that is missing or not a private file (exit
-    2, a profile error); then the submitter's own preflight, where it has one
-    (``ports.submitter.Preflight``; sbatch: a client that cannot be found, exit 3, as when
-    submitting)."""
+    """The one decision whether the profile's submitter can work here, made before anything is
+    created: a ``submitter.kind`` no adapter is registered for, or a token file that is missing
+    or not a private file (exit 2, a profile error); then the submitter's own preflight, where it
+    has one (``ports.submitter.Preflight``; sbatch: a client that cannot be found, exit 3, as when
+    submitting). No adapter's class is tested here. The container offers this decision as
+    ``submitter_ready``."""
     kinds = submitter_kinds(container)
     if profile.submitter.kind not in kinds:
         raise InvalidProfile(
-            "submitter.kind",
-            f"no submitter named {profile.submitter.kind!r} is available here"
+            field="submitter.kind",
+            rule=f"no submitter named {profile.submitter.kind!r} is available here"
             f" (available: {', '.join(kinds)})",
         )
     token_file = profile.submitter.rest.token_file
@@ -166,10 +184,10 @@ def require_submitter(container: Container, profile: SiteProfile) -> None:
         try:
             status = Path(token_file).expanduser().stat()
         except OSError as error:
-            raise InvalidProfile(field, f"{token_file}: {error.strerror}") from None
+            raise InvalidProfile(field=field, rule=f"{token_file}: {error.strerror}") from None
         problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
         if problem is not None:
-            raise InvalidProfile(field, f"{token_file} {problem}")
+            raise InvalidProfile(field=field, rule=f"{token_file} {problem}")
     from slurm_image.ports.submitter import Preflight
 
     submitter = container.submitter()

@@ -1,22 +1,23 @@
-"""The one table from error types to exit codes (cli.md)."""
+"""The one table from error types to exit codes (docs/cli.md), and the one line that names an
+error's field and rule."""
 
 from __future__ import annotations
 
-from slurm_image.application.cancel import NotSubmitted
 from slurm_image.application.errors import (
     AliasExists,
     AlreadySubmitted,
     JobNotSuccessful,
     LifecycleExists,
+    NotSubmitted,
     StillRunning,
+    SubmitterMismatch,
     UnknownAlias,
     UnknownLifecycle,
     VerificationFailed,
+    WaitTimedOut,
     WrongWorkspace,
 )
-from slurm_image.application.observe import SubmitterMismatch
-from slurm_image.application.wait import WaitTimedOut
-from slurm_image.domain.errors import DomainError, PlanInvariantViolation
+from slurm_image.domain.errors import DomainError, PlanInvariantViolation, SlurmImageError
 from slurm_image.entrypoints.exit_codes import (
     EXIT_CONFLICT,
     EXIT_INTERNAL,
@@ -54,8 +55,9 @@ __all__ = [
     "exit_code_for",
 ]
 
-# Most specific first: the first matching row decides.
-EXIT_CODES: list[tuple[type[BaseException], int]] = [
+# Most specific first: the first matching row decides. Any other error, ours or not, is an
+# internal error (exit 1).
+EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
     (PlanInvariantViolation, EXIT_VERIFICATION),
     (DomainError, EXIT_INVALID),
     (CredentialsFileError, EXIT_INVALID),
@@ -79,7 +81,7 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (AlreadySubmitted, EXIT_CONFLICT),
     (NotSubmitted, EXIT_INVALID),
     (SubmitterMismatch, EXIT_INVALID),
-    # Publication and the catalog (design §8).
+    # Publication and the catalog.
     (ChangedWhileRead, EXIT_VERIFICATION),
     (JobNotSuccessful, EXIT_JOB_FAILED),
     (WaitTimedOut, EXIT_WAIT_TIMEOUT),
@@ -99,7 +101,8 @@ def exit_code_for(error: BaseException) -> int:
 
 def describe(error: BaseException) -> str:
     """One line naming the field and the rule; never a traceback, never a secret value."""
-    field = getattr(error, "field", None)
-    rule = getattr(error, "rule", None) or getattr(error, "reason", None)
-    text = f"{field}: {rule}" if field and rule else str(error) or type(error).__name__
+    if isinstance(error, SlurmImageError) and error.field and error.rule:
+        text = f"{error.field}: {error.rule}"
+    else:
+        text = str(error) or type(error).__name__
     return " ".join(text.split())

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.observe import Observe
     from slurm_image.application.prepare import PlanLifecycle, Prepare
@@ -146,3 +147,9 @@ def catalog_reader(store: LocalStore) -> CatalogReader:
     from slurm_image.application.catalog_reader import CatalogReader
 
     return CatalogReader(store)
+
+
+def lifecycle(**wiring: Any) -> Lifecycle:
+    from slurm_image.application.lifecycle import Lifecycle
+
+    return Lifecycle(**wiring)

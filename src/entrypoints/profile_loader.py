@@ -86,7 +86,7 @@ def _literal(name: str, text: str, *, text_setting: bool = False) -> Any:
     except (RecursionError, ValueError) as error:
         if text_setting:
             return text
-        raise InvalidProfile(name, _unreadable(error)) from None
+        raise InvalidProfile(field=name, rule=_unreadable(error)) from None
     if text_setting and not isinstance(value, str):
         return text
     return value
@@ -121,7 +121,7 @@ def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dic
         if keys[:2] == ["enroot", "environment"] and len(keys) == 3:
             keys[2] = parts[2]  # an ENROOT_* variable keeps its own name
         if any(not key for key in keys):
-            raise InvalidProfile(name, "must be SLURM_IMAGE_<SECTION>__<KEY>")
+            raise InvalidProfile(field=name, rule="must be SLURM_IMAGE_<SECTION>__<KEY>")
         value = _literal(name, environ[name], text_setting=_is_text_setting(keys))
         overrides.append((keys, value))
     targets: list[dict[str, Any]]
@@ -135,7 +135,9 @@ def apply_overrides(document: dict[str, Any], environ: Mapping[str, str]) -> dic
             for key in keys[:-1]:
                 child = table.setdefault(key, {})
                 if not isinstance(child, dict):
-                    raise InvalidProfile(".".join(keys), "overrides a value that is not a table")
+                    raise InvalidProfile(
+                        field=".".join(keys), rule="overrides a value that is not a table"
+                    )
                 table = child
             table[keys[-1]] = value
     return document
@@ -153,16 +155,20 @@ def _read_profile(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise InvalidProfile("profile", f"no profile file at {path}") from None
+        raise InvalidProfile(field="profile", rule=f"no profile file at {path}") from None
     except OSError as error:
-        raise InvalidProfile("profile", f"cannot read {path}: {error.strerror}") from None
+        raise InvalidProfile(
+            field="profile", rule=f"cannot read {path}: {error.strerror}"
+        ) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidProfile("profile", f"{path} is not a regular file")
+            raise InvalidProfile(field="profile", rule=f"{path} is not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(PROFILE_MAX_BYTES + 1)
     except OSError as error:
-        raise InvalidProfile("profile", f"cannot read {path}: {error.strerror}") from None
+        raise InvalidProfile(
+            field="profile", rule=f"cannot read {path}: {error.strerror}"
+        ) from None
     finally:
         os.close(fd)
 
@@ -171,13 +177,13 @@ def _document(path: Path, environ: Mapping[str, str]) -> tuple[dict[str, Any], s
     """The profile file's document with the overrides applied, and the file's SHA-256."""
     data = _read_profile(path)
     if len(data) > PROFILE_MAX_BYTES:
-        raise InvalidProfile("profile", f"must be at most {PROFILE_MAX_BYTES} bytes")
+        raise InvalidProfile(field="profile", rule=f"must be at most {PROFILE_MAX_BYTES} bytes")
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise InvalidProfile("profile", f"is not valid TOML: {error}") from None
+        raise InvalidProfile(field="profile", rule=f"is not valid TOML: {error}") from None
     except (RecursionError, ValueError) as error:  # valid TOML that Python cannot hold
-        raise InvalidProfile("profile", f"{path} {_unreadable(error)}") from None
+        raise InvalidProfile(field="profile", rule=f"{path} {_unreadable(error)}") from None
     return apply_overrides(document, environ), hashlib.sha256(data).hexdigest()
 
 
@@ -226,10 +232,10 @@ def store_root(
     field = f"{choice.prefix}workspace_root"
     value = choice.table.get("workspace_root")
     if value is None:
-        raise InvalidProfile(field, "is required")
+        raise InvalidProfile(field=field, rule="is required")
     if not isinstance(value, str):
-        raise InvalidProfile(field, "must be a string")
+        raise InvalidProfile(field=field, rule="must be a string")
     try:
         return paths.workspace_root(value, "workspace_root")
     except DomainError as error:
-        raise InvalidProfile(field, error.rule) from None
+        raise InvalidProfile(field=field, rule=error.rule) from None

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
+
 FIELD = "enroot.credentials_file"
 
 
-class CredentialsFileError(Exception):
-    """The credentials file cannot be used: ``field`` names the setting, ``reason`` the rule."""
-
-    def __init__(self, reason: str, field: str = FIELD) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class CredentialsFileError(SlurmImageError):
+    """The credentials file cannot be used: ``field`` names the setting (``FIELD``), ``rule``
+    what is wrong."""
 
 
 @runtime_checkable

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
 
-class FilesystemError(Exception):
-    """The filesystem holding ``path`` cannot be described; ``field`` and ``reason`` say why."""
 
-    def __init__(self, reason: str, field: str = "workspace_root") -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class FilesystemError(SlurmImageError):
+    """The filesystem holding ``path`` cannot be described; ``field`` and ``rule`` say why."""
 
 
 @runtime_checkable

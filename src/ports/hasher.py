@@ -19,16 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
 from slurm_image.domain.identity import FileIdentity
 
 
-class HashError(Exception):
-    """Base of the hasher errors: ``field`` is the path, ``reason`` what went wrong."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class HashError(SlurmImageError):
+    """Base of the hasher errors: ``field`` is the path, ``rule`` what went wrong."""
 
 
 class NotHashable(HashError):

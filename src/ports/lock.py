@@ -13,14 +13,11 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
 
-class LockTimeout(Exception):
+
+class LockTimeout(SlurmImageError):
     """The lock was held by someone else past the bounded wait."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
 
 
 @runtime_checkable

@@ -23,17 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
 from slurm_image.domain.job import JobSpec, JobStatus
 from slurm_image.domain.partition import PartitionLimits
 
 
-class SubmitterError(Exception):
-    """Base of the submitter errors; ``field`` and ``reason`` say what went wrong."""
-
-    def __init__(self, reason: str, field: str = "submitter") -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class SubmitterError(SlurmImageError):
+    """Base of the submitter errors; ``field`` (``submitter`` when no one setting is at fault)
+    and ``rule`` say what went wrong."""
 
 
 class SchedulerUnavailable(SubmitterError):

@@ -35,16 +35,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.errors import SlurmImageError
 from slurm_image.domain.identity import FileIdentity
 
 
-class WorkspaceError(Exception):
-    """Base of the workspace errors: ``field`` is the path, ``reason`` what is wrong with it."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
+class WorkspaceError(SlurmImageError):
+    """Base of the workspace errors: ``field`` is the path, ``rule`` what is wrong with it."""
 
 
 class UnsafePath(WorkspaceError):

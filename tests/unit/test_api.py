@@ -10,7 +10,7 @@ from publish_support import SOURCE
 from slurm_image import Lifecycles
 from slurm_image.application.errors import UnknownAlias
 from slurm_image.domain.errors import InvalidProfile, InvalidRequest
-from slurm_image.entrypoints.api import STAGED, SUBMITTED
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.entrypoints.errors import exit_code_for
 
 
@@ -29,13 +29,13 @@ def profile(tmp_path: Path) -> Path:
 def test_from_profile_stages_submits_and_reports_typed_records(profile: Path) -> None:
     lifecycles = Lifecycles.from_profile(str(profile), environ={})
     staged = lifecycles.import_image(SOURCE, name="app", role="client", submit=False)
-    assert staged.state == STAGED and staged.job_id is None
+    assert staged.state == LifecycleState.STAGED and staged.job_id is None
     assert staged.job_directory is not None and Path(staged.job_directory).is_dir()
     submitted = lifecycles.submit(staged.lifecycle_id)
     (status,) = lifecycles.status([staged.lifecycle_id])
     assert (status.job_id, status.state) == (submitted.job_id, "PENDING")
     fresh = lifecycles.import_image(SOURCE, name="other", role="client")
-    assert fresh.state == SUBMITTED and fresh.job_id is not None
+    assert fresh.state == LifecycleState.SUBMITTED and fresh.job_id is not None
     assert lifecycles.list_aliases() == []
 
 

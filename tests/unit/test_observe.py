@@ -7,13 +7,19 @@ from typing import Any
 import pytest
 
 from slurm_image.adapters.memory import FakeClock, FakeSubmitter
-from slurm_image.application.cancel import Cancel, NotSubmitted
-from slurm_image.application.errors import UnknownLifecycle, VerificationFailed
-from slurm_image.application.observe import IN_DOUBT, STAGED, Observe, SubmitterMismatch
+from slurm_image.application.cancel import Cancel
+from slurm_image.application.errors import (
+    NotSubmitted,
+    SubmitterMismatch,
+    UnknownLifecycle,
+    VerificationFailed,
+)
+from slurm_image.application.observe import Observe
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.submit import Submit
 from slurm_image.domain.errors import InvalidIdentifier
 from slurm_image.domain.job import JobState
+from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.paths import AttemptLayout
 
 IDS = [f"img-{n:032x}" for n in range(1, 4)]
@@ -71,7 +77,7 @@ def test_a_job_the_scheduler_forgot_is_lost(lab: Lab) -> None:
 def test_a_staged_lifecycle_is_reported_without_asking_the_scheduler(lab: Lab) -> None:
     lab.staged(IDS[0])
     (status,) = lab.observe([IDS[0]])
-    assert (status.state, status.job_id) == (STAGED, None)
+    assert (status.state, status.job_id) == (LifecycleState.STAGED, None)
     assert lab.scheduler.calls["states"] == 0
 
 
@@ -80,7 +86,7 @@ def test_a_claimed_submission_without_a_record_is_reported_in_doubt(lab: Lab) ->
     claim = AttemptLayout(lab.harness.root, IDS[0]).submission_claim
     lab.harness.write(claim, f"slurm-image:{IDS[0]}\n".encode())
     (status,) = lab.observe([IDS[0]])
-    assert status.state == IN_DOUBT
+    assert status.state == LifecycleState.SUBMISSION_UNKNOWN
 
 
 def test_status_refuses_an_unknown_or_malformed_id(lab: Lab) -> None:

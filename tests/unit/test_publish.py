@@ -104,7 +104,7 @@ def test_a_hash_disturbed_once_is_taken_again(lab: PublishLab, mocker: Any) -> N
     def digest(path: str) -> Any:
         if path == artifact and not disturbed:
             disturbed.append(path)
-            raise ChangedWhileRead(path, "changed while it was hashed")
+            raise ChangedWhileRead(field=path, rule="changed while it was hashed")
         return real(path)
 
     mocker.patch.object(lab.store, "digest", side_effect=digest)
@@ -120,7 +120,7 @@ def test_an_artifact_that_changes_at_every_hash_is_refused(lab: PublishLab, mock
 
     def digest(path: str) -> Any:
         if path == artifact:
-            raise ChangedWhileRead(path, "changed while it was hashed")
+            raise ChangedWhileRead(field=path, rule="changed while it was hashed")
         return real(path)
 
     mocker.patch.object(lab.store, "digest", side_effect=digest)

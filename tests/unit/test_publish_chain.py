@@ -222,3 +222,30 @@ def test_inspecting_an_artifact_of_an_old_source_proves_nothing_new(lab: Publish
     assert (source.schema_version, source.chain) == (2, None)
     assert set(source.roles) == {"client", "serving"}
     assert lab.publisher().stored_source(PIN) is None
+
+
+def test_binding_from_the_store_meets_an_existing_alias_as_a_publication_does(
+    lab: PublishLab,
+) -> None:
+    from slurm_image.application.errors import AliasExists
+    from slurm_image.domain.request import make_request
+
+    lab.finished(A)
+    stored = lab.publish(A).record
+    other = lab.outside("other.sqsh")
+    lab.harness.write(other, b"other bytes")
+    lab.finished(B, operation="inspect_sqsh", name="srv", source=other, sqsh=b"other bytes")
+    taken = lab.publish(B).record
+    source = lab.publisher().stored_source(PIN)
+    assert source is not None
+    request = make_request("import_oci", name="srv", role="client", source=stored.source)
+
+    with pytest.raises(AliasExists) as refused:
+        lab.publisher().bind_stored(request, source)
+    assert refused.value.field == "name" and "--replace" in refused.value.rule
+    assert load_alias(lab.harness.read(lab.layout.alias("srv"))) == taken
+
+    rebound = lab.publisher().bind_stored(request, source, replace=True)
+    assert rebound.changed and rebound.record.sqsh_sha256 == stored.sqsh_sha256
+    again = lab.publisher().bind_stored(request, source)
+    assert (again.changed, again.record) == (False, rebound.record)

@@ -48,7 +48,7 @@ def test_permanent_errors_are_not_retried() -> None:
 
     def attempt() -> str:
         calls.append(1)
-        raise SchedulerRejected("invalid partition", "partition")
+        raise SchedulerRejected(field="partition", rule="invalid partition")
 
     with pytest.raises(SchedulerRejected):
         with_retries(RetryPolicy.immediate(attempts=5), "submit", attempt)

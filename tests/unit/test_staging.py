@@ -124,7 +124,7 @@ class FailingWorkspace:
     def write_new(self, path: str, data: bytes, **kwargs: Any) -> Any:
         self._left -= 1
         if self._left == 0:
-            raise WorkspaceError(path, "No space left on device")
+            raise WorkspaceError(field=path, rule="No space left on device")
         return self._inner.write_new(path, data, **kwargs)
 
 

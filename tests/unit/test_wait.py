@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from publish_support import PublishLab
-from slurm_image.application.cancel import NotSubmitted
+from slurm_image.application.errors import NotSubmitted
 from slurm_image.application.wait import MAX_POLL_S, Wait
 from slurm_image.domain.job import JobState
 

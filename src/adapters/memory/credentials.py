@@ -21,13 +21,19 @@ class MemoryCredentialsFile:
     def read_credentials_file(self, path: str, *, max_bytes: int) -> bytes:
         expanded = self.home + path[1:] if path.startswith("~/") else path
         if expanded not in self.files:
-            raise CredentialsFileError(f"no file at {expanded}")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"no file at {expanded}"
+            )
         data, mode, owned = self.files[expanded]
         problem = paths.secret_file_problem(
             stat.S_IFREG | mode, self.uid if owned else NOBODY, self.uid
         )
         if problem is not None:
-            raise CredentialsFileError(f"{expanded} {problem}")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"{expanded} {problem}"
+            )
         if len(data) > max_bytes:
-            raise CredentialsFileError(f"{expanded} is larger than {max_bytes} bytes")
+            raise CredentialsFileError(
+                field="enroot.credentials_file", rule=f"{expanded} is larger than {max_bytes} bytes"
+            )
         return data

@@ -13,5 +13,7 @@ class FakeFilesystems:
 
     def type_name(self, path: str) -> str:
         if self.name is None:
-            raise FilesystemError(f"cannot describe the filesystem of {path} (injected)")
+            raise FilesystemError(
+                field="workspace_root", rule=f"cannot describe the filesystem of {path} (injected)"
+            )
         return self.name

@@ -20,8 +20,8 @@ class MemoryLocks:
     def _wait(self, name: str, free: Callable[[], bool], timeout_s: float) -> None:
         if not self._condition.wait_for(free, timeout=timeout_s):
             raise LockTimeout(
-                f"lock {name}",
-                f"held by another process for more than {timeout_s:g} s;"
+                field=f"lock {name}",
+                rule=f"held by another process for more than {timeout_s:g} s;"
                 " retry when it has finished",
             )
 

@@ -46,9 +46,9 @@ class MemoryStore(MemoryWorkspace):
     def _regular(self, path: str) -> MemoryNode:
         node = self._entry(path)
         if node is None:
-            raise NotFound(path, "does not exist")
+            raise NotFound(field=path, rule="does not exist")
         if node.kind != "file":
-            raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+            raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
         return node
 
     def _read_once(self, path: str) -> tuple[MemoryNode, bytes]:
@@ -57,16 +57,16 @@ class MemoryStore(MemoryWorkspace):
         if self.during_read is not None:
             self.during_read(path)
         if self._entry(path) is not node or bytes(node.data) != data:
-            raise ChangedWhileRead(path, "changed while it was read")
+            raise ChangedWhileRead(field=path, rule="changed while it was read")
         return node, data
 
     def read_stable(self, path: str, *, max_bytes: int) -> VerifiedRead:
         with self.filesystem.lock:
             node = self._regular(path)
             if node.uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
             if len(node.data) > max_bytes:
-                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
         node, data = self._read_once(path)
         return VerifiedRead(data=data, identity=node.identity, mode=node.mode)
 
@@ -112,12 +112,12 @@ class MemoryStore(MemoryWorkspace):
             source_dir, source_name = self._parent(source, None)
             node = self._regular(source)
             if node.identity != expected.identity or len(node.data) != expected.size:
-                raise ChangedWhileRead(source, "is not the file that was verified")
+                raise ChangedWhileRead(field=source, rule="is not the file that was verified")
             if hashlib.sha256(node.data).hexdigest() != expected.sha256:
-                raise ChangedWhileRead(source, "is not the file that was verified")
+                raise ChangedWhileRead(field=source, rule="is not the file that was verified")
             target_dir, target_name = self._parent(destination, None)
             if target_name in target_dir.entries:
-                raise AlreadyExists(destination, "already exists")
+                raise AlreadyExists(field=destination, rule="already exists")
             self._writable(target_dir, destination)
             self._writable(source_dir, source)
             node.mode = mode
@@ -131,7 +131,7 @@ class MemoryStore(MemoryWorkspace):
             self._directory(self._components(staging))
             existing = parent.entries.get(name)
             if existing is not None and existing.kind == "directory":
-                raise WorkspaceError(path, "is a directory")
+                raise WorkspaceError(field=path, rule="is a directory")
             self._writable(parent, path)
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data

@@ -155,9 +155,9 @@ class FakeSubmitter(Submitter):
         if kind == "transient":
             raise TransientFailure("scheduler unreachable (injected)", ambiguous=False)
         if kind == "permanent":
-            raise SchedulerRejected("request refused (injected)")
+            raise SchedulerRejected(field="submitter", rule="request refused (injected)")
         if kind == "auth":
-            raise SchedulerAuthError("credentials refused (injected)")
+            raise SchedulerAuthError(field="submitter", rule="credentials refused (injected)")
 
     def submit_once(self, script: bytes, spec: JobSpec) -> str:
         with self._lock:
@@ -165,12 +165,12 @@ class FakeSubmitter(Submitter):
             self._raise_unless_accepted(kind)
             if self._partitions is not None and spec.partition not in self._partitions:
                 raise SchedulerRejected(
-                    f"invalid partition name specified: {spec.partition!r}", "partition"
+                    field="partition", rule=f"invalid partition name specified: {spec.partition!r}"
                 )
             if self._max_cpus is not None and spec.cpus_per_task > self._max_cpus:
                 raise SchedulerRejected(
-                    f"more processors requested than permitted: {spec.cpus_per_task}",
-                    "cpus_per_task",
+                    field="cpus_per_task",
+                    rule=f"more processors requested than permitted: {spec.cpus_per_task}",
                 )
             job_id = str(self._next_id)
             self._next_id += 1
@@ -194,7 +194,7 @@ class FakeSubmitter(Submitter):
             self._raise_unless_accepted(kind)
             job = self._jobs.get(job_id)
             if job is None:
-                raise UnknownJob(f"invalid job id specified: {job_id}", "job_id")
+                raise UnknownJob(field="job_id", rule=f"invalid job id specified: {job_id}")
             if not job.state.is_terminal:
                 job.state, job.reason = JobState.CANCELLED, None
             if kind == "ambiguous":

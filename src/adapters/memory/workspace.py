@@ -212,7 +212,9 @@ class MemoryWorkspace:
         prefix = self.root.rstrip("/") + "/"
         parts = path[len(prefix) :].split("/") if path.startswith(prefix) else []
         if not parts or any(part in ("", ".", "..") for part in parts):
-            raise UnsafePath(path, f"must lie strictly below the workspace root {self.root}")
+            raise UnsafePath(
+                field=path, rule=f"must lie strictly below the workspace root {self.root}"
+            )
         return parts
 
     def _may(self, node: MemoryNode, bit: int) -> bool:
@@ -229,9 +231,9 @@ class MemoryWorkspace:
                 break
             node = self.filesystem.lookup(node.target)
         if node is None:
-            raise NotFound(self.root, "does not exist")
+            raise NotFound(field=self.root, rule="does not exist")
         if node.kind != "directory":
-            raise InvalidPath("workspace_root", "must be a directory", self.root)
+            raise InvalidPath(field="workspace_root", rule="must be a directory", value=self.root)
         for directory in paths.ancestors(self.root)[:-1]:
             found = self.filesystem.lookup(directory)
             if found is None or found.kind != "directory":
@@ -239,14 +241,16 @@ class MemoryWorkspace:
             problem = paths.shared_directory_problem(found.mode, found.uid, self._uid)
             if problem is not None:
                 raise InvalidPath(
-                    "workspace_root",
-                    f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
-                    self.root,
+                    field="workspace_root",
+                    rule=f"{directory} {problem}; {paths.WORKSPACE_SETUP_HINT}",
+                    value=self.root,
                 )
         problem = paths.workspace_root_problem(node.mode, node.uid, self._uid)
         if problem is not None:
             raise InvalidPath(
-                "workspace_root", f"{self.root} {problem}; {paths.OWN_ROOT_HINT}", self.root
+                field="workspace_root",
+                rule=f"{self.root} {problem}; {paths.OWN_ROOT_HINT}",
+                value=self.root,
             )
         return node
 
@@ -282,9 +286,11 @@ class MemoryWorkspace:
         up for this user (``InvalidPath``, as the local adapter raises)."""
         if walked.rsplit("/", 1)[0] == self.root.rstrip("/"):
             raise InvalidPath(
-                "workspace_root", f"{walked} {reason}; {paths.STORE_DIRECTORY_HINT}", walked
+                field="workspace_root",
+                rule=f"{walked} {reason}; {paths.STORE_DIRECTORY_HINT}",
+                value=walked,
             )
-        raise UnsafePath(walked, reason)
+        raise UnsafePath(field=walked, rule=reason)
 
     def _directory(self, parts: Sequence[str], *, create: bool = False) -> MemoryNode:
         node = self._root()
@@ -292,11 +298,11 @@ class MemoryWorkspace:
         for part in parts:
             walked = f"{walked}/{part}"
             if not self._may(node, 1):
-                raise AccessDenied(walked, "Permission denied")
+                raise AccessDenied(field=walked, rule="Permission denied")
             child = node.entries.get(part)
             if child is None:
                 if not create:
-                    raise NotFound(walked, "does not exist")
+                    raise NotFound(field=walked, rule="does not exist")
                 child = self._mkdir(node, part, walked, 0o700)
             if child.kind != "directory":
                 self._unsafe_top(walked, f"is {child.describe()}, not a directory")
@@ -310,21 +316,23 @@ class MemoryWorkspace:
         parts = self._components(path)
         parent = self._directory(parts[:-1])
         if within is not None and parent.identity != within:
-            raise IdentityChanged(path.rsplit("/", 1)[0], f"is no longer the directory {within}")
+            raise IdentityChanged(
+                field=path.rsplit("/", 1)[0], rule=f"is no longer the directory {within}"
+            )
         if not self._may(parent, 1):
-            raise AccessDenied(path, "Permission denied")
+            raise AccessDenied(field=path, rule="Permission denied")
         return parent, parts[-1]
 
     def _writable(self, parent: MemoryNode, field: str) -> None:
         if self.filesystem.read_only:
-            raise AccessDenied(field, "Read-only file system")
+            raise AccessDenied(field=field, rule="Read-only file system")
         if not self._may(parent, 2):
-            raise AccessDenied(field, "Permission denied")
+            raise AccessDenied(field=field, rule="Permission denied")
 
     def _mkdir(self, parent: MemoryNode, name: str, field: str, mode: int) -> MemoryNode:
         with self.filesystem.lock:
             if name in parent.entries:
-                raise AlreadyExists(field, "already exists")
+                raise AlreadyExists(field=field, rule="already exists")
             self._writable(parent, field)
             node = parent.entries[name] = self.filesystem.new_node("directory", mode, self._uid)
             return node
@@ -344,12 +352,14 @@ class MemoryWorkspace:
             parent = self._directory(parts[:-1], create=parents)
             if within is not None and parent.identity != within:
                 parent_path = path.rsplit("/", 1)[0]
-                raise IdentityChanged(parent_path, f"is no longer the directory {within}")
+                raise IdentityChanged(
+                    field=parent_path, rule=f"is no longer the directory {within}"
+                )
             return self._mkdir(parent, parts[-1], path, mode).identity
 
     def _create(self, parent: MemoryNode, name: str, field: str, data: bytes, mode: int) -> None:
         if name in parent.entries:
-            raise AlreadyExists(field, "already exists")
+            raise AlreadyExists(field=field, rule="already exists")
         self._writable(parent, field)
         node = self.filesystem.new_node("file", mode, self._uid)
         node.data[:] = data
@@ -378,7 +388,7 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             existing = parent.entries.get(name)
             if existing is not None and existing.kind == "directory":
-                raise WorkspaceError(path, "Is a directory")
+                raise WorkspaceError(field=path, rule="Is a directory")
             self._writable(parent, path)
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data
@@ -392,15 +402,15 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             node = parent.entries.get(name)
             if node is None:
-                raise NotFound(path, "does not exist")
+                raise NotFound(field=path, rule="does not exist")
             if node.kind != "file":
-                raise NotRegularFile(path, f"is {node.describe()}, not a regular file")
+                raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
             if node.uid != self._uid:
-                raise UnsafePath(path, f"is owned by uid {node.uid}, not {self._uid}")
+                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
             if not self._may(node, 4):
-                raise AccessDenied(path, "Permission denied")
+                raise AccessDenied(field=path, rule="Permission denied")
             if len(node.data) > max_bytes:
-                raise TooLarge(path, f"holds more than {max_bytes} bytes")
+                raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
             return VerifiedRead(data=bytes(node.data), identity=node.identity, mode=node.mode)
 
     def directory_identity(self, path: str) -> FileIdentity:
@@ -419,7 +429,7 @@ class MemoryWorkspace:
         with self.filesystem.lock:
             node = self._directory(self._components(path))
             if not self._may(node, 4):
-                raise AccessDenied(path, "Permission denied")
+                raise AccessDenied(field=path, rule="Permission denied")
             return sorted(node.entries)
 
     def remove_file(self, path: str, *, within: FileIdentity | None = None) -> None:
@@ -427,9 +437,9 @@ class MemoryWorkspace:
             parent, name = self._parent(path, within)
             node = parent.entries.get(name)
             if node is None:
-                raise NotFound(path, "does not exist")
+                raise NotFound(field=path, rule="does not exist")
             if node.kind == "directory":
-                raise WorkspaceError(path, "is a directory")
+                raise WorkspaceError(field=path, rule="is a directory")
             self._writable(parent, path)
             del parent.entries[name]
 
@@ -439,7 +449,7 @@ class MemoryWorkspace:
             parent = self._directory(parts[:-1])
             node = self._directory(parts)
             if node.identity != expected:
-                raise IdentityChanged(path, f"is no longer the directory {expected}")
+                raise IdentityChanged(field=path, rule=f"is no longer the directory {expected}")
             self._writable(parent, path)
             kept = {name: node.entries.pop(name) for name in last if name in node.entries}
             try:

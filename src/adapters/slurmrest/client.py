@@ -62,7 +62,7 @@ class TokenSource:
             or any(c.isspace() or not c.isprintable() for c in token)
         ):
             where = f"token file {self._file}" if self._file else f"variable {self._env}"
-            raise SchedulerAuthError(f"no usable token in the {where}", "token")
+            raise SchedulerAuthError(field="token", rule=f"no usable token in the {where}")
         return token
 
 
@@ -72,22 +72,24 @@ def _read_token_file(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SchedulerAuthError(
-            f"cannot read the token file {path}: {exc.strerror}", "token_file"
+            field="token_file", rule=f"cannot read the token file {path}: {exc.strerror}"
         ) from None
     try:
         status = os.fstat(fd)
         problem = paths.secret_file_problem(status.st_mode, status.st_uid, os.geteuid())
         if problem is not None:
-            raise SchedulerAuthError(f"the token file {path} {problem}", "token_file")
+            raise SchedulerAuthError(field="token_file", rule=f"the token file {path} {problem}")
         data = os.read(fd, MAX_TOKEN_BYTES + 1)
     except OSError as exc:
         raise SchedulerAuthError(
-            f"cannot read the token file {path}: {exc.strerror}", "token_file"
+            field="token_file", rule=f"cannot read the token file {path}: {exc.strerror}"
         ) from None
     finally:
         os.close(fd)
     if len(data) > MAX_TOKEN_BYTES:
-        raise SchedulerAuthError(f"the token file {path} is too large for a token", "token")
+        raise SchedulerAuthError(
+            field="token", rule=f"the token file {path} is too large for a token"
+        )
     return data.decode("ascii", "replace").strip()
 
 

@@ -58,22 +58,22 @@ def classify(
     reason = f"{operation}: HTTP {status}: {bounded(detail or text) or 'no details'}"
     codes = {e.code for e in errors}
     if status in (401, 403, 511):
-        return SchedulerAuthError(reason, "credentials")
+        return SchedulerAuthError(field="credentials", rule=reason)
     if status in (502, 503, 504):
         return TransientFailure(reason, "slurmrestd", ambiguous=sent)
     if BAD_TOKEN in codes or AUTHENTICATION_ERROR in codes:
-        return SchedulerAuthError(reason, "credentials")
+        return SchedulerAuthError(field="credentials", rule=reason)
     if CONTROLLER_UNREACHABLE in codes:
         return TransientFailure(reason, "controller", ambiguous=False)
     if codes & _AMBIGUOUS_CODES:
         return TransientFailure(reason, "controller", ambiguous=sent)
     if INVALID_JOB_ID in codes:
-        return UnknownJob(reason, "job_id")
+        return UnknownJob(field="job_id", rule=reason)
     for code in codes:
         if code in _FIELDS:
-            return SchedulerRejected(reason, _FIELDS[code])
+            return SchedulerRejected(field=_FIELDS[code], rule=reason)
     if status == 404:
-        return SchedulerRejected(f"{reason} (API version not offered?)", "api_version")
+        return SchedulerRejected(field="api_version", rule=f"{reason} (API version not offered?)")
     if UNSPECIFIED in codes:
         return TransientFailure(
             f"{reason} (slurmrestd 22.05 answers this when the controller is down, and when "
@@ -84,7 +84,7 @@ def classify(
     if errors or 400 <= status < 500:
         lowered = detail.lower()
         field = next((f for marker, f in _TEXT_FIELDS if marker in lowered), "job")
-        return SchedulerRejected(reason, field)
+        return SchedulerRejected(field=field, rule=reason)
     if status >= 500:
         return TransientFailure(reason, "slurmrestd", ambiguous=sent)
     return None

@@ -99,14 +99,14 @@ class RestSubmitter(Submitter):
         try:
             text = script.decode("utf-8")
         except UnicodeDecodeError:
-            raise SchedulerRejected(reason="the script is not UTF-8 text", field="script") from None
+            raise SchedulerRejected(field="script", rule="the script is not UTF-8 text") from None
         api = self._api()
         body = api.submit_body(text, spec, self._environment)
         answer = self._client.request("POST", api.submit_path(), body, sent=True)
         try:
             self._check("submit", answer, sent=True)
         except UnknownJob as exc:  # 2017 cannot mean an unknown job on submit
-            raise SchedulerRejected(exc.reason, "job") from None
+            raise SchedulerRejected(field="job", rule=exc.reason) from None
         try:
             return api.submitted_job_id(answer.body or {})
         except SchedulerRejected as unusable:  # accepted: the job may exist
@@ -127,7 +127,7 @@ class RestSubmitter(Submitter):
         answer = self._client.request("DELETE", api.job_path(job_id), sent=True)
         if answer.status == UNPARSABLE_PATH:  # 24.11: the ids Slurm reserves (NO_VAL, INFINITE)
             reason = f"cancel {job_id}: slurmrestd refuses the id: {answer.text}"
-            raise UnknownJob(reason, "job_id")
+            raise UnknownJob(field="job_id", rule=reason)
         self._check(f"cancel {job_id}", answer, sent=True)
         if not api.cancel_names_unknown_jobs:  # only a look-up tells an unknown job apart
             found = self._client.request("GET", api.job_path(job_id), sent=False)

@@ -31,9 +31,9 @@ def _order(version: str) -> tuple[int, ...]:
 def mapping_for(version: str) -> ApiMapping:
     if version not in SUPPORTED:
         raise SchedulerRejected(
-            f"unsupported slurmrestd API version {version!r} "
+            field="api_version",
+            rule=f"unsupported slurmrestd API version {version!r} "
             f"(supported: {', '.join(SUPPORTED)}, or auto)",
-            "api_version",
         )
     return SUPPORTED[version]
 
@@ -61,7 +61,8 @@ def discover_once(client: RestClient) -> ApiMapping:
             return SUPPORTED[version]
         _raise_unless_missing("discover", probe)
     raise SchedulerRejected(
-        f"slurmrestd at {client.url} offers none of {', '.join(SUPPORTED)}", "api_version"
+        field="api_version",
+        rule=f"slurmrestd at {client.url} offers none of {', '.join(SUPPORTED)}",
     )
 
 
