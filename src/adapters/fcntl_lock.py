@@ -1,4 +1,5 @@
-"""Named locks as POSIX ``fcntl`` record locks on files in ``images/locks/`` (design §8).
+"""Named locks as POSIX ``fcntl`` record locks on files in ``images/locks/`` (docs/design.md,
+"Publication").
 
 ``fcntl`` locks (unlike BSD ``flock``) are shared across the clients of NFS and Lustre mounts.
 They belong to the process, not to a descriptor: a second holder in the same process would be

@@ -1,4 +1,5 @@
-"""The Store on a local or shared POSIX filesystem: ``LocalWorkspace`` plus publication (§8).
+"""The Store on a local or shared POSIX filesystem: ``LocalWorkspace`` plus publication
+(docs/design.md, "Publication").
 
 Everything below the root goes through the workspace's verified walk (``O_DIRECTORY|
 O_NOFOLLOW`` per step, owner checked). A file is opened once, ``O_NOFOLLOW|O_NONBLOCK``, after

@@ -1,4 +1,4 @@
-"""The Workspace on a local or shared POSIX filesystem (design §4).
+"""The Workspace on a local or shared POSIX filesystem (docs/design.md, "The plan and staging").
 
 Every directory below the root is opened ``O_DIRECTORY|O_NOFOLLOW`` relative to its parent's
 descriptor (``dir_fd``), and its owner is checked on that descriptor, so a symlink or a directory

@@ -1,4 +1,5 @@
-"""SHA-256 through one descriptor, in large reads: images are gigabytes (design §5, §8)."""
+"""SHA-256 through one descriptor, in large reads: images are gigabytes (docs/design.md, "The batch
+job" and "Publication")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The catalog: resolve, list and verify the published aliases (§8), each record validated.
-Reading only, with nothing of the scheduler (``Maintain``, in ``application.maintain``, changes
-the catalog; ``CatalogReader`` reads it without validating the records again)."""
+"""The catalog: resolve, list and verify the published aliases (docs/design.md, "The catalog"),
+each record validated. Reading only, with nothing of the scheduler (``Maintain``, in
+``application.maintain``, changes the
+catalog; ``CatalogReader`` reads it without validating the records again)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Change the catalog: unregister an alias, collect garbage, clean up an attempt (§8)."""
+"""Change the catalog: unregister an alias, collect garbage, clean up an attempt (docs/design.md,
+"gc and cleanup")."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ class PreparedLifecycle:
 
 
 class Prepare:
-    """Validate → plan → stage (design §4).
+    """Validate → plan → stage (docs/design.md, "The plan and staging").
 
     Staging creates the attempt directory exclusively (a duplicate lifecycle id fails with
     ``LifecycleExists``), writes plan.json (0600), job.sbatch, inspect_image.py and enroot.rc

@@ -1,4 +1,5 @@
-"""Publish a finished lifecycle into the content-addressed store and the alias registry (§8).
+"""Publish a finished lifecycle into the content-addressed store and the alias registry
+(docs/design.md, "Publication").
 
 Under the alias's lock (and a shared hold of the store lock, which ``gc`` takes exclusively),
 in this order:

@@ -1,6 +1,7 @@
 """The store's records: read and write aliases, sources and publication markers, and finish
-a publication a crash interrupted (design §8). Shared by ``Publish``, ``Maintain`` and the
-read-only ``Catalog``, which needs nothing else of publication and nothing of the scheduler."""
+a publication a crash interrupted (docs/design.md, "Publication"). Shared by ``Publish``,
+``Maintain`` and the read-only ``Catalog``, which needs nothing else of publication and nothing of
+the scheduler."""
 
 from __future__ import annotations
 

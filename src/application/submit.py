@@ -1,4 +1,5 @@
-"""Submit a staged lifecycle: verify what is on disk, then hand the verified bytes over (§7).
+"""Submit a staged lifecycle: verify what is on disk, then hand the verified bytes over
+(docs/design.md, "Submission and exactly-once").
 
 Verification, in order, before the scheduler hears anything:
 1. the attempt directory is the one staged (its identity), and not submitted before;

@@ -1,4 +1,5 @@
-"""Wait for lifecycles: poll with capped backoff until every job is terminal (design §8).
+"""Wait for lifecycles: poll with capped backoff until every job is terminal (docs/design.md,
+"Observe and wait").
 
 Each poll is ONE scheduler call for every lifecycle not yet finished (``Observe``). Terminal:
 the scheduler's terminal states, ``LOST`` (the scheduler no longer knows the job) and

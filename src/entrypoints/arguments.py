@@ -1,5 +1,5 @@
 """The command line's grammar machinery (argparse, standard library only): one-line usage
-errors with exit 2 (cli.md), typed option values, the global options. The commands themselves
+errors with exit 2 (docs/cli.md), typed option values, the global options. The commands themselves
 are declared in ``entrypoints.cli``."""
 
 from __future__ import annotations

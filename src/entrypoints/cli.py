@@ -1,4 +1,4 @@
-"""The ``slurm-image`` command line (cli.md). Parses (``entrypoints.arguments``), calls
+"""The ``slurm-image`` command line (docs/cli.md). Parses (``entrypoints.arguments``), calls
 ``Lifecycles`` (the Python API, ``entrypoints.api``), prints. At module level only the standard
 library and the domain's stdlib-only modules are imported: everything else (pydantic models, the
 container, the use cases, the adapters, rich) is imported inside the commands that need it, so
@@ -501,7 +501,7 @@ def _alias(parser: arguments.Parser) -> None:
 
 
 def parser() -> arguments.Parser:
-    """The whole command line (cli.md)."""
+    """The whole command line (docs/cli.md)."""
     root, commands = arguments.root_parser(
         "Turn digest-pinned container images into verified Enroot squashfs files on Slurm."
     )

@@ -76,8 +76,8 @@ class Container(containers.DeclarativeContainer):
     observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)
     cancel = providers.Factory(make.cancel, workspace=workspace, submitter=submitter)
 
-    # Publication and the catalog (design §8). The store is the workspace with publication's
-    # operations; list/show need neither the scheduler nor the locks.
+    # Publication and the catalog (docs/design.md, "Publication"). The store is the workspace with
+    # publication's operations; list/show need neither the scheduler nor the locks.
     lock_timeout_s = providers.Object(60.0)
     store = providers.Singleton(make.store, root=config.workspace_root)
     locks = providers.Singleton(make.locks, store=store)

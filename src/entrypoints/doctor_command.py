@@ -1,8 +1,8 @@
 """``slurm-image doctor``: one line per check (``--json``: ``checks``, ``enroot_version``).
 
 Exit 0 only when every check passed; otherwise the code of the first failed check's kind
-(cli.md): 2 the profile or the workspace root, 3 the submitter or the partition, 4 the doctor's
-job or what it found on the compute node.
+(docs/cli.md, "Exit codes"): 2 the profile or the workspace root, 3 the submitter or the partition,
+4 the doctor's job or what it found on the compute node.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The command's exit codes (cli.md), in a module of their own so that the CLI can name them
-without loading the error types (``entrypoints.errors`` maps those to these codes)."""
+"""The command's exit codes (docs/cli.md, "Exit codes"), in a module of their own so that the CLI
+can name them without loading the error types (``entrypoints.errors`` maps those to these codes)."""
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

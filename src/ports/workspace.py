@@ -1,4 +1,5 @@
-"""The Workspace port: the shared directory tree where attempts are staged (design §4).
+"""The Workspace port: the shared directory tree where attempts are staged (docs/design.md, "The
+plan and staging").
 
 A workspace is bound to one root (the profile's ``workspace_root``). Every path given to it is
 absolute and lies strictly below that root. The root and every directory on the way to it must

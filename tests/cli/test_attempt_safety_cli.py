@@ -1,4 +1,5 @@
-"""Attempts other users cannot touch (issue #14, item 3), as a user meets it on the command line.
+"""Attempts other users cannot touch (docs/design.md, "Containing an untrusted image"), as a user
+meets it on the command line.
 
 Another user who can rename or replace entries on the way to an attempt could swap ``images/``
 under a pending job, or plant a ``slurm-<id>.err`` symlink that Slurm writes through: the

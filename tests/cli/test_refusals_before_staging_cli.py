@@ -1,4 +1,4 @@
-"""Refusals before anything is created (issue #14, item 6), as a user meets them.
+"""Refusals before anything is created (docs/cli.md, "The profile"), as a user meets them.
 
 - a ``.sqsh`` path that is not UTF-8: exit 2 (invalid input);
 - an sbatch client that cannot be found: exit 3 (the scheduler cannot be reached from here),

@@ -1,6 +1,7 @@
-"""Every Workspace adapter holds the chain to an attempt to one rule (issue #14): the root and
-the directories on the way to it may be changed by nobody but the user and root (sticky when
-shared), and directories below it are the user's own (domain/paths.py)."""
+"""Every Workspace adapter holds the chain to an attempt to one rule (docs/design.md, "Containing
+an untrusted image"): the root and the directories on the way to it may be changed by nobody but
+the user and root (sticky when shared), and directories below it are the user's own
+(domain/paths.py)."""
 
 from __future__ import annotations
 
