@@ -24,12 +24,13 @@ from slurm_image.adapters.local_workspace import (
     LocalWorkspace,
     _error,
     _identity,
-    _kind,
     _read_bounded,
 )
+from slurm_image.domain.file_kinds import EntryKind, describe_mode
+from slurm_image.domain.file_kinds import entry_kind as file_kind
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.hasher import FileDigest
-from slurm_image.ports.store import ChangedWhileRead, EntryKind
+from slurm_image.ports.store import ChangedWhileRead
 from slurm_image.ports.workspace import (
     AlreadyExists,
     NotFound,
@@ -46,18 +47,6 @@ _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _moment(status: os.stat_result) -> tuple[int, int, int, int, int]:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-
-
-def _entry_kind(mode: int) -> EntryKind:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    return "other"
 
 
 class LocalStore(LocalWorkspace):
@@ -95,7 +84,7 @@ class LocalStore(LocalWorkspace):
                 raise _error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
                 raise NotRegularFile(
-                    field=path, rule=f"is {_kind(entry.st_mode)}, not a regular file"
+                    field=path, rule=f"is {describe_mode(entry.st_mode)}, not a regular file"
                 )
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
@@ -156,31 +145,18 @@ class LocalStore(LocalWorkspace):
     def entry_kind(self, path: str) -> EntryKind | None:
         try:
             with self._at(path) as (parent, name):
-                return _entry_kind(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+                return file_kind(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
         except (NotFound, FileNotFoundError):
             return None
         except OSError as error:
             raise _error(error, path) from None
 
     def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
-        parts = self._components(path)
-        fd = self._open_root()
         try:
-            walked = self.root.rstrip("/")
-            for part in parts:
-                walked = f"{walked}/{part}"
-                child = self._step(fd, part, walked, mode)
-                os.close(fd)
-                fd = child
-                current = stat.S_IMODE(os.fstat(fd).st_mode)
-                wanted = current | (mode & 0o555)
-                if wanted != current:
-                    os.fchmod(fd, wanted)
-            return _identity(os.fstat(fd))
+            with self._directory(self._components(path), create=True, mode=mode, widen=True) as fd:
+                return _identity(os.fstat(fd))
         except OSError as error:
             raise _error(error, path) from None
-        finally:
-            os.close(fd)
 
     def install(
         self, source: str, destination: str, *, expected: FileDigest, mode: int

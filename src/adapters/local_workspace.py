@@ -27,6 +27,7 @@ from contextlib import contextmanager, suppress
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidPath
+from slurm_image.domain.file_kinds import describe_mode
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -63,20 +64,6 @@ def _error(error: OSError, field: str) -> WorkspaceError:
 
 def _identity(status: os.stat_result) -> FileIdentity:
     return FileIdentity(device=status.st_dev, inode=status.st_ino)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symlink"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
 
 
 class LocalWorkspace:
@@ -155,7 +142,7 @@ class LocalWorkspace:
         except OSError as error:
             return f"{path} cannot be examined ({error.strerror})"
         if not stat.S_ISREG(status.st_mode):
-            return f"{path} is {_kind(status.st_mode)}, not a regular file"
+            return f"{path} is {describe_mode(status.st_mode)}, not a regular file"
         problem = paths.unchangeable_file_problem(status.st_mode, status.st_uid, self._uid)
         return None if problem is None else f"{path} {problem}"
 
@@ -169,7 +156,9 @@ class LocalWorkspace:
                     mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
                 except OSError:
                     mode = 0
-                raise UnsafePath(field=field, rule=f"is {_kind(mode)}, not a directory") from None
+                raise UnsafePath(
+                    field=field, rule=f"is {describe_mode(mode)}, not a directory"
+                ) from None
             raise _error(error, field) from None
         status = os.fstat(fd)
         problem = paths.own_directory_problem(status.st_mode, status.st_uid, self._uid)
@@ -201,19 +190,28 @@ class LocalWorkspace:
             ) from None
 
     @contextmanager
-    def _directory(self, parts: Sequence[str], *, create: bool = False) -> Iterator[int]:
-        """A descriptor of the directory ``root/parts``, each step verified.
+    def _directory(
+        self, parts: Sequence[str], *, create: bool = False, mode: int = 0o700, widen: bool = False
+    ) -> Iterator[int]:
+        """A descriptor of the directory ``root/parts``, each step verified: the one walk down
+        the tree that every operation takes.
 
-        With ``create``, a missing directory on the way is made 0700 (and fsynced in place).
+        With ``create``, a missing directory on the way is made with ``mode`` (and fsynced in
+        place); with ``widen``, every directory on the way gains ``mode``'s read and search
+        bits (the store's published directories, which anyone may resolve).
         """
         fd = self._open_root()
         try:
             walked = self.root.rstrip("/")
             for part in parts:
                 walked = f"{walked}/{part}"
-                child = self._step(fd, part, walked, 0o700 if create else None)
+                child = self._step(fd, part, walked, mode if create else None)
                 os.close(fd)
                 fd = child
+                if widen:
+                    current = stat.S_IMODE(os.fstat(fd).st_mode)
+                    if current | (mode & 0o555) != current:
+                        os.fchmod(fd, current | (mode & 0o555))
             yield fd
         finally:
             os.close(fd)
@@ -329,7 +327,7 @@ class LocalWorkspace:
                 raise _error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
                 raise NotRegularFile(
-                    field=path, rule=f"is {_kind(entry.st_mode)}, not a regular file"
+                    field=path, rule=f"is {describe_mode(entry.st_mode)}, not a regular file"
                 )
             if entry.st_uid != self._uid:
                 raise UnsafePath(
@@ -347,7 +345,7 @@ class LocalWorkspace:
                 status = os.fstat(fd)
                 if not stat.S_ISREG(status.st_mode):
                     raise NotRegularFile(
-                        field=path, rule=f"is {_kind(status.st_mode)}, not a regular file"
+                        field=path, rule=f"is {describe_mode(status.st_mode)}, not a regular file"
                     )
                 if _identity(status) != _identity(entry):
                     raise IdentityChanged(field=path, rule="was replaced while it was opened")
@@ -530,7 +528,8 @@ class _Walk:
                 raise
             mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
             raise UnsafePath(
-                field=self.where(name), rule=f"became {_kind(mode)} during removal: not followed"
+                field=self.where(name),
+                rule=f"became {describe_mode(mode)} during removal: not followed",
             ) from None
         try:
             if _identity(os.fstat(fd)) != _identity(entry):

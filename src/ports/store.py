@@ -11,13 +11,14 @@ or times changed while it was read (its bytes would describe no single state of 
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from slurm_image.domain.file_kinds import EntryKind
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.workspace import VerifiedRead, Workspace, WorkspaceError
 
-EntryKind = Literal["file", "directory", "symlink", "fifo", "other"]
+__all__ = ["ChangedWhileRead", "EntryKind", "Store"]
 
 
 class ChangedWhileRead(WorkspaceError):

@@ -11,6 +11,7 @@ from typing import Literal, NoReturn
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidPath
+from slurm_image.domain.file_kinds import WORDS
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import (
     AccessDenied,
@@ -48,12 +49,7 @@ class MemoryNode:
         return FileIdentity(device=_MEMORY_DEVICE, inode=self.inode)
 
     def describe(self) -> str:
-        return {
-            "directory": "a directory",
-            "file": "a regular file",
-            "symlink": "a symlink",
-            "fifo": "a FIFO",
-        }[self.kind]
+        return WORDS[self.kind]
 
 
 class MemoryFilesystem:
