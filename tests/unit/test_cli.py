@@ -92,7 +92,7 @@ def bash_n(script: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-# -- the done-when ------------------------------------------------------------------------
+# -- a dry run: the plan and the script, and nothing created -------------------------------------
 
 
 def test_dry_run_import_prints_plan_and_script_and_creates_nothing(
