@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
 sys.path.insert(0, str(HERE))  # bench/workloads.py
 sys.path.insert(0, str(REPOSITORY / "tests" / "execution"))  # the job harness
+sys.path.insert(0, str(REPOSITORY / "tests"))  # support.py, which the harness uses
 
 from workloads import Site, bench_image  # noqa: E402
 
@@ -273,7 +274,7 @@ def job_figures(base: Path, repetitions: int) -> dict[str, float]:
         nonlocal counter
         counter += 1
         directory = base / f"job{counter}"
-        directory.mkdir()
+        directory.mkdir(mode=0o755)
         return Job(
             directory,
             Standin(directory / "standin"),
@@ -380,6 +381,8 @@ def main() -> int:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slurm-image-bench-") as tmp:
         base = Path(tmp)
+        # A root job runs the image's side as an unprivileged id, which must reach the stand-in.
+        base.chmod(0o755)
         site = Site(base / "site")
         sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
         site.publish(site.publish_finished("alias0000", sqsh))
