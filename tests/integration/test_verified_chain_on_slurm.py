@@ -19,10 +19,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixture of the local registry's test images, registered here by import
-from harness import STANDIN, registry_images  # noqa: F401
+from harness import registry_images  # noqa: F401
 
 from lying_registry import Answer, LyingRegistry, lying_registry
-from support import run_cli
+from support import install_enroot_standin, run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
@@ -48,8 +48,8 @@ class Site:
         self.workspace.mkdir()
         job_path = JOB_PATH
         if not shutil.which("enroot"):
-            (base / "bin").mkdir()
-            (base / "bin" / "enroot").symlink_to(STANDIN)
+            # where the image's unprivileged id (a root job's sandbox) can run it
+            install_enroot_standin(base / "bin")
             job_path = f"{base}/bin:{JOB_PATH}"
         (base / "slurm-image.toml").write_text(
             f'workspace_root = "{self.workspace}"\n'
@@ -74,14 +74,14 @@ class Site:
 
 
 def test_a_lying_registry_gets_nothing_published_and_the_genuine_image_then_runs_a_job(
-    tmp_path: Path, local_slurm: Any, registry: LyingRegistry, images: dict[str, str]
+    world_readable_tmp: Path, local_slurm: Any, registry: LyingRegistry, images: dict[str, str]
 ) -> None:
     genuine = images["client"]
     pin = genuine.rsplit("@", 1)[1]
     nopython = images["nopython"].rsplit("@", 1)[1]
     other = registry.manifest("slurm-image-test/nopython", nopython)
     registry.answer(Answer(f"/v2/slurm-image-test/client/manifests/{pin}", other))
-    site = Site(tmp_path, local_slurm)
+    site = Site(world_readable_tmp, local_slurm)
 
     lied = site.import_(f"{registry.address}/slurm-image-test/client:1@{pin}")
 

@@ -50,7 +50,7 @@ class Scripted(Submitter):
 
     def check(self) -> None:
         if not self.usable:
-            raise SchedulerRejected(reason="no client", field="client")
+            raise SchedulerRejected(field="client", rule="no client")
 
     def submit_once(self, script: bytes, spec: JobSpec) -> str:
         self.jobs[str(len(self.jobs) + 1)] = spec.comment
@@ -112,7 +112,7 @@ def test_transient_failures_end_in_unavailable_after_the_policy_s_attempts() -> 
 
 
 def test_a_refusal_names_the_spec_value_and_is_not_retried() -> None:
-    submitter = Scripted(SchedulerRejected(reason="invalid partition", field="partition"))
+    submitter = Scripted(SchedulerRejected(field="partition", rule="invalid partition"))
     with pytest.raises(SchedulerRejected) as caught:
         submitter.submit(b"#!/bin/bash\n", SPEC)
     assert "partition='cpu'" in caught.value.reason

@@ -20,7 +20,7 @@ class SpoolSubmitter(Submitter):
 
     def check(self) -> None:
         if not (self.spool / "jobs").is_dir():
-            raise SchedulerRejected(reason=f"{self.spool} is no spool directory", field="spool")
+            raise SchedulerRejected(field="spool", rule=f"{self.spool} is no spool directory")
 
     def _jobs(self) -> Path:
         if not (self.spool / "up").exists():
@@ -36,7 +36,7 @@ class SpoolSubmitter(Submitter):
     def submit_once(self, script: bytes, spec: JobSpec) -> str:
         jobs, cpus = self._jobs(), self._cpus(spec.partition)
         if cpus is None or spec.cpus_per_task > cpus:
-            raise SchedulerRejected(reason="denied", field="cpus_per_task" if cpus else "partition")
+            raise SchedulerRejected(field="cpus_per_task" if cpus else "partition", rule="denied")
         job = {"spec": spec.model_dump(), "script": script.decode(), "state": "PENDING"}
         (draft := jobs / f".{spec.comment}.draft").write_text(json.dumps(job))
         job_id = str(len(list(jobs.glob("*.json"))) + 1)
@@ -58,7 +58,7 @@ class SpoolSubmitter(Submitter):
     def cancel_once(self, job_id: str) -> None:
         path = self._jobs() / f"{job_id}.json"
         if not path.exists():
-            raise UnknownJob(reason=f"invalid job id specified: {job_id}", field="job_id")
+            raise UnknownJob(field="job_id", rule=f"invalid job id specified: {job_id}")
         if not JobState((job := json.loads(path.read_text()))["state"]).is_terminal:
             path.write_text(json.dumps(job | {"state": "CANCELLED"}))
 
