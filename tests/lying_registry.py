@@ -22,11 +22,9 @@ from typing import Any
 V2S2 = "application/vnd.docker.distribution.manifest.v2+json"
 LIST_V2 = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_ACCEPT = f"{V2S2}, application/vnd.oci.image.manifest.v1+json"
-TEST_REPOSITORIES = (
-    "slurm-image-test/client",
-    "slurm-image-test/nopython",
-    "slurm-image-test/serving",
-)
+CLIENT = "slurm-image-test/client"
+NOPYTHON = "slurm-image-test/nopython"
+TEST_REPOSITORIES = (CLIENT, NOPYTHON, "slurm-image-test/serving")
 
 
 def digest_of(data: bytes) -> str:
@@ -187,6 +185,11 @@ def lying_registry(**kwargs: Any) -> Iterator[LyingRegistry]:
         yield registry
     finally:
         registry.close()
+
+
+def pinned(registry_images: dict[str, str], name: str) -> str:
+    """The digest a test image of the local registry is pinned by (scripts/test-images)."""
+    return registry_images[name].rsplit("@", 1)[1]
 
 
 def index_of(manifests: list[tuple[str, bytes]]) -> bytes:

@@ -14,30 +14,26 @@ import pytest
 from harness import HTTP, Job, JobFactory, Result, Standin
 
 from lying_registry import (
+    CLIENT,
     LIST_V2,
+    NOPYTHON,
     Answer,
     LyingRegistry,
     digest_of,
     index_of,
     lying_registry,
+    pinned,
     with_config,
 )
 from slurm_image.domain.verified_chain import validate_chain_record
 
 pytestmark = pytest.mark.e2e
 
-NOPYTHON = "slurm-image-test/nopython"
-CLIENT = "slurm-image-test/client"
-
 
 @pytest.fixture
 def registry(registry_images: dict[str, str]) -> Iterator[LyingRegistry]:
     with lying_registry() as lying:
         yield lying
-
-
-def pinned(registry_images: dict[str, str], name: str) -> str:
-    return registry_images[name].rsplit("@", 1)[1]
 
 
 def source(registry: LyingRegistry, repository: str, digest: str) -> str:

@@ -15,19 +15,19 @@ import pytest
 from harness import Standin
 
 from lying_registry import (
+    CLIENT,
     LIST_V2,
+    NOPYTHON,
     Answer,
     LyingRegistry,
     digest_of,
     index_of,
     lying_registry,
+    pinned,
     with_config,
 )
 
 pytestmark = pytest.mark.e2e
-
-NOPYTHON = "slurm-image-test/nopython"
-CLIENT = "slurm-image-test/client"
 
 
 @pytest.fixture
@@ -70,10 +70,6 @@ class Enroot:
 @pytest.fixture
 def enroot(standin: Standin, tmp_path: Path) -> Enroot:
     return Enroot(standin, tmp_path)
-
-
-def pinned(registry_images: dict[str, str], name: str) -> str:
-    return registry_images[name].rsplit("@", 1)[1]
 
 
 def config_of(manifest: bytes) -> str:
