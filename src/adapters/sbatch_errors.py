@@ -6,9 +6,9 @@ keep their wording.
 
 from __future__ import annotations
 
-from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.slurm_fields import bounded
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, SubmitterError
+from slurm_image.submitters import TransientFailure
 
 # Trouble reaching the controller: the request never got there.
 _UNREACHABLE = (

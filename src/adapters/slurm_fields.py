@@ -11,7 +11,6 @@ from collections.abc import Iterable
 
 from slurm_image.domain.job import JobState
 from slurm_image.ports.submitter import SchedulerRejected, SubmissionUnconfirmed
-from slurm_image.submitters import naming_the_value as naming_the_value
 
 MAX_JOB_ID = 2**32 - 1
 _JOB_ID = re.compile(r"[1-9][0-9]{0,9}")

@@ -55,7 +55,6 @@ SCHEDULER = (
     "tenacity",
     "slurm_image.adapters.slurmrest",
     "slurm_image.adapters.sbatch",
-    "slurm_image.adapters.retry",
     "slurm_image.adapters.memory",
     "slurm_image.submitters",
 )

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from fault_proxy import DroppingProxy
 
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.sbatch import SbatchSubmitter
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.domain.job import JobSpec
+from slurm_image.submitters import RetryPolicy
 
 pytestmark = pytest.mark.slurm
 

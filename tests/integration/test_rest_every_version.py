@@ -17,10 +17,10 @@ import pytest
 from test_cli_on_slurm import SOURCE, Site
 
 from clusters import Cluster, cluster
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.domain.job import JobSpec, JobState, JobStatus
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+from slurm_image.submitters import RetryPolicy
 
 pytestmark = pytest.mark.slurm
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.sbatch import SbatchSubmitter
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.domain.job import JobSpec
 from slurm_image.ports.submitter import BatchSubmitter
+from slurm_image.submitters import RetryPolicy
 
 pytestmark = pytest.mark.slurm
 

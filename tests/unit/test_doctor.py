@@ -17,12 +17,12 @@ from slurm_image.adapters.memory import (
     MemoryFilesystem,
     MemoryWorkspace,
 )
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.application.doctor import CHECKS, Doctor, DoctorReport, profile_failed
 from slurm_image.domain.doctor_script import doctor_job, parse_report, render_doctor_script
 from slurm_image.domain.job import JobState
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.domain.profile import SiteProfile, parse_profile
+from slurm_image.submitters import RetryPolicy
 from support import make_plan, profile_data
 
 ROOT = "/site/ws"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.adapters.slurmrest.client import RestClient
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerUnavailable
+from slurm_image.submitters import RetryPolicy
 
 URL = "unix:///nonexistent/slurmrestd.sock"
 DOWN = {

@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.adapters.slurmrest.client import RestClient, TokenSource
 from slurm_image.domain.job import JobSpec
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerUnavailable
+from slurm_image.submitters import RetryPolicy
 
 SECRET = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXBheWxvYWQ.c2VjcmV0LXNpZ25hdHVyZQ"
 SPEC = JobSpec(

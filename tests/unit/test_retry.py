@@ -1,16 +1,16 @@
-"""The shared retry and exactly-once rules (adapters.retry), without a scheduler."""
+"""The shared retry and exactly-once rules (slurm_image.submitters), without a scheduler."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurm_image.adapters.retry import (
+from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable
+from slurm_image.submitters import (
     RetryPolicy,
     TransientFailure,
     submit_exactly_once,
     with_retries,
 )
-from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable
 
 
 def test_transient_failures_are_retried_until_success() -> None:

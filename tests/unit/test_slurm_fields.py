@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.sbatch import parse_squeue_marker, parse_squeue_states
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
@@ -18,6 +17,7 @@ from slurm_image.adapters.slurm_fields import (
 )
 from slurm_image.domain.job import JobSpec, JobState
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected
+from slurm_image.submitters import TransientFailure
 
 
 @pytest.mark.parametrize("text", ["1", "42\n", "4294967295"])

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.slurmrest.data_parser import exit_code_of
 from slurm_image.adapters.slurmrest.errors import classify
 from slurm_image.adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
 from slurm_image.domain.job import JobSpec, JobState
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
+from slurm_image.submitters import TransientFailure
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurmrest"
 SPEC = JobSpec(

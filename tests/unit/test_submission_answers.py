@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from slurm_image.adapters.memory import FakeClock
-from slurm_image.adapters.retry import RetryPolicy
 from slurm_image.adapters.sbatch import SbatchSubmitter
 from slurm_image.adapters.slurmrest import RestSubmitter
 from slurm_image.adapters.slurmrest.client import RestClient
@@ -30,6 +29,7 @@ from slurm_image.ports.submitter import (
     SubmissionUnconfirmed,
     SubmitterError,
 )
+from slurm_image.submitters import RetryPolicy
 
 LIFECYCLE = "img-00000000000000000000000000000002"
 

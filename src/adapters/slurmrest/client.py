@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.slurm_fields import bounded
 from slurm_image.domain import paths
 from slurm_image.ports.submitter import SchedulerAuthError
+from slurm_image.submitters import TransientFailure
 
 _log = logging.getLogger(__name__)
 

@@ -6,7 +6,6 @@ and keep their meaning in later releases.
 
 from __future__ import annotations
 
-from slurm_image.adapters.retry import TransientFailure
 from slurm_image.adapters.slurm_fields import bounded
 from slurm_image.adapters.slurmrest.mapping import RestError
 from slurm_image.ports.submitter import (
@@ -15,6 +14,7 @@ from slurm_image.ports.submitter import (
     SubmitterError,
     UnknownJob,
 )
+from slurm_image.submitters import TransientFailure
 
 CONTROLLER_UNREACHABLE = 1800  # "Unable to contact slurm controller (connect failure)"
 _AMBIGUOUS_CODES = {
