@@ -13,7 +13,7 @@ import pytest
 from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
-import slurm_image.entrypoints.cli as cli
+from cli_site import CliSite, fake_scheduler
 from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
@@ -22,24 +22,10 @@ from slurm_image.domain.store_layout import StoreLayout
 SHA = hashlib.sha256(SQSH_BYTES).hexdigest()
 
 
-class Site:
+class Site(CliSite):
     def __init__(self, root: Path, capsys: Any, scheduler: FakeSubmitter) -> None:
-        self.root, self.capsys, self.scheduler = root, capsys, scheduler
+        super().__init__(root, capsys, scheduler)
         self.layout = StoreLayout(str(root))
-
-    def run(self, *args: str) -> tuple[int, str, str]:
-        try:
-            cli.main(list(args))
-            code = 0
-        except SystemExit as done:
-            code = int(done.code or 0)
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self.run(*args, "--json")
-        assert code == 0, err
-        return json.loads(out)
 
     def finished_import(self, name: str = "app", sqsh: bytes = SQSH_BYTES) -> str:
         submitted = self.json("import", SOURCE, "--name", name, "--role", "client", "--force")
@@ -62,18 +48,7 @@ def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Site:
         'partition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
         '[submitter]\nkind = "fake"\n'
     )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SLURM_IMAGE_PROFILE", raising=False)
-    scheduler = FakeSubmitter()
-    real_build = api.build_container
-
-    def build(profile: Any = None) -> Any:
-        container = real_build(profile)
-        container.submitter.override(providers.Object(scheduler))
-        return container
-
-    monkeypatch.setattr(api, "build_container", build)
-    return Site(root, capsys, scheduler)
+    return Site(root, capsys, fake_scheduler(tmp_path, monkeypatch))
 
 
 def test_publish_then_show_list_and_verify(site: Site) -> None:

@@ -10,19 +10,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
-import slurm_image.entrypoints.cli as cli
+from cli_site import CliSite, fake_scheduler
 from publish_support import SQSH_BYTES, inspection
-from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
 from support import require_root_for, run_cli
 
@@ -159,45 +155,17 @@ def test_a_root_owned_image_library_can_be_inspected(tmp_path: Path) -> None:
 # -- a .sqsh published in place, then given away and rewritten --------------------------------
 
 
-class Site:
-    def __init__(self, root: Path, capsys: Any, scheduler: FakeSubmitter) -> None:
-        self.root, self.capsys, self.scheduler = root, capsys, scheduler
-
-    def run(self, *args: str) -> tuple[int, str, str]:
-        try:
-            cli.main(list(args))
-            code = 0
-        except SystemExit as done:
-            code = int(done.code or 0)
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def json(self, *args: str) -> Any:
-        code, out, err = self.run(*args, "--json")
-        assert code == 0, err
-        return json.loads(out)
-
-
 @pytest.fixture
-def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Site:
+def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> CliSite:
     root = tmp_path / "ws"
     root.mkdir()
     _site(tmp_path, root)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SLURM_IMAGE_PROFILE", raising=False)
-    scheduler = FakeSubmitter()
-    real_build = api.build_container
-
-    def build(profile: Any = None) -> Any:
-        container = real_build(profile)
-        container.submitter.override(providers.Object(scheduler))
-        return container
-
-    monkeypatch.setattr(api, "build_container", build)
-    return Site(root, capsys, scheduler)
+    return CliSite(root, capsys, fake_scheduler(tmp_path, monkeypatch))
 
 
-def test_a_published_sqsh_its_new_owner_rewrote_is_not_resolved(site: Site, tmp_path: Path) -> None:
+def test_a_published_sqsh_its_new_owner_rewrote_is_not_resolved(
+    site: CliSite, tmp_path: Path
+) -> None:
     require_root_for(None)
     image = tmp_path / "images" / "x.sqsh"
     image.parent.mkdir(mode=0o755)
