@@ -199,6 +199,17 @@ def test_a_manifest_call_of_a_shape_it_does_not_know_is_refused(
     assert answer.output == b""
 
 
+def test_a_manifest_in_a_call_without_a_closing_url_is_refused(wrapper: Wrapper) -> None:
+    url = f"{REGISTRY}/manifests/sha256:{PIN}"
+
+    answer = wrapper.call("-o", str(wrapper.output), "-w", "%{http_code}", *OPTS, url)
+
+    assert answer.returncode != 0
+    assert "without a closing -- URL" in answer.verdict
+    assert answer.passed is None  # the registry was never asked
+    assert answer.output == b""
+
+
 def test_the_permission_probe_and_other_urls_are_curls_own(wrapper: Wrapper) -> None:
     probe = ["-o", str(wrapper.output), "-w", "%{http_code}", *OPTS, "-I", "--"]
     probe.append(f"{REGISTRY}/manifests/sha256:{PIN}")

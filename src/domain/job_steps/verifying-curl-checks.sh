@@ -1,5 +1,9 @@
-# Enroot ends every call with `-- URL`; what is neither a manifest nor a config is curl's.
+# Enroot ends every call with `-- URL`; what is neither a manifest nor a config is curl's. A
+# manifest named anywhere in a call of another shape is refused, never passed through.
 if (($# < 2)) || [ "${*: -2:1}" != "--" ]; then
+    for arg in "$@"; do
+        [[ $arg != */manifests/* ]] || refuse "curl for the manifest $arg without a closing -- URL"
+    done
     exec "$real" "$@"
 fi
 url=${*: -1}
