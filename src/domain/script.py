@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from slurm_image.domain import job_steps, paths
+from slurm_image.domain import job_steps, paths, verified_chain
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
@@ -142,6 +142,7 @@ def _import_assignments(plan: Plan) -> list[str]:
         ("REGISTRY_HOST", reference.enroot_registry),
         ("CREDENTIALS_HOST", plan.credentials_host or ""),
         ("CHAIN_RECORD", layout.chain_record),
+        ("CHAIN_FORMAT", verified_chain.RECORD_FORMAT),
     ]
     return [f"readonly {key}={quote(value, key)}" for key, value in values]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from slurm_image.domain.errors import InvalidRecord
@@ -58,7 +58,15 @@ class VerifiedChain:
 
     def record_bytes(self) -> bytes:
         """``chain.json`` in its one form, as the job writes it: one line, keys sorted."""
-        return (json.dumps(asdict(self), sort_keys=True) + "\n").encode()
+        hexes = tuple(getattr(self, name).removeprefix("sha256:") for name in RECORD_FIELDS)
+        return (RECORD_FORMAT % hexes + "\n").encode()
+
+
+RECORD_FIELDS = tuple(sorted(field.name for field in fields(VerifiedChain)))
+"""The order of the digests in ``RECORD_FORMAT``."""
+RECORD_FORMAT = json.dumps({name: "sha256:%s" for name in RECORD_FIELDS}, sort_keys=True)
+"""``chain.json``'s one line as a ``printf`` format of the digests' hex in ``RECORD_FIELDS``
+order: the job writes it with this format, the host compares with ``record_bytes``."""
 
 
 def validate_chain_record(

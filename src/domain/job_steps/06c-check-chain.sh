@@ -19,7 +19,8 @@ check_chain() {
 write_chain_record() {
     say "verified chain: pinned sha256:$PINNED_HEX, manifest sha256:$chain_manifest," \
         "config sha256:$chain_config"
-    (set -C && printf '{"config": "sha256:%s", "manifest": "sha256:%s", "pinned": "sha256:%s"}\n' \
-        "$chain_config" "$chain_manifest" "$PINNED_HEX" >"$CHAIN_RECORD") ||
+    # shellcheck disable=SC2059 # the format is the plan's, the record's one form (verified_chain)
+    (set -C && printf "$CHAIN_FORMAT\n" "$chain_config" "$chain_manifest" "$PINNED_HEX" \
+        >"$CHAIN_RECORD") ||
         die 73 "cannot create $CHAIN_RECORD"
 }
