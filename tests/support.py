@@ -84,9 +84,16 @@ def make_plan(
     name: str = "torch",
     profile: dict[str, Any] | None = None,
     lifecycle_id: str = LIFECYCLE_ID,
+    architecture: str | None = None,
 ) -> Plan:
     site = parse_profile(copy.deepcopy(profile if profile is not None else PROFILE))
-    request = make_request(operation, name=name, role=role, source=source)  # type: ignore[arg-type]
+    request = make_request(
+        operation,  # type: ignore[arg-type]
+        name=name,
+        role=role,
+        source=source,
+        architecture=architecture,
+    )
     return derive_plan(
         request,
         site,

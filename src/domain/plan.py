@@ -12,12 +12,13 @@ from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.domain.job import JobSpec
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 adds ``architecture``; a version 1 plan (no architecture) is still read."""
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
@@ -91,7 +92,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -102,6 +103,10 @@ class Plan(BaseModel):
     enroot_uri: str | None
     runtime: RuntimeDigests
     created_at: str
+    architecture: str | None = absent_when_none()
+    """The architecture the job imports (``enroot import -a``) or that the inspected image must
+    be: the request's, else the profile's ``image_build.arch``; None: the node's own for an
+    import (the job records which), the image's own for an inspect."""
     credentials_host: str | None = None
     """The registry host whose credentials the import uses (staged beside the plan, never in
     it); None: anonymous, and always None for an inspect."""
@@ -142,6 +147,11 @@ class Plan(BaseModel):
                 raise broken("paths.candidate", "an inspect plan has no candidate")
             if self.credentials_host is not None:
                 raise broken("credentials_host", "an inspect job never gets credentials")
+        wanted = self.request.architecture or self.profile.image_build.arch
+        if self.architecture != wanted:
+            raise broken("architecture", "must be the request's, else the profile's")
+        if self.schema_version == 1 and self.architecture is not None:
+            raise broken("architecture", "a schema version 1 plan has no architecture")
         if self.profile_selection.profile_sha256 != self.profile.sha256():
             raise broken("profile_selection.profile_sha256", "must be the profile's digest")
         try:
@@ -216,6 +226,7 @@ def derive_plan(
         enroot_uri=reference.enroot_uri if reference else None,
         runtime=runtime,
         created_at=format_time(created_at),
+        architecture=request.architecture or profile.image_build.arch,
         credentials_host=credentials_host,
     )
 

@@ -17,9 +17,10 @@ from pydantic import (
 )
 
 from slurm_image.domain import paths
+from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
-from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN
+from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
 from slurm_image.domain.profile_catalog import How, choose_profile
 
 MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
@@ -111,6 +112,8 @@ class ImageBuild(BaseModel):
     time_limit: Annotated[str, AfterValidator(_time_limit)]
     local_scratch: Annotated[str, _path_rule(paths.local_scratch, "local_scratch")] | None = None
     job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
+    arch: Annotated[str, _path_rule(check_architecture, "arch")] | None = absent_when_none()
+    """The architecture this profile builds for; None: the build node's."""
 
 
 class Inspection(BaseModel):

@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
+from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.errors import DomainError, InvalidRequest
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.roles import ROLES, Role
 
@@ -16,7 +17,9 @@ Operation = Literal["import_oci", "inspect_sqsh"]
 
 
 class Request(BaseModel):
-    """A validated request: ``source`` is an OCI reference (import) or a ``.sqsh`` path."""
+    """A validated request: ``source`` is an OCI reference (import) or a ``.sqsh`` path;
+    ``architecture`` the one asked for (``--arch``), None to leave it to the profile or the
+    node the job runs on."""
 
     model_config = FROZEN
 
@@ -24,6 +27,7 @@ class Request(BaseModel):
     name: str
     role: Role
     source: str
+    architecture: str | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> Request:
@@ -32,15 +36,26 @@ class Request(BaseModel):
             parse_reference(self.source)
         else:
             paths.sqsh_path(self.source, "source")
+        if self.architecture is not None:
+            check_architecture(self.architecture)
         return self
 
 
-def make_request(operation: Operation, *, name: str, role: str, source: str) -> Request:
+def make_request(
+    operation: Operation,
+    *,
+    name: str,
+    role: str,
+    source: str,
+    architecture: str | None = None,
+) -> Request:
     """Build a request, raising one ``DomainError`` that names the first field at fault."""
     if role not in ROLES:
         raise InvalidRequest(field="role", rule="must be 'client' or 'serving'", value=role)
     try:
-        return Request(operation=operation, name=name, role=role, source=source)
+        return Request(
+            operation=operation, name=name, role=role, source=source, architecture=architecture
+        )
     except ValidationError as error:
         cause = error.errors()[0].get("ctx", {}).get("error")
         if isinstance(cause, DomainError):

@@ -31,7 +31,7 @@ JOB_DIR = f"/lustre/site/images/images/.tmp/jobs/{LIFECYCLE_ID}"
 
 def test_import_plan_holds_the_source_digest_uri_and_attempt_local_paths() -> None:
     plan = make_plan()
-    assert plan.schema_version == 1
+    assert plan.schema_version == 2
     assert plan.operation == "import_oci"
     assert plan.source_digest == DIGEST
     assert plan.enroot_uri == f"docker://nvcr.io#nvidia/pytorch:24.05-py3@{DIGEST}"
@@ -207,7 +207,7 @@ IMPORT_MUTATIONS: list[tuple[str, Mutation, str]] = [
         "runtime.inspector_sha256",
     ),
     ("rc digest short", _set("runtime.rc_sha256", "2" * 63), "runtime.rc_sha256"),
-    ("schema version 2", _set("schema_version", 2), "schema_version"),
+    ("schema version 3", _set("schema_version", 3), "schema_version"),
     ("unknown key", _set("extra", 1), "extra"),
 ]
 

@@ -1,0 +1,43 @@
+"""CPU architectures an image is built for (docs/enroot.md, "Architectures").
+
+The product names them as ``uname -m`` does and Enroot's ``import -a`` takes them; registries
+name them as OCI's ``platform.architecture`` does; an ELF file names them by ``e_machine``.
+One table holds the three spellings. Standard library only: the catalog's cheap read uses it.
+"""
+
+from __future__ import annotations
+
+from slurm_image.domain.errors import InvalidRequest
+
+ARCHITECTURES = ("aarch64", "ppc64le", "x86_64")
+"""The uname names, as ``enroot import -a`` takes them, sorted."""
+
+_OCI = {"aarch64": "arm64", "ppc64le": "ppc64le", "x86_64": "amd64"}
+_ELF_MACHINE = {"aarch64": 183, "ppc64le": 21, "x86_64": 62}
+_RULE = f"must be one of {', '.join(ARCHITECTURES)} (uname names, as Enroot's -a takes them)"
+
+
+def check_architecture(value: str, field: str = "arch") -> str:
+    """``value`` when it is a uname architecture name; the OCI spelling of one (``amd64``,
+    ``arm64``) is refused with the name to use, as Enroot refuses it."""
+    if value in _OCI:
+        return value
+    for uname, oci in _OCI.items():
+        if value == oci:
+            raise InvalidRequest(field=field, rule=f"{_RULE}: use {uname!r}", value=value)
+    raise InvalidRequest(field=field, rule=_RULE, value=value)
+
+
+def oci_name(architecture: str) -> str:
+    """The OCI ``platform.architecture`` (and image config ``architecture``) of ``architecture``."""
+    return _OCI[check_architecture(architecture)]
+
+
+def elf_machine(architecture: str) -> int:
+    """The ELF ``e_machine`` of ``architecture``'s executables (binfmt_misc matches on it)."""
+    return _ELF_MACHINE[check_architecture(architecture)]
+
+
+def from_machine(machine: str) -> str | None:
+    """The architecture ``platform.machine()`` (``uname -m``) names, or None for another."""
+    return machine if machine in _OCI else None
