@@ -243,6 +243,8 @@ JOB_SLURM_VARIABLES = (
 # The steps after the assignments, in the order the job runs them (files in job_steps/). 1b:
 # no path is trusted before the directories on its way are checked, by the rules of
 # domain/paths.py (shared_/own_directory_problem) written in bash; the doctor runs them too.
+# 5d: the architecture (the plan's, else the node's for an import) and whether this node runs
+# it, by the rule of step ``architecture-rules``, which the doctor reports with.
 CHECK_STEPS = (
     "helpers",
     "01-requeue",
