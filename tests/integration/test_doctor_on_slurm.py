@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def test_doctor_reports_the_compute_nodes_enroot_and_the_submitters_reachability
     assert "GiB free" in checks["local_scratch"]["detail"]
     runs_as = "uid 65534, never as root" if os.geteuid() == 0 else "that uid"
     assert f"the image runs as {runs_as}" in checks["sandbox"]["detail"]
+    assert report["architecture"] == platform.machine()  # the local cluster's nodes are this host
     job = local_slurm.show_job(report["job_id"])
     assert (job["Partition"], job["JobState"]) == ("build", "COMPLETED")
     assert job["Comment"].startswith("slurm-image:doctor-")
@@ -106,8 +108,9 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "squashfs_tools",
         "local_scratch",
         "sandbox",
+        "architecture",
     ]
-    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL"]
+    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL", "ok"]
     assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
     assert done.stderr == ""
 
