@@ -53,13 +53,20 @@ def chain_json(pinned: str, manifest: str | None = None, config: str = CONFIG_DI
     return line.encode()
 
 
-def inspection(role: str, sqsh: bytes, **changes: Any) -> bytes:
+def inspection(role: str, sqsh: bytes, machine: str = "x86_64", **changes: Any) -> bytes:
+    """An inspection record as the inspector writes it (schema version 3), for an image that
+    ran as ``machine``."""
+    facts = copy.deepcopy(CLIENT_FACTS if role == "client" else SERVING_FACTS)
+    facts["shadowed"] = []
+    if role == "client":
+        facts["python"]["executable"] = "/usr/bin/python3.11"
     record: dict[str, Any] = {
-        "schema_version": 1,
-        "inspector_version": "1.0.0",
+        "schema_version": 3,
+        "inspector_version": "3.0.0",
         "role": role,
         "sqsh_sha256": hashlib.sha256(sqsh).hexdigest(),
-        "facts": copy.deepcopy(CLIENT_FACTS if role == "client" else SERVING_FACTS),
+        "machine": machine,
+        "facts": facts,
     }
     record.update(changes)
     return json.dumps(record).encode()

@@ -5,6 +5,8 @@ catalog; ``CatalogReader`` reads it without validating the records again)."""
 
 from __future__ import annotations
 
+import platform
+
 from slurm_image.application.catalog_reader import CatalogReader, require_unchangeable
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.application.store_records import StoreRecords
@@ -32,10 +34,12 @@ class Catalog:
     def show(
         self, name: str, *, arch: str | None = None, machine: str | None = None
     ) -> AliasRecord:
-        """The entry of ``name`` for ``arch``, else for ``machine`` (``published.choose_entry``:
-        ``NoImageForArchitecture`` names what the alias has)."""
+        """The entry of ``name`` for ``arch``, else for ``machine`` (default: the one this runs
+        on; ``published.choose_entry``: ``NoImageForArchitecture`` names what the alias has)."""
         document = self.document(name)
-        index = choose_entry(name, document.architectures, asked=arch, machine=machine)
+        index = choose_entry(
+            name, document.architectures, asked=arch, machine=machine or platform.machine()
+        )
         record = document.entries[index]
         require_unchangeable(self._store, record.path)
         return record

@@ -6,6 +6,7 @@ job launch costs little (bench/RESULTS.md)."""
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -87,8 +88,9 @@ class CatalogReader:
     def show(
         self, name: str, *, arch: str | None = None, machine: str | None = None
     ) -> PublishedAlias:
-        """The entry of ``name`` for ``arch``, else for ``machine`` (``published.choose_entry``)."""
-        published = self.entries(name).resolve(asked=arch, machine=machine)
+        """The entry of ``name`` for ``arch``, else for ``machine`` (default: the one this runs
+        on; ``published.choose_entry``)."""
+        published = self.entries(name).resolve(asked=arch, machine=machine or platform.machine())
         require_unchangeable(self._store, published.record["path"])
         return published
 

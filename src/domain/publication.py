@@ -16,6 +16,7 @@ version 1 or 2 source record never answers an import for an architecture.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -107,7 +108,7 @@ class AliasRecord(BaseModel):
     def summary(self) -> dict[str, object]:
         """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
         data = self.model_dump(mode="json", include=set(SUMMARY_KEYS))
-        return {key: data[key] for key in SUMMARY_KEYS}
+        return {key: data.get(key) for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
         """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
@@ -315,19 +316,27 @@ def _load(kind: type[_Record], data: bytes, what: str) -> _Record:
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         cause = first.get("ctx", {}).get("error")
-        if isinstance(cause, DomainError):
-            raise InvalidRecord(field=f"{what}.{cause.field}", rule=cause.rule) from None
         location = ".".join(str(part) for part in first["loc"])
+        if isinstance(cause, DomainError):  # raised by a model's rules, at the model's location
+            within = [what, *(str(part) for part in first["loc"])]
+            named = cause.field.split(".")
+            if len(within) > 1 and within[-1] == named[0]:  # a field's own rule names itself
+                within.pop()
+            raise InvalidRecord(field=".".join(within + named), rule=cause.rule) from None
         raise InvalidRecord(
             field=f"{what}.{location}" if location else what, rule=first["msg"]
         ) from None
     return record
 
 
+_DOCUMENT = re.compile(rb'\s*\{\s*"entries"\s*:')
+"""An alias document's first key (keys are sorted); an older record's is another."""
+
+
 def load_alias(data: bytes) -> AliasDocument:
     """Parse ``aliases/<name>.json`` (a document, or one record of an older schema version);
     raise ``InvalidRecord`` naming the field at fault."""
-    if len(data) <= STORE_RECORD_MAX_BYTES and data.startswith(b'{"entries":'):
+    if len(data) <= STORE_RECORD_MAX_BYTES and _DOCUMENT.match(data):
         return _load(AliasDocument, data, "alias")
     return AliasDocument.of(_load(AliasRecord, data, "alias"))
 

@@ -108,9 +108,7 @@ class PublishedAlias:
         return {key: self.record.get(key) for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
-        return {key: self.record.get(key) for key in DETAIL_KEYS} | {
-            "architectures": list(self.architectures)
-        }
+        return {key: self.record.get(key) for key in DETAIL_KEYS}
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,9 @@ def read_published(data: bytes, name: str) -> PublishedEntries:
     entries = parsed["entries"]
     if parsed.get("name") != name or not isinstance(entries, list) or not entries:
         raise InvalidRecord(field="alias.entries", rule=f"must be the entries of {name}")
-    records = [_read_entry(entry, name, "alias.entries") for entry in entries]
+    records = [
+        _read_entry(entry, name, f"alias.entries.{index}") for index, entry in enumerate(entries)
+    ]
     architectures = tuple(record.get("architecture") for record in records)
     if None in architectures or len(set(architectures)) != len(architectures):
         raise InvalidRecord(
@@ -167,21 +167,21 @@ def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
         )
     for key in DETAIL_KEYS:
         if key not in record and key not in _OPTIONAL_KEYS:
-            raise InvalidRecord(field=f"alias.{key}", rule="is required")
+            raise InvalidRecord(field=f"{where}.{key}", rule="is required")
     for key in _TEXT_KEYS:
         if not isinstance(record[key], str):
-            raise InvalidRecord(field=f"alias.{key}", rule="must be a string")
+            raise InvalidRecord(field=f"{where}.{key}", rule="must be a string")
     if record["source_digest"] is not None and not isinstance(record["source_digest"], str):
-        raise InvalidRecord(field="alias.source_digest", rule="must be a string or null")
+        raise InvalidRecord(field=f"{where}.source_digest", rule="must be a string or null")
     if type(record["size"]) is not int:
-        raise InvalidRecord(field="alias.size", rule="must be an integer")
+        raise InvalidRecord(field=f"{where}.size", rule="must be an integer")
     if not isinstance(record["facts"], dict):
-        raise InvalidRecord(field="alias.facts", rule="must be an object")
+        raise InvalidRecord(field=f"{where}.facts", rule="must be an object")
     if record["role"] not in ROLES:
-        raise InvalidRecord(field="alias.role", rule=f"must be one of {', '.join(ROLES)}")
+        raise InvalidRecord(field=f"{where}.role", rule=f"must be one of {', '.join(ROLES)}")
     if record["name"] != name:
         raise InvalidRecord(
-            field="alias.name", rule=f"is {record['name']!r}, not the alias {name!r}"
+            field=f"{where}.name", rule=f"is {record['name']!r}, not the alias {name!r}"
         )
     try:
         chain = record.get("chain")
@@ -194,5 +194,5 @@ def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
             None if chain is None else VerifiedChain.from_mapping(chain),
         )
     except DomainError as error:
-        raise InvalidRecord(field=f"alias.{error.field}", rule=error.rule) from None
+        raise InvalidRecord(field=f"{where}.{error.field}", rule=error.rule) from None
     return record

@@ -14,7 +14,6 @@ typed records and raises the same typed errors; ``exit_code_for(error)`` in
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -200,10 +199,9 @@ class Lifecycles:
         catalog = self.container.catalog()
         if arch is not None:
             check_architecture(arch)
-        machine = platform.machine()
         if verify:
-            return catalog.verify(name, arch=arch, machine=machine)
-        return catalog.show(name, arch=arch, machine=machine)
+            return catalog.verify(name, arch=arch)
+        return catalog.show(name, arch=arch)
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
         """The architectures ``name`` has an image for (None: published before they were

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -365,8 +364,8 @@ def show_command(options: Options, args: Namespace) -> None:
                 "architectures": list(lifecycles.architectures(args.name))
             }
         else:
-            reader = _catalog_reader(options)
-            details = reader.show(args.name, arch=arch, machine=platform.machine()).details()
+            published = _catalog_reader(options).show(args.name, arch=arch)
+            details = published.details() | {"architectures": list(published.architectures)}
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     checked = " (artifact re-hashed: matches)" if verify else ""

@@ -87,7 +87,9 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
     published = site.json("publish", site.finished_import())
     verified = site.json("show", "app", "--verify")
     assert verified.pop("verified") is True
-    assert site.json("show", "app") == verified == published
+    shown = site.json("show", "app")
+    assert shown.pop("architectures") == verified.pop("architectures") == ["x86_64"]
+    assert shown == verified == published
     human = site.run("show", "app")[1].splitlines()
     assert human[0] == "app"
     assert site.run("show", "app", "--verify")[1].splitlines()[1:] == human[1:]
@@ -97,12 +99,13 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
 def test_show_of_a_damaged_record_exits_5_naming_the_record(site: Site) -> None:
     site.json("publish", site.finished_import())
     alias = Path(site.layout.alias("app"))
-    record = json.loads(alias.read_text())
-    alias.write_text(json.dumps({**record, "path": "images/elsewhere.sqsh"}))
+    document = json.loads(alias.read_text())
+    document["entries"][0]["path"] = "images/elsewhere.sqsh"
+    alias.write_text(json.dumps(document))
     for command in (("show", "app"), ("show", "app", "--verify")):
         code, out, err = site.run(*command)
         assert code == 5 and out == "", command
-        assert err.startswith(f"slurm-image: error: {alias}: alias.path: "), err
+        assert err.startswith(f"slurm-image: error: {alias}: alias.entries.0.path: "), err
         assert len(err.splitlines()) == 1
 
 
@@ -319,6 +322,7 @@ def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit
         (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
         (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
         (job_dir / "chain.json").write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+        (job_dir / "architecture").write_bytes(b"x86_64\n")
         site.scheduler.finish(job.job_id, exit_code)
 
     build = api.build_container

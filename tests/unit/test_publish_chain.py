@@ -41,7 +41,9 @@ def test_an_import_records_the_chain_its_job_verified(lab: PublishLab) -> None:
     assert record.chain == chain
     assert lab.alias_entry("app").chain == chain
     source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
-    assert (source.schema_version, source.chain, source.verified) == (2, chain, True)
+    assert (source.schema_version, source.chain, source.verified) == (3, chain, True)
+    by_manifest = load_source(lab.harness.read(lab.layout.source(MANIFEST, "x86_64")))
+    assert (by_manifest.source_digest, by_manifest.chain) == (MANIFEST, chain)
     stored = json.loads(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert stored["chain"] == {"pinned": PIN, "manifest": MANIFEST, "config": CONFIG_DIGEST}
     assert CatalogReader(lab.store).show("app").details()["chain"] == stored["chain"]
@@ -226,10 +228,10 @@ def test_inspecting_an_artifact_of_an_old_source_proves_nothing_new(lab: Publish
     _as_written_before_the_chain(lab)
     lab.finished(C, operation="inspect_sqsh", role="serving", source=stored.path, name="srv")
     serving = lab.publish(C).record
-    assert (serving.source_digest, serving.chain) == (PIN, None)
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
-    assert (source.schema_version, source.chain) == (2, None)
-    assert set(source.roles) == {"client", "serving"}
+    # a source from before architectures names no architecture: it is left as it was
+    assert (serving.source_digest, serving.chain, serving.source) == (None, None, stored.path)
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, None)))
+    assert (source.schema_version, source.chain, set(source.roles)) == (1, None, {"client"})
     assert lab.publisher().stored_source(PIN, "x86_64") is None
 
 
