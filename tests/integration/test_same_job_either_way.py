@@ -1,6 +1,6 @@
 """A job behaves the same whichever submitter sent it (docs/design.md, "The batch job";
-docs/slurm.md), on every local cluster (Slurm 22.05 and 24.11: ``local_slurm`` is parametrized in
-conftest.py).
+docs/slurm.md), on every local cluster (Slurm 22.05, 24.11 and 26.05: ``local_slurm`` is
+parametrized in conftest.py).
 
 The script cleans its environment the way the rendered script does (``bash -p``, then
 ``env -i`` keeping only ``SLURM_*`` with a fixed ``PATH``) and records what it sees.
