@@ -15,11 +15,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from slurm_image.adapters.slurmrest.client import RestClient
 from slurm_image.adapters.slurmrest.data_parser import exit_code_of
 from slurm_image.adapters.slurmrest.errors import classify
-from slurm_image.adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
+from slurm_image.adapters.slurmrest.versions import (
+    SUPPORTED,
+    discover_once,
+    mapping_for,
+    versions_in_spec,
+)
 from slurm_image.domain.job import JobSpec, JobState
 from slurm_image.domain.rest_api import REST_API_VERSIONS
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
@@ -387,3 +394,22 @@ def test_an_unsupported_version_is_refused() -> None:
     with pytest.raises(SchedulerRejected) as caught:
         mapping_for("v0.0.39")
     assert caught.value.field == "api_version"
+
+
+@pytest.mark.parametrize(
+    ("offered", "picked"),
+    [
+        (["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], "v0.0.45"),  # Slurm 26.05
+        (["v0.0.44", "v0.0.45", "v0.0.46"], "v0.0.45"),  # a newer server: the newest both know
+        (["v0.0.39", "v0.0.40"], "v0.0.40"),
+    ],
+)
+def test_auto_picks_the_newest_version_both_sides_know(offered: list[str], picked: str) -> None:
+    paths = {f"/slurm/{version}/job/submit": {} for version in offered}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/openapi/v3"
+        return httpx.Response(200, json={"paths": paths})
+
+    client = RestClient("unix:///nonexistent.sock", transport=httpx.MockTransport(handle))
+    assert discover_once(client).version == picked
