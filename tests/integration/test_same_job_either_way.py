@@ -45,13 +45,14 @@ SBATCH_ONLY = {
     "SLURM_PRIO_PROCESS",
     "SLURM_TRES_PER_TASK",  # 24.11: "cpu=2", the request, like SLURM_CPUS_PER_TASK
 }
-# Values that differ from one job to the next (the times: 24.11).
+# Values that differ from one job to the next (the times: 24.11; the job's SLUID: 26.05).
 PER_JOB = {
     "SLURM_JOB_ID",
     "SLURM_JOBID",
     "SLURM_TASK_PID",
     "SLURM_JOB_START_TIME",
     "SLURM_JOB_END_TIME",
+    "SLURM_JOB_SLUID",
 }
 
 
