@@ -58,12 +58,14 @@ def _python_machine(sqsh: str, scratch: Path) -> str:
     """The ELF machine of the image's /usr/bin/python3 (a symlink inside it, followed there)."""
     if not shutil.which("unsquashfs"):
         unavailable("unsquashfs (squashfs-tools) is missing")
+    scratch.mkdir()
     target = scratch / "unpacked"
-    subprocess.run(
+    done = subprocess.run(
         ["unsquashfs", "-no-xattrs", "-quiet", "-d", str(target), sqsh, "/usr/bin"],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, done.stderr
     python = target / "usr" / "bin" / "python3"
     while python.is_symlink():
         python = python.parent / python.readlink()
