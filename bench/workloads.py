@@ -47,12 +47,16 @@ def client_facts() -> dict[str, Any]:
 
 def inspection(role: str, sqsh: bytes) -> bytes:
     """``inspection.json`` as the inspector writes it for ``sqsh``."""
+    facts = client_facts()
+    facts["python"]["executable"] = "/usr/bin/python3.11"
+    facts["shadowed"] = []
     record = {
-        "schema_version": 1,
-        "inspector_version": "1.0.0",
+        "schema_version": 3,
+        "inspector_version": "3.0.0",
         "role": role,
         "sqsh_sha256": hashlib.sha256(sqsh).hexdigest(),
-        "facts": client_facts(),
+        "machine": "x86_64",
+        "facts": facts,
     }
     return json.dumps(record).encode()
 
@@ -107,8 +111,8 @@ class Site:
 
     def publish_finished(self, name: str, sqsh: bytes) -> str:
         """One import through the API with the in-memory scheduler: staged, submitted, its job
-        COMPLETED with the candidate, ``inspection.json`` and ``chain.json`` the job writes, then
-        published."""
+        COMPLETED with the candidate, ``inspection.json``, ``chain.json`` and ``architecture``
+        the job writes, then published."""
         request = make_request("import_oci", name=name, role="client", source=SOURCE)
         prepared = self.fake.stage(request)
         submission = self.fake.container.submit()(prepared)
@@ -116,6 +120,7 @@ class Site:
         Path(paths.sqsh).write_bytes(sqsh)
         Path(paths.result).write_bytes(inspection("client", sqsh))
         Path(paths.job_dir, "chain.json").write_bytes(chain_record(f"sha256:{SOURCE_DIGEST}"))
+        Path(paths.job_dir, "architecture").write_bytes(b"x86_64\n")
         self.fake.container.submitter().finish(submission.job_id, 0)
         return prepared.lifecycle_id
 
@@ -124,7 +129,7 @@ class Site:
 
     def alias(self, name: str) -> None:
         """Another alias of the stored source: answered from the store, as ``import`` does."""
-        outcome = self.fake.import_image(SOURCE, name=name, role="client")
+        outcome = self.fake.import_image(SOURCE, name=name, role="client", arch="x86_64")
         assert outcome.from_store, outcome
 
     def staged(self, count: int, lifecycles: Lifecycles | None = None) -> list[str]:

@@ -1,6 +1,7 @@
 """The local clusters ``scripts/local-slurm`` runs, as the integration tests reach them:
-Debian 12's Slurm 22.05 (installed on the machine) and Debian 13's Slurm 24.11 (a trixie root
-beside it, reached through its own client wrappers; docs/local-slurm.md)."""
+Debian 12's Slurm 22.05 (installed on the machine), Debian 13's Slurm 24.11 and Debian forky's
+Slurm 26.05 (a trixie and a forky root beside it, each reached through its own client wrappers;
+docs/local-slurm.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 LOCAL_SLURM = Path(__file__).resolve().parents[1] / "scripts" / "local-slurm"
-CLUSTERS = ["22.05", "24.11"]
+CLUSTERS = ["22.05", "24.11", "26.05"]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publication, Publish
 from slurm_image.application.submit import Submit
 from slurm_image.domain.plan import Plan
+from slurm_image.domain.publication import AliasRecord, load_alias
 from slurm_image.domain.request import make_request
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.lock import Locks
@@ -42,6 +43,7 @@ SERVING_FACTS: dict[str, Any] = {
 
 
 CONFIG_DIGEST = "sha256:" + "c" * 64
+RECORDED_BY_JOB = "as the job records it"
 
 
 def chain_json(pinned: str, manifest: str | None = None, config: str = CONFIG_DIGEST) -> bytes:
@@ -51,13 +53,20 @@ def chain_json(pinned: str, manifest: str | None = None, config: str = CONFIG_DI
     return line.encode()
 
 
-def inspection(role: str, sqsh: bytes, **changes: Any) -> bytes:
+def inspection(role: str, sqsh: bytes, machine: str = "x86_64", **changes: Any) -> bytes:
+    """An inspection record as the inspector writes it (schema version 3), for an image that
+    ran as ``machine``."""
+    facts = copy.deepcopy(CLIENT_FACTS if role == "client" else SERVING_FACTS)
+    facts["shadowed"] = []
+    if role == "client":
+        facts["python"]["executable"] = "/usr/bin/python3.11"
     record: dict[str, Any] = {
-        "schema_version": 1,
-        "inspector_version": "1.0.0",
+        "schema_version": 3,
+        "inspector_version": "3.0.0",
         "role": role,
         "sqsh_sha256": hashlib.sha256(sqsh).hexdigest(),
-        "facts": copy.deepcopy(CLIENT_FACTS if role == "client" else SERVING_FACTS),
+        "machine": machine,
+        "facts": facts,
     }
     record.update(changes)
     return json.dumps(record).encode()
@@ -160,10 +169,17 @@ class PublishLab:
         role: str = "client",
         operation: str = "import_oci",
         source: str | None = None,
+        arch: str | None = None,
     ) -> Plan:
         if source is None:
             source = SOURCE if operation == "import_oci" else self.outside("image.sqsh")
-        request = make_request(operation, name=name, role=role, source=source)
+        request = make_request(
+            operation,  # type: ignore[arg-type]
+            name=name,
+            role=role,
+            source=source,
+            architecture=arch,
+        )
         prepared = Prepare(self.clock, self.runtime, self.store)(
             request, self.profile, self.selection, lifecycle_id
         )
@@ -173,6 +189,15 @@ class PublishLab:
 
     def chain_path(self, plan: Plan) -> str:
         return f"{plan.paths.job_dir}/chain.json"
+
+    def architecture_path(self, plan: Plan) -> str:
+        return f"{plan.paths.job_dir}/architecture"
+
+    def alias_entry(self, name: str, architecture: str | None = "x86_64") -> AliasRecord:
+        """The entry of ``architecture`` in the alias file of ``name``, as stored."""
+        entry = load_alias(self.harness.read(self.layout.alias(name))).entry(architecture)
+        assert entry is not None, f"{name} has no {architecture} entry"
+        return entry
 
     def job_of(self, lifecycle_id: str) -> str:
         marker = f"slurm-image:{lifecycle_id}"
@@ -185,11 +210,22 @@ class PublishLab:
         sqsh: bytes = SQSH_BYTES,
         result: bytes | None = None,
         chain: bytes | None = None,
+        recorded: str | None = RECORDED_BY_JOB,
+        machine: str | None = None,
         **request: Any,
     ) -> Plan:
         """A lifecycle whose job COMPLETED: the .sqsh, inspection.json and (import) chain.json
-        as the job leaves them; ``chain``: other bytes for chain.json, ``b""``: none."""
+        as the job leaves them; ``chain``: other bytes for chain.json, ``b""``: none.
+        ``recorded``: the architecture the job records (default: the plan's, else x86_64 for
+        an import and none for an inspect; None: no record); ``machine``: what the inspector
+        ran as (default: the recorded architecture, else x86_64)."""
         plan = self.submitted(lifecycle_id, **request)
+        if recorded == RECORDED_BY_JOB:
+            importing = plan.operation == "import_oci"
+            recorded = plan.architecture or ("x86_64" if importing else None)
+        if recorded is not None:
+            self.harness.write(self.architecture_path(plan), f"{recorded}\n".encode())
+        machine = machine or recorded or "x86_64"
         if plan.operation == "import_oci" or not self.harness.exists(plan.paths.sqsh):
             self.harness.write(plan.paths.sqsh, sqsh)
         if plan.operation == "import_oci" and chain != b"":
@@ -198,7 +234,9 @@ class PublishLab:
                 self.chain_path(plan),
                 chain if chain is not None else chain_json(plan.source_digest),
             )
-        data = result if result is not None else inspection(plan.request.role, sqsh)
+        data = (
+            result if result is not None else inspection(plan.request.role, sqsh, machine=machine)
+        )
         self.harness.write(plan.paths.result, data)
         self.scheduler.finish(self.job_of(lifecycle_id), 0)
         return plan

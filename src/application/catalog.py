@@ -5,10 +5,13 @@ catalog; ``CatalogReader`` reads it without validating the records again)."""
 
 from __future__ import annotations
 
+import platform
+
 from slurm_image.application.catalog_reader import CatalogReader, require_unchangeable
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.application.store_records import StoreRecords
-from slurm_image.domain.publication import AliasRecord
+from slurm_image.domain.publication import AliasDocument, AliasRecord
+from slurm_image.domain.published import choose_entry
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
 
@@ -21,16 +24,31 @@ class Catalog:
         self._reader = CatalogReader(store)
         self._store = store
 
-    def show(self, name: str) -> AliasRecord:
-        record = self._records.alias(name)
-        if record is None:
+    def document(self, name: str) -> AliasDocument:
+        """Every entry of ``name``, one per architecture."""
+        document = self._records.alias(name)
+        if document is None:
             raise UnknownAlias.named(name)
+        return document
+
+    def show(
+        self, name: str, *, arch: str | None = None, machine: str | None = None
+    ) -> AliasRecord:
+        """The entry of ``name`` for ``arch``, else for ``machine`` (default: the one this runs
+        on; ``published.choose_entry``: ``NoImageForArchitecture`` names what the alias has)."""
+        document = self.document(name)
+        index = choose_entry(
+            name, document.architectures, asked=arch, machine=machine or platform.machine()
+        )
+        record = document.entries[index]
         require_unchangeable(self._store, record.path)
         return record
 
-    def verify(self, name: str) -> AliasRecord:
+    def verify(
+        self, name: str, *, arch: str | None = None, machine: str | None = None
+    ) -> AliasRecord:
         """``show``, after re-hashing the artifact: it must still hold the recorded bytes."""
-        record = self.show(name)
+        record = self.show(name, arch=arch, machine=machine)
         try:
             digest = self._store.digest(record.path)
         except WorkspaceError as error:
@@ -43,4 +61,14 @@ class Catalog:
         return record
 
     def list(self) -> list[AliasRecord]:
-        return self._reader.each(self.show)
+        """Every entry of every alias (an alias of three architectures is three entries)."""
+        found: list[AliasRecord] = []
+        for entries in self._reader.each(self._entries):
+            found.extend(entries)
+        return found
+
+    def _entries(self, name: str) -> tuple[AliasRecord, ...]:
+        entries = self.document(name).entries
+        for entry in entries:
+            require_unchangeable(self._store, entry.path)
+        return entries

@@ -6,13 +6,14 @@ job launch costs little (bench/RESULTS.md)."""
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Callable
 from typing import TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
-from slurm_image.domain.published import PublishedAlias, read_published
+from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
@@ -75,14 +76,21 @@ class CatalogReader:
             if entry.endswith(".json")
         ]
 
-    def show(self, name: str) -> PublishedAlias:
+    def entries(self, name: str) -> PublishedEntries:
         data = self.data(name)
         try:
-            published = read_published(data, name)
+            return read_published(data, name)
         except DomainError as error:
             raise VerificationFailed(
                 field=self.layout.alias(name), rule=f"{error.field}: {error.rule}"
             ) from None
+
+    def show(
+        self, name: str, *, arch: str | None = None, machine: str | None = None
+    ) -> PublishedAlias:
+        """The entry of ``name`` for ``arch``, else for ``machine`` (default: the one this runs
+        on; ``published.choose_entry``)."""
+        published = self.entries(name).resolve(asked=arch, machine=machine or platform.machine())
         require_unchangeable(self._store, published.record["path"])
         return published
 
@@ -98,4 +106,14 @@ class CatalogReader:
         return found
 
     def list(self) -> list[PublishedAlias]:
-        return self.each(self.show)
+        """Every entry of every alias."""
+        found: list[PublishedAlias] = []
+        for entries in self.each(self._checked_entries):
+            found.extend(entries)
+        return found
+
+    def _checked_entries(self, name: str) -> tuple[PublishedAlias, ...]:
+        entries = self.entries(name).entries
+        for entry in entries:
+            require_unchangeable(self._store, entry.record["path"])
+        return entries

@@ -5,9 +5,11 @@ through the configured adapter), ``partition`` (exists, is UP, and the profile's
 time fit its limits), ``workspace`` (the root is writable, and which filesystem holds it), then a
 tiny job through the same isolation as real jobs: ``job`` (it ran), ``enroot`` (the compute
 node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``),
-``local_scratch`` (where Enroot's scratch goes, its filesystem and free space) and ``sandbox``
-(the image can run in user and PID namespaces of its own, as which host id: never root). A
-check that cannot run because an earlier one failed is reported as failed, saying which.
+``local_scratch`` (where Enroot's scratch goes, its filesystem and free space), ``sandbox``
+(the image can run in user and PID namespaces of its own, as which host id: never root) and
+``architecture`` (the node's, the others it runs through binfmt_misc, and whether it runs the
+profile's ``image_build.arch``). A check that cannot run because an earlier one failed is
+reported as failed, saying which.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.doctor_script import (
     DOCTOR_ID_PREFIX,
     NETWORK_FILESYSTEMS,
@@ -55,6 +58,7 @@ ENROOT = "enroot"
 SQUASHFS_TOOLS = "squashfs_tools"
 LOCAL_SCRATCH = "local_scratch"
 SANDBOX = "sandbox"
+ARCHITECTURE = "architecture"
 CHECKS = (
     PROFILE,
     SUBMITTER,
@@ -65,6 +69,7 @@ CHECKS = (
     SQUASHFS_TOOLS,
     LOCAL_SCRATCH,
     SANDBOX,
+    ARCHITECTURE,
 )
 
 
@@ -83,6 +88,10 @@ class DoctorReport:
     checks: tuple[Check, ...]
     enroot_version: str | None = None
     job_id: str | None = None
+    architecture: str | None = None
+    """The compute node's (``uname -m``), when its job reported."""
+    runs_architectures: tuple[str, ...] = ()
+    """The other architectures the node runs (binfmt_misc handlers with flag F)."""
 
     @property
     def ok(self) -> bool:
@@ -98,6 +107,8 @@ class DoctorReport:
             "checks": [check.as_dict() for check in self.checks],
             "enroot_version": self.enroot_version,
             "job_id": self.job_id,
+            "architecture": self.architecture,
+            "runs_architectures": list(self.runs_architectures),
         }
 
 
@@ -126,6 +137,8 @@ class _Run:
     checks: list[Check] = field(default_factory=list)
     enroot_version: str | None = None
     job_id: str | None = None
+    architecture: str | None = None
+    runs_architectures: tuple[str, ...] = ()
 
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.checks.append(Check(name, ok, detail))
@@ -172,7 +185,7 @@ class Doctor:
         if not reachable:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
-        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH, SANDBOX)
+        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH, SANDBOX, ARCHITECTURE)
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
         elif not fits:
@@ -183,9 +196,16 @@ class Doctor:
                 run.skip(node_checks[1:], "the doctor's job did not report")
             else:
                 self._judge_node(run, report)
+                _judge_architecture(run, report, profile.image_build.arch)
         if directory is not None:
             self._remove(job, directory)
-        return DoctorReport(tuple(run.checks), run.enroot_version, run.job_id)
+        return DoctorReport(
+            tuple(run.checks),
+            run.enroot_version,
+            run.job_id,
+            run.architecture,
+            run.runs_architectures,
+        )
 
     # -- the login node's checks ----------------------------------------------------------
 
@@ -379,6 +399,41 @@ def _judge_sandbox(run: _Run, report: NodeReport) -> None:
     else:
         who += f"the image runs as that uid (root's jobs: uid {SANDBOX_ID}, never root)"
     run.add(SANDBOX, True, f"user and PID namespaces of its own; {who}")
+
+
+def _judge_architecture(run: _Run, report: NodeReport, wanted: str | None) -> None:
+    """The node's architecture, the others it runs (the job's rule: a binfmt_misc handler that
+    is enabled, has flag F and matches the architecture's ELF executables), and whether it runs
+    the one the profile builds for (a job that cannot exits 81)."""
+    node = report.architecture
+    if not node:
+        run.add(ARCHITECTURE, False, "the node did not report its architecture")
+        return
+    run.architecture = node
+    run.runs_architectures = report.runs_architectures
+    others = ", ".join(report.runs_architectures) or "no other"
+    found = f"{node} node; runs {others} through binfmt_misc"
+    target = wanted or node
+    if target not in ARCHITECTURES:
+        run.add(
+            ARCHITECTURE,
+            False,
+            f"{found}; {node} is none the job imports for ({', '.join(ARCHITECTURES)}): set"
+            " image_build.arch to one this node runs, or use a partition of such nodes",
+        )
+    elif target == node or target in report.runs_architectures:
+        how = "natively" if target == node else "through binfmt_misc"
+        run.add(ARCHITECTURE, True, f"{found}; builds for {target} {how}")
+    else:
+        problem = report.foreign.get(target) or "no report"
+        run.add(
+            ARCHITECTURE,
+            False,
+            f"{found}; image_build.arch {target} cannot run here: {problem}. The site can"
+            f" register qemu-user-static for {target} in binfmt_misc with flag F (Debian:"
+            " apt-get install qemu-user-static binfmt-support), or use a partition of"
+            f" {target} nodes",
+        )
 
 
 def _dotted(version: tuple[int, int, int]) -> str:

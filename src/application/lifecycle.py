@@ -5,10 +5,11 @@
 
 1. with a submission asked for, the profile's submitter must be usable here (a preflight:
    nothing is created when it is not);
-2. an import whose source the store holds (verified chain, artifact re-hashed now) is answered
-   from the store when the store has facts for the role: no job (``force`` imports anyway);
-   with the artifact but without facts for the role, the stored artifact is inspected instead
-   of importing the image again;
+2. an import for a named architecture whose source the store holds for that architecture
+   (verified chain, artifact re-hashed now) is answered from the store when the store has
+   facts for the role: no job (``force`` imports anyway); with the artifact but without facts
+   for the role, the stored artifact is inspected instead of importing the image again; an
+   import for "the node's architecture" (none named) always runs its job;
 3. stage the attempt (``Prepare``); without a submission, that is all;
 4. submit it (``Submit``); a failure leaves it staged, and the error says how to retry;
 5. with ``wait``: wait for the job (``Wait``), require its success, and publish (``Publish``).
@@ -144,8 +145,16 @@ class Lifecycle:
     ) -> Outcome | Request:
         """The store's answer to an import, or the request to run: the import itself, or an
         inspection of the stored artifact when the store lacks facts for the role."""
+        architecture = request.architecture or profile.image_build.arch
+        if architecture is None:
+            log.info(
+                "no architecture asked for (--arch, [image_build] arch): the job imports for"
+                " its node's, so the store cannot answer %s",
+                request.source,
+            )
+            return request
         publisher = self._publish()
-        source = publisher.stored_source(parse_reference(request.source).digest)
+        source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
             return request
         if request.role in source.roles:
@@ -160,4 +169,10 @@ class Lifecycle:
             artifact,
             request.role,
         )
-        return make_request("inspect_sqsh", name=request.name, role=request.role, source=artifact)
+        return make_request(
+            "inspect_sqsh",
+            name=request.name,
+            role=request.role,
+            source=artifact,
+            architecture=architecture,
+        )

@@ -23,6 +23,7 @@ from slurm_image.domain.errors import DomainError
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
 from slurm_image.domain.publication import load_marker
+from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
@@ -190,7 +191,7 @@ class Maintain:
         ]
 
     def _unreferenced(self) -> list[Removed]:
-        referenced = set()
+        referenced: set[str] = set()
         for entry in self._names(self._layout.aliases):
             try:
                 record = self._records.alias(entry.removesuffix(".json"))
@@ -198,22 +199,29 @@ class Maintain:
                 log.warning("an alias record is unreadable (%s): no artifact is collected", entry)
                 return []
             if record is not None:
-                referenced.add(record.path)
+                referenced.update(entry.path for entry in record.entries)
         for entry in self._names(self._layout.markers):
             try:
-                data = self._store.read_stable(f"{self._layout.markers}/{entry}", max_bytes=1 << 22)
-                referenced.add(load_marker(data.data).alias.path)
+                data = self._store.read_stable(
+                    f"{self._layout.markers}/{entry}", max_bytes=STORE_RECORD_MAX_BYTES
+                )
+                marker = load_marker(data.data)
             except (WorkspaceError, DomainError):
                 continue
+            referenced.add(marker.alias.path)
+            referenced.update(entry.path for entry in marker.alias_document.entries)
         removed = []
+        sources = self._records.sources()
         for entry in self._names(self._layout.artifacts):
             path = f"{self._layout.artifacts}/{entry}"
             if path not in referenced:
                 removed.append(Removed("artifact", path))
                 digest = self._layout.in_store(path)
-                source = self._records.source_of_artifact(digest) if digest else None
-                if source is not None:
-                    removed.append(Removed("source", self._layout.source(source.source_digest)))
+                removed.extend(
+                    Removed("source", source_path)
+                    for source_path, source in sources
+                    if source.sqsh_sha256 == digest
+                )
         return removed
 
     def _remove(self, item: Removed) -> None:

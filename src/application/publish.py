@@ -45,12 +45,19 @@ from slurm_image.application.store_records import (
     StoreRecords,
     alias_lock,
 )
+from slurm_image.domain.architecture import (
+    ARCHITECTURE_RECORD_MAX_BYTES,
+    ARCHITECTURES,
+    from_machine,
+    read_architecture_record,
+)
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspection
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import (
+    AliasDocument,
     AliasRecord,
     PublicationMarker,
     RoleFacts,
@@ -78,7 +85,16 @@ CHECKPOINTS = ("verified", "marker", "artifact", "source", "alias", "done")
 
 
 def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
-    keys = ("role", "path", "sqsh_sha256", "source_digest", "chain", "facts", "lifecycle_id")
+    keys = (
+        "role",
+        "architecture",
+        "path",
+        "sqsh_sha256",
+        "source_digest",
+        "chain",
+        "facts",
+        "lifecycle_id",
+    )
     return all(getattr(one, key) == getattr(other, key) for key in keys)
 
 
@@ -123,33 +139,42 @@ class Publish:
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
         plan = self._plan(lifecycle_id)
         with self._alias_held(plan.request.name):
-            bound = self._bound(
-                plan.request.name,
-                replace=replace,
-                answers=lambda existing: existing.lifecycle_id == lifecycle_id,
-            )
-            if isinstance(bound, Publication):
-                return bound
+            existing = self._records.alias(plan.request.name)
+            for entry in existing.entries if existing is not None else ():
+                if entry.lifecycle_id == lifecycle_id:
+                    return Publication(entry, changed=False)
+            if plan.architecture is not None:  # refused before the image is hashed
+                _check_binding(
+                    existing,
+                    name=plan.request.name,
+                    role=plan.request.role,
+                    architecture=plan.architecture,
+                    replace=replace,
+                )
             self._require_success(lifecycle_id)
-            record, digest, source = self._verify(plan)
+            record, digest, sources = self._verify(plan)
+            document = _next_document(existing, record, replace)
             self._checkpoint("verified")
-            self._commit(plan, record, digest, source)
+            self._commit(plan, document, record, digest, sources)
+            bound = existing.entry(record.architecture) if existing is not None else None
             if bound is not None:
                 log.info(
-                    "%s rebound from %s to %s",
+                    "%s (%s) rebound from %s to %s",
                     record.name,
+                    record.architecture,
                     bound.sqsh_sha256,
                     record.sqsh_sha256,
                     extra={"lifecycle_id": lifecycle_id},
                 )
             return Publication(record, changed=True)
 
-    def stored_source(self, source_digest: str) -> SourceRecord | None:
-        """The source record of ``source_digest`` when it holds the chain its import verified
-        and its artifact is in the store and still hashes to the recorded digest (re-hashed
-        now), else None. A record without a chain was written before the import job verified
-        anything: it may name whatever a lying registry served, so it answers nothing."""
-        source = self._records.source(source_digest)
+    def stored_source(self, source_digest: str, architecture: str) -> SourceRecord | None:
+        """The source record of ``source_digest`` for ``architecture`` when it holds the chain
+        its import verified and its artifact is in the store and still hashes to the recorded
+        digest (re-hashed now), else None. A record without a chain was written before the
+        import job verified anything: it may name whatever a lying registry served, so it
+        answers nothing; one without an architecture is never looked up."""
+        source = self._records.source(source_digest, architecture)
         if source is None:
             return None
         if not source.verified:
@@ -186,15 +211,13 @@ class Publish:
                 source=request.source,
                 source_digest=source.source_digest,
                 chain=source.chain,
+                architecture=source.architecture,
             )
-            bound = self._bound(
-                request.name,
-                replace=replace,
-                answers=lambda existing: _same_binding(existing, record),
-            )
-            if isinstance(bound, Publication):
-                return bound
-            self._records.write_alias(record)
+            existing = self._records.alias(request.name)
+            current = existing.entry(record.architecture) if existing is not None else None
+            if current is not None and _same_binding(current, record):
+                return Publication(current, changed=False)
+            self._records.write_alias(_next_document(existing, record, replace))
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
                 request.name,
@@ -218,25 +241,6 @@ class Publish:
             self._records.recover(name)
             yield
 
-    def _bound(
-        self, name: str, *, replace: bool, answers: Callable[[AliasRecord], bool]
-    ) -> Publication | AliasRecord | None:
-        """What the alias is bound to now: an unchanged ``Publication`` when that binding
-        ``answers`` this publication already; else the record a ``replace`` rebinds (None when
-        the alias is new). Another binding without ``replace`` is ``AliasExists``."""
-        existing = self._records.alias(name)
-        if existing is None:
-            return None
-        if answers(existing):
-            return Publication(existing, changed=False)
-        if not replace:
-            raise AliasExists(
-                field="name",
-                rule=f"{name} is published already (lifecycle {existing.lifecycle_id});"
-                " rebind it with --replace (its artifact stays)",
-            )
-        return existing
-
     def _alias_record(
         self,
         request: Request,
@@ -247,9 +251,15 @@ class Publish:
         source: str,
         source_digest: str | None,
         chain: VerifiedChain | None,
+        architecture: str | None,
     ) -> AliasRecord:
-        """The one way an alias record is made: ``request``'s name and role bound to the file
-        at ``path`` as hashed (``digest``), with the facts of the lifecycle that inspected it."""
+        """The one way an alias entry is made: ``request``'s name and role bound, for
+        ``architecture``, to the file at ``path`` as hashed (``digest``), with the facts of the
+        lifecycle that inspected it."""
+        if architecture is None:
+            raise VerificationFailed(
+                field="architecture", rule="is unknown: only an image of a known one is published"
+            )
         return AliasRecord(
             name=request.name,
             role=request.role,
@@ -266,6 +276,7 @@ class Publish:
             lifecycle_id=facts.lifecycle_id,
             published_at=format_time(self._clock.now()),
             chain=chain,
+            architecture=architecture,
         )
 
     # -- steps ---------------------------------------------------------------------------
@@ -342,10 +353,17 @@ class Publish:
         except DomainError as error:
             raise VerificationFailed(field=path, rule=f"{error.field}: {error.rule}") from None
 
-    def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, SourceRecord | None]:
+    def _verify(self, plan: Plan) -> tuple[AliasRecord, FileDigest, tuple[SourceRecord, ...]]:
         role = plan.request.role
         importing = plan.operation == "import_oci"
+        if plan.schema_version == 1:
+            raise VerificationFailed(
+                field=plan.paths.plan,
+                rule="was staged before architectures were recorded: run the import (or"
+                " inspect) again",
+            )
         chain = self._verified_chain(plan) if importing else None
+        recorded = self._recorded_architecture(plan)
         if not importing:
             require_unchangeable(self._store, plan.paths.sqsh)
         try:
@@ -360,9 +378,11 @@ class Publish:
                 field=f"inspection.{error.field}" if error.field != "inspection" else error.field,
                 rule=error.rule,
             ) from None
+        architecture = _image_architecture(recorded, inspection.machine)
         log.info(
-            "result verified: %s image, .sqsh %s sha256 %s",
+            "result verified: %s image for %s, .sqsh %s sha256 %s",
             role,
+            architecture,
             plan.paths.sqsh,
             digest.sha256,
             extra={"lifecycle_id": plan.lifecycle_id},
@@ -370,26 +390,28 @@ class Publish:
         facts = facts_of(inspection, plan.lifecycle_id)
         path = self._layout.artifact(digest.sha256) if importing else plan.paths.sqsh
         source_text, source_digest = plan.request.source, plan.source_digest
-        source: SourceRecord | None = None
-        if importing and source_digest is not None:
-            source = SourceRecord(
-                source_digest=source_digest,
-                source=source_text,
-                sqsh_sha256=digest.sha256,
-                roles={},
-                chain=chain,
-            )
-            known = self._records.source(source_digest)
-            if known is not None and known.sqsh_sha256 == digest.sha256:
-                # the same bytes: their facts stand, and this import's chain now proves them
-                source = source.model_copy(update={"roles": known.roles})
+        sources: list[SourceRecord] = []
+        if importing and chain is not None:
+            for digest_of_source in dict.fromkeys((chain.pinned, chain.manifest)):
+                source = SourceRecord(
+                    source_digest=digest_of_source,
+                    source=source_text,
+                    sqsh_sha256=digest.sha256,
+                    roles={},
+                    chain=chain,
+                    architecture=architecture,
+                )
+                known = self._records.source(digest_of_source, architecture)
+                if known is not None and known.sqsh_sha256 == digest.sha256:
+                    # the same bytes: their facts stand, and this import's chain now proves them
+                    source = source.model_copy(update={"roles": known.roles})
+                sources.append(source)
         elif self._layout.in_store(path) == digest.sha256:
-            source = self._records.source_of_artifact(digest.sha256)
-            if source is not None:
-                source_text, source_digest = source.source, source.source_digest
-                chain = source.chain
-        if source is not None:
-            source = source.with_role(role, facts)
+            sources = self._records.sources_of_artifact(digest.sha256, architecture)
+            named = _named_source(sources)
+            if named is not None:
+                source_text, source_digest, chain = named.source, named.source_digest, named.chain
+        sources = [source.with_role(role, facts) for source in sources]
         record = self._alias_record(
             plan.request,
             path=path,
@@ -398,8 +420,39 @@ class Publish:
             source=source_text,
             source_digest=source_digest,
             chain=chain,
+            architecture=architecture,
         )
-        return record, digest, source
+        return record, digest, tuple(sources)
+
+    def _recorded_architecture(self, plan: Plan) -> str | None:
+        """The architecture the job recorded (``architecture``: it imported for it, or checked
+        the node runs it), None when it recorded none (an inspect of the image's own); it must
+        be the plan's when the plan names one, and an import always records one."""
+        layout, identity = attempt_directory(self._store, plan.lifecycle_id)
+        path = layout.architecture_record
+        try:
+            data: bytes | None = self._store.read_verified(
+                path, max_bytes=ARCHITECTURE_RECORD_MAX_BYTES, within=identity
+            ).data
+        except NotFound:
+            data = None
+        except WorkspaceError as error:
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
+        if data is None:
+            if plan.operation == "import_oci" or plan.architecture is not None:
+                raise VerificationFailed(
+                    field=path, rule="does not exist: the job recorded no architecture"
+                )
+            return None
+        try:
+            recorded = read_architecture_record(data)
+        except DomainError as error:
+            raise VerificationFailed(field=path, rule=error.rule) from None
+        if plan.architecture is not None and recorded != plan.architecture:
+            raise VerificationFailed(
+                field=path, rule=f"names {recorded}, not the plan's {plan.architecture}"
+            )
+        return recorded
 
     def _image_of(self, plan: Plan, result: bytes) -> str:
         """The ``.sqsh`` to hash: the attempt's own, or, when an earlier publication of this
@@ -414,7 +467,12 @@ class Publish:
             return plan.paths.sqsh
 
     def _commit(
-        self, plan: Plan, record: AliasRecord, digest: FileDigest, source: SourceRecord | None
+        self,
+        plan: Plan,
+        document: AliasDocument,
+        record: AliasRecord,
+        digest: FileDigest,
+        sources: tuple[SourceRecord, ...],
     ) -> None:
         candidate = plan.paths.candidate
         if candidate is not None:
@@ -422,7 +480,9 @@ class Publish:
             if kind is not None:
                 self._refuse_unless_identical(record)
                 candidate = None  # identical bytes are in the store already: reuse them
-        marker = PublicationMarker(candidate=candidate, alias=record, source=source)
+        marker = PublicationMarker(
+            candidate=candidate, alias=record, document=document, sources=sources
+        )
         self._store.publish_file(
             self._layout.marker(record.name),
             marker.model_dump_json().encode(),
@@ -439,16 +499,17 @@ class Publish:
                 self._store.remove_file(self._layout.marker(record.name))
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
         self._checkpoint("artifact")
-        if source is not None:
+        for source in sources:
             self._records.write_source(source)
         self._checkpoint("source")
-        self._records.write_alias(record)
+        self._records.write_alias(document)
         self._checkpoint("alias")
         self._store.remove_file(self._layout.marker(record.name))
         self._checkpoint("done")
         log.info(
-            "published %s -> %s (sha256 %s)",
+            "published %s (%s) -> %s (sha256 %s)",
             record.name,
+            record.architecture,
             record.path,
             record.sqsh_sha256,
             extra={"lifecycle_id": plan.lifecycle_id},
@@ -472,3 +533,83 @@ class Publish:
     def _drop_marker(self, name: str) -> None:
         if self._store.entry_kind(self._layout.marker(name)) is not None:
             self._store.remove_file(self._layout.marker(name))
+
+
+def _check_binding(
+    existing: AliasDocument | None,
+    *,
+    name: str,
+    role: str,
+    architecture: str | None,
+    replace: bool,
+) -> None:
+    """Whether ``name`` may bind ``role`` for ``architecture``: an entry of a new architecture
+    joins the others; one that rebinds an architecture, the role, or an alias published before
+    architectures were recorded needs ``replace``. Raises ``AliasExists``."""
+    if existing is None:
+        return
+    if existing.legacy or existing.role != role:
+        if replace:
+            return
+        what = (
+            f"{existing.role} image of unknown architecture (published before architectures"
+            " were recorded)"
+            if existing.legacy
+            else f"{existing.role} image for {', '.join(map(str, existing.architectures))}"
+        )
+        raise AliasExists(
+            field="name",
+            rule=f"{name} is published already as a {what};"
+            " rebind the whole alias with --replace (its artifacts stay)",
+        )
+    current = existing.entry(architecture)
+    if current is not None and not replace:
+        raise AliasExists(
+            field="name",
+            rule=f"{name} is published already for {architecture} (lifecycle"
+            f" {current.lifecycle_id}); rebind it with --replace (its artifact stays)",
+        )
+
+
+def _next_document(
+    existing: AliasDocument | None, record: AliasRecord, replace: bool
+) -> AliasDocument:
+    """The alias as publishing ``record`` leaves it (``_check_binding`` says whether it may):
+    with ``record`` in its architecture's place, the other architectures kept; a new alias, a
+    new role or an alias from before architectures were recorded is ``record`` alone."""
+    _check_binding(
+        existing,
+        name=record.name,
+        role=record.role,
+        architecture=record.architecture,
+        replace=replace,
+    )
+    if existing is None or existing.legacy or existing.role != record.role:
+        return AliasDocument.of(record)
+    return existing.with_entry(record)
+
+
+def _named_source(sources: list[SourceRecord]) -> SourceRecord | None:
+    """The record an alias of a stored artifact names as its source: the pinned digest's,
+    rather than its per-architecture manifest's."""
+    for source in sources:
+        if source.chain is not None and source.source_digest == source.chain.pinned:
+            return source
+    return sources[0] if sources else None
+
+
+def _image_architecture(recorded: str | None, machine: str | None) -> str:
+    """The architecture of the inspected image: what the inspector ran as
+    (``platform.machine()``), which must be what the job recorded, when it recorded one."""
+    running = from_machine(machine or "")
+    if running is None:
+        raise VerificationFailed(
+            field="inspection.machine",
+            rule=f"the image ran as {machine!r}, none of {', '.join(ARCHITECTURES)}",
+        )
+    if recorded is not None and running != recorded:
+        raise VerificationFailed(
+            field="inspection.machine",
+            rule=f"the image ran as {running}, not as {recorded}, which the job recorded",
+        )
+    return running

@@ -12,7 +12,7 @@ from slurm_image.application.catalog_reader import read_record
 from slurm_image.application.errors import VerificationFailed
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.publication import (
-    AliasRecord,
+    AliasDocument,
     PublicationMarker,
     SourceRecord,
     load_alias,
@@ -24,6 +24,7 @@ from slurm_image.domain.store_layout import (
     PUBLIC_DIRECTORY_MODE,
     RECORD_MODE,
     StoreLayout,
+    source_entry,
 )
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import WorkspaceError
@@ -66,7 +67,8 @@ class StoreRecords:
     def _read(self, path: str) -> bytes | None:
         return read_record(self.store, path)
 
-    def alias(self, name: str) -> AliasRecord | None:
+    def alias(self, name: str) -> AliasDocument | None:
+        """The alias file of ``name`` (its entries, one per architecture), or None."""
         data = self._read(self.layout.alias(name))
         if data is None:
             return None
@@ -80,8 +82,10 @@ class StoreRecords:
             raise VerificationFailed(field=self.layout.alias(name), rule="names another alias")
         return record
 
-    def source(self, source_digest: str) -> SourceRecord | None:
-        data = self._read(self.layout.source(source_digest))
+    def source(self, source_digest: str, architecture: str | None) -> SourceRecord | None:
+        """The source record of ``source_digest`` for ``architecture`` (None: the record of an
+        import from before architectures were recorded), or None."""
+        data = self._read(self.layout.source(source_digest, architecture))
         if data is None:
             return None
         try:
@@ -89,29 +93,41 @@ class StoreRecords:
         except DomainError:
             return None  # a damaged source record only costs a new import
         wanted = source_digest.removeprefix("sha256:")
-        return record if record.source_digest.removeprefix("sha256:") == wanted else None
-
-    def source_of_artifact(self, sqsh_sha256: str) -> SourceRecord | None:
-        if self.store.entry_kind(self.layout.sources) != "directory":
+        if record.source_digest.removeprefix("sha256:") != wanted:
             return None
-        for entry in self.store.list_directory(self.layout.sources):
-            if entry.endswith(".json"):
-                found = self.source(entry.removesuffix(".json"))
-                if found is not None and found.sqsh_sha256 == sqsh_sha256:
-                    return found
-        return None
+        return record if record.architecture == architecture else None
 
-    def write_alias(self, record: AliasRecord) -> None:
+    def sources(self) -> list[tuple[str, SourceRecord]]:
+        """Every readable source record, with its path."""
+        if self.store.entry_kind(self.layout.sources) != "directory":
+            return []
+        found = []
+        for entry in self.store.list_directory(self.layout.sources):
+            key = source_entry(entry)
+            record = self.source(*key) if key is not None else None
+            if record is not None:
+                found.append((f"{self.layout.sources}/{entry}", record))
+        return found
+
+    def sources_of_artifact(self, sqsh_sha256: str, architecture: str) -> list[SourceRecord]:
+        """The source records (pin and per-architecture manifest) that became this artifact."""
+        return [
+            record
+            for _, record in self.sources()
+            if record.sqsh_sha256 == sqsh_sha256 and record.architecture == architecture
+        ]
+
+    def write_alias(self, document: AliasDocument) -> None:
         self.store.publish_file(
-            self.layout.alias(record.name),
-            record.canonical_bytes(),
+            self.layout.alias(document.name),
+            document.canonical_bytes(),
             mode=RECORD_MODE,
             staging=self.layout.publishing,
         )
 
     def write_source(self, record: SourceRecord) -> None:
         self.store.publish_file(
-            self.layout.source(record.source_digest),
+            self.layout.source(record.source_digest, record.architecture),
             record.canonical_bytes(),
             mode=RECORD_MODE,
             staging=self.layout.staging,
@@ -187,6 +203,6 @@ class StoreRecords:
                 self.store.install(candidate, alias.path, expected=digest, mode=ARTIFACT_MODE)
         if not self.artifact_matches(alias.path, alias.sqsh_sha256):
             return  # never got as far as the artifact: the old state stands
-        if marker.source is not None:
-            self.write_source(marker.source)
-        self.write_alias(alias)
+        for source in marker.source_records:
+            self.write_source(source)
+        self.write_alias(marker.alias_document)

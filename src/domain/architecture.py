@@ -7,7 +7,7 @@ One table holds the three spellings. Standard library only: the catalog's cheap 
 
 from __future__ import annotations
 
-from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.errors import InvalidRecord, InvalidRequest
 
 ARCHITECTURES = ("aarch64", "ppc64le", "x86_64")
 """The uname names, as ``enroot import -a`` takes them, sorted."""
@@ -41,3 +41,19 @@ def elf_machine(architecture: str) -> int:
 def from_machine(machine: str) -> str | None:
     """The architecture ``platform.machine()`` (``uname -m``) names, or None for another."""
     return machine if machine in _OCI else None
+
+
+ARCHITECTURE_RECORD_MAX_BYTES = 32
+"""The job's ``architecture`` record: one name and a newline."""
+
+
+def read_architecture_record(data: bytes) -> str:
+    """The architecture the job recorded: exactly one uname name and a newline."""
+    text = data.decode("ascii", errors="replace")
+    if not text.endswith("\n") or text[:-1] not in _OCI:
+        raise InvalidRecord(
+            field="architecture",
+            rule=f"must be one line naming one of {', '.join(ARCHITECTURES)}",
+            value=text[:32],
+        )
+    return text[:-1]

@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 
 from slurm_image.domain import job_steps, paths
+from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import (
     MIN_ENROOT,
     SANDBOX_ID,
+    architecture_assignments,
     directives,
     enroot_directory,
     reexec_step,
@@ -41,7 +43,11 @@ REPORT_KEYS = (
     "job_uid",
     "sandbox_uid",
     "sandbox",
+    "architecture",
 )
+# One line for each architecture other than the node's: ``ok``, or what keeps the node from
+# running its executables (the job's own rule, step ``architecture-rules``).
+RUNS_PREFIX = "runs_"
 # Enroot needs mknod and trusted xattrs in its scratch (script.py, step 4): not a network one.
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "cifs", "smb2", "beegfs"})
 TINY_CPUS = 1
@@ -57,6 +63,7 @@ DOCTOR_STEPS = (
     "doctor-directories",
     "04-scratch",
     "05b-sandbox",
+    "architecture-rules",
     "doctor-report",
 )
 
@@ -134,6 +141,7 @@ def render_doctor_script(job: DoctorJob, profile: SiteProfile) -> str:
         "set -Eeuo pipefail",
         "umask 077",
         *(f"readonly {key}={quote(value, key)}" for key, value in values),
+        *architecture_assignments(),
         *(
             f"export {key}={quote(value, key)}"
             for key, value in sorted(profile.enroot.environment.items())
@@ -159,22 +167,37 @@ class NodeReport(BaseModel):
     job_uid: str = ""
     sandbox_uid: str = ""
     sandbox: str = ""
+    architecture: str = ""
+    """``uname -m`` of the node."""
+    foreign: dict[str, str] = {}
+    """By architecture other than the node's: ``ok``, or why the node cannot run it."""
+
+    @property
+    def runs_architectures(self) -> tuple[str, ...]:
+        """The architectures other than its own whose executables the node runs, sorted."""
+        return tuple(sorted(name for name, verdict in self.foreign.items() if verdict == "ok"))
 
 
 def parse_report(stdout: str) -> NodeReport:
     """The ``slurm-image-doctor: KEY=VALUE`` lines of the job's stdout; other lines are ignored,
     and so are unknown keys."""
     found: dict[str, str] = {}
+    foreign: dict[str, str] = {}
+    runs = {f"{RUNS_PREFIX}{name}": name for name in ARCHITECTURES}
     for line in stdout.splitlines():
         if not line.startswith(REPORT_PREFIX):
             continue
         key, sep, value = line[len(REPORT_PREFIX) :].partition("=")
         if sep and key in REPORT_KEYS:
             found[key] = value.strip()[:4096]
+        elif sep and key in runs:
+            foreign[runs[key]] = value.strip()[:4096]
     free = found.pop("scratch_free_bytes", "")
+    foreign.pop(found.get("architecture", ""), None)
     values: Mapping[str, object] = {
         **found,
         "scratch_free_bytes": int(free) if free.isdigit() else None,
+        "foreign": foreign,
     }
     return NodeReport.model_validate(values)
 

@@ -57,3 +57,7 @@ class InvalidInspection(DomainError):
 
 class InvalidRecord(DomainError):
     """An attempt record (``staged.json``, ``submission.json``) that is not what was written."""
+
+
+class NoImageForArchitecture(DomainError):
+    """An alias that has no image for the architecture asked for (or the machine's)."""

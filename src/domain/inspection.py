@@ -10,6 +10,10 @@ resolved path of the interpreter the facts belong to) and ``facts.shadowed`` (co
 distribution that the effective one hides on ``sys.path``). Version 1 records, already
 published, are still accepted; they have neither, and read as ``executable=None`` and
 ``shadowed=()``.
+
+Schema version 3 (inspector 3.0.0) adds ``machine``: ``platform.machine()`` as the image's
+python3 saw it (``uname -m``: the architecture it ran as, natively or under an emulator).
+Records of versions 1 and 2 have none and read as ``machine=None``: of unknown architecture.
 """
 
 from __future__ import annotations
@@ -31,12 +35,12 @@ from pydantic_core import PydanticCustomError
 
 from slurm_image.domain.canonical import SHA256_HEX
 from slurm_image.domain.errors import InvalidInspection
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.roles import ROLES, Role
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version the inspector writes."""
-SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSIONS = (1, 2, 3)
 """The versions the host accepts."""
 MAX_INSPECTION_BYTES = 1024 * 1024
 MAX_DISTRIBUTIONS = 10_000
@@ -53,6 +57,9 @@ ExecutablePath = Annotated[
 """Absolute, without empty components or control characters (C0, DEL and C1, as the path rules
 of ``domain.paths``: a C1 CSI would reach the terminal of whoever lists the facts)."""
 MAX_SHADOWED = 1_000
+Machine = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")]
+"""A ``platform.machine()`` name (``x86_64``, ``aarch64``, ...); domain.architecture says
+which of them the product builds for."""
 
 
 def _normalized(path: str) -> str:
@@ -170,6 +177,8 @@ class InspectionRecord(_Frozen):
     role: Role
     sqsh_sha256: Sha256
     facts: Facts
+    machine: Machine | None = absent_when_none()
+    """``platform.machine()`` inside the image (schema version 3); None in older records."""
 
     @model_validator(mode="after")
     def _facts_match_role(self) -> InspectionRecord:
@@ -183,13 +192,17 @@ class InspectionRecord(_Frozen):
     @model_validator(mode="after")
     def _facts_match_version(self) -> InspectionRecord:
         version = self.schema_version
-        given = [("facts.shadowed", "shadowed" in self.facts.model_fields_set)]
+        # (field, whether the record has it, the version that added it)
+        given = [
+            ("facts.shadowed", "shadowed" in self.facts.model_fields_set, 2),
+            ("machine", self.machine is not None, 3),
+        ]
         if isinstance(self.facts, ClientFacts):
             executable = self.facts.python.executable is not None
-            given.append(("facts.python.executable", executable))
-        for field, present in given:
-            if present != (version >= 2):
-                rule = "required" if version >= 2 else "not allowed"
+            given.append(("facts.python.executable", executable, 2))
+        for field, present, since in given:
+            if present != (version >= since):
+                rule = "required" if version >= since else "not allowed"
                 raise PydanticCustomError(
                     "facts_version",
                     "{rule} in schema version {version}",

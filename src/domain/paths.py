@@ -173,6 +173,12 @@ class AttemptLayout:
         """The chain the import job verified (``domain.verified_chain``), written by the job."""
         return self.in_job("chain.json")
 
+    @property
+    def architecture_record(self) -> str:
+        """The architecture the job imported or inspected for (a uname name and a newline),
+        written by the job beside ``chain_record``; none for an inspect without one."""
+        return self.in_job("architecture")
+
     # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
     # order they are removed, after everything else: an interrupted removal leaves an attempt
     # both can finish. The claim goes before the submission record (a claim alone is a

@@ -22,6 +22,7 @@ from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
 from slurm_image.domain.profile_catalog import How, choose_profile
+from slurm_image.domain.rest_api import AUTO, REST_API_VERSIONS
 
 MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
@@ -50,7 +51,6 @@ ENROOT_ENVIRONMENT_RESERVED = frozenset(
     }
 )
 SUBMITTER_KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")
-API_VERSION = re.compile(r"auto|v0\.0\.(3[89]|4[0-4])")
 
 
 # One year: a job limit beyond it is a typo, and Slurm keeps limits in 32-bit minutes.
@@ -238,8 +238,8 @@ class RestSettings(BaseModel):
     @field_validator("api_version")
     @classmethod
     def _version(cls, value: str) -> str:
-        if not API_VERSION.fullmatch(value):
-            raise ValueError('must be "auto" or one of v0.0.38, v0.0.39, v0.0.40 ... v0.0.44')
+        if value != AUTO and value not in REST_API_VERSIONS:
+            raise ValueError(f'must be "{AUTO}" or one of {", ".join(REST_API_VERSIONS)}')
         return value
 
     @field_validator("user")

@@ -6,19 +6,28 @@ Schema version 2 of alias and source records adds ``chain``: the ``VerifiedChain
 import that produced the artifact, or null. Version 1 records, written before the import job
 verified anything, are still read; they carry no chain, and a source without one never answers
 an import from the store.
+
+Schema version 3 adds ``architecture`` (``domain.architecture``): an alias file is then an
+``AliasDocument``, one ``AliasRecord`` entry per architecture, and a source record is kept per
+(source digest, architecture). A version 1 or 2 alias file is one record of unknown
+architecture (read as a document of that one entry, never written in that form again); a
+version 1 or 2 source record never answers an import for an architecture.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError, model_validator
 
+from slurm_image.domain import paths
+from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS, check_alias_fields
 from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
@@ -28,13 +37,27 @@ if TYPE_CHECKING:
     from slurm_image.domain.inspection import InspectionRecord
 
 _Record = TypeVar("_Record", bound=BaseModel)
-RECORD_SCHEMA_VERSION: Literal[2] = 2
+RECORD_SCHEMA_VERSION: Literal[3] = 3
 """The version alias and source records are written in."""
+MARKER_SCHEMA_VERSION: Literal[2] = 2
 
 
-def _check_version(schema_version: int, chain: VerifiedChain | None) -> None:
+def _check_version(
+    schema_version: int, chain: VerifiedChain | None, architecture: str | None
+) -> None:
     if schema_version == 1 and chain is not None:
         raise InvalidRecord(field="chain", rule="a schema version 1 record carries no chain")
+    if schema_version >= 3 and architecture is None:
+        raise InvalidRecord(field="architecture", rule="is required from schema version 3 on")
+    if schema_version < 3 and architecture is not None:
+        raise InvalidRecord(
+            field="architecture", rule=f"a schema version {schema_version} record has none"
+        )
+    if architecture is not None:
+        try:
+            check_architecture(architecture, "architecture")
+        except DomainError as error:
+            raise InvalidRecord(field=error.field, rule=error.rule) from None
 
 
 class AliasRecord(BaseModel):
@@ -42,12 +65,13 @@ class AliasRecord(BaseModel):
 
     ``facts`` and ``inspector_version`` are the inspection record as the host validated it at
     publication; ``identity`` is the artifact's ``(st_dev, st_ino)`` on the publishing host;
-    ``chain`` the verified chain of the source, when the artifact came from a verified import.
+    ``chain`` the verified chain of the source, when the artifact came from a verified import;
+    ``architecture`` what the image runs on (None: published before it was recorded).
     """
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = RECORD_SCHEMA_VERSION
     name: str
     role: Role
     path: str
@@ -63,6 +87,7 @@ class AliasRecord(BaseModel):
     lifecycle_id: str
     published_at: str
     chain: VerifiedChain | None = None
+    architecture: str | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> AliasRecord:
@@ -74,7 +99,7 @@ class AliasRecord(BaseModel):
             self.source_digest,
             self.chain,
         )
-        _check_version(self.schema_version, self.chain)
+        _check_version(self.schema_version, self.chain, self.architecture)
         return self
 
     def canonical_bytes(self) -> bytes:
@@ -83,12 +108,85 @@ class AliasRecord(BaseModel):
     def summary(self) -> dict[str, object]:
         """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
         data = self.model_dump(mode="json", include=set(SUMMARY_KEYS))
-        return {key: data[key] for key in SUMMARY_KEYS}
+        return {key: data.get(key) for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
         """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
         data = self.model_dump(mode="json", include=set(DETAIL_KEYS))
-        return {key: data[key] for key in DETAIL_KEYS}
+        return {key: data.get(key) for key in DETAIL_KEYS}
+
+
+class AliasDocument(BaseModel):
+    """An alias file: the alias's entries, one per architecture, all of one role.
+
+    Written in schema version 3 only. A record written before architectures were recorded is
+    read as a document of that one entry (``legacy``), whose ``canonical_bytes`` are the
+    record's own; it is replaced whole when the alias is rebound, never extended.
+    """
+
+    model_config = FROZEN
+
+    schema_version: Literal[3] = RECORD_SCHEMA_VERSION
+    name: str
+    entries: tuple[AliasRecord, ...]
+
+    @model_validator(mode="after")
+    def _rules(self) -> AliasDocument:
+        paths.name(self.name)
+        if not self.entries:
+            raise InvalidRecord(field="entries", rule="must hold at least one entry")
+        for entry in self.entries:
+            if entry.name != self.name:
+                raise InvalidRecord(field="entries.name", rule=f"must be {self.name!r}")
+        if self.legacy:
+            return self
+        architectures = [entry.architecture for entry in self.entries]
+        if None in architectures:
+            raise InvalidRecord(
+                field="entries.architecture", rule="every entry names its architecture"
+            )
+        if architectures != sorted(set(architectures)):  # type: ignore[type-var]
+            raise InvalidRecord(
+                field="entries", rule="one entry per architecture, sorted by architecture"
+            )
+        if len({entry.role for entry in self.entries}) != 1:
+            raise InvalidRecord(field="entries.role", rule="every entry has the alias's role")
+        return self
+
+    @classmethod
+    def of(cls, *entries: AliasRecord) -> AliasDocument:
+        """The document of ``entries`` (at least one, one name), sorted by architecture."""
+        ordered = sorted(entries, key=lambda entry: entry.architecture or "")
+        return cls(name=entries[0].name, entries=tuple(ordered))
+
+    @property
+    def legacy(self) -> bool:
+        """One record written before architectures were recorded."""
+        return len(self.entries) == 1 and self.entries[0].architecture is None
+
+    @property
+    def role(self) -> Role:
+        return self.entries[0].role
+
+    @property
+    def architectures(self) -> tuple[str | None, ...]:
+        return tuple(entry.architecture for entry in self.entries)
+
+    def entry(self, architecture: str | None) -> AliasRecord | None:
+        for entry in self.entries:
+            if entry.architecture == architecture:
+                return entry
+        return None
+
+    def with_entry(self, record: AliasRecord) -> AliasDocument:
+        """This document with ``record``'s architecture bound to ``record``, the others kept."""
+        others = [entry for entry in self.entries if entry.architecture != record.architecture]
+        return AliasDocument.of(*others, record)
+
+    def canonical_bytes(self) -> bytes:
+        if self.legacy:
+            return self.entries[0].canonical_bytes()
+        return canonical_json(self.model_dump(mode="json"))
 
 
 class RoleFacts(BaseModel):
@@ -107,24 +205,27 @@ class SourceRecord(BaseModel):
 
     ``chain``: what the import job verified from the pinned digest to the bytes squashed; None
     in a record written before it verified anything (version 1, or rewritten from one), which
-    names an artifact but proves nothing about where it came from.
+    names an artifact but proves nothing about where it came from. ``source_digest`` is the
+    chain's pin, or its per-architecture manifest (the same image, asked for by that digest).
+    ``architecture``: the image's (None: recorded before it was, and then it answers nothing).
     """
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = RECORD_SCHEMA_VERSION
     source_digest: str
     source: str
     sqsh_sha256: str
     roles: dict[Role, RoleFacts]
     chain: VerifiedChain | None = None
+    architecture: str | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> SourceRecord:
         hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
         hex_digest(self.sqsh_sha256, "sqsh_sha256")
         check_chain_source(self.source_digest, self.chain)
-        _check_version(self.schema_version, self.chain)
+        _check_version(self.schema_version, self.chain, self.architecture)
         return self
 
     @property
@@ -150,15 +251,51 @@ class PublicationMarker(BaseModel):
 
     A process that finds it (under the alias lock) finishes the publication when the artifact
     is in place with the recorded digest, else drops it: the old alias record was never touched.
+    Version 2 holds the whole alias ``document`` to write and every source record; version 1
+    (one record, at most one source) is still finished.
     """
 
     model_config = FROZEN
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = MARKER_SCHEMA_VERSION
     candidate: str | None
     """The attempt's candidate to move into the store (import), or None."""
     alias: AliasRecord
-    source: SourceRecord | None
+    """The entry being published: its artifact must be in place for the rest to be written."""
+    source: SourceRecord | None = None
+    document: AliasDocument | None = absent_when_none()
+    sources: tuple[SourceRecord, ...] = ()
+
+    @model_validator(mode="after")
+    def _rules(self) -> PublicationMarker:
+        if self.schema_version == 1 and (self.document is not None or self.sources):
+            raise InvalidRecord(field="marker", rule="version 1 holds one record and one source")
+        if self.schema_version == 2 and (self.document is None or self.source is not None):
+            raise InvalidRecord(field="marker", rule="version 2 holds a document and sources")
+        if self.document is not None and self.document.entry(self.alias.architecture) != (
+            self.alias
+        ):
+            raise InvalidRecord(field="marker.document", rule="must hold the published entry")
+        return self
+
+    @classmethod
+    def of(
+        cls,
+        candidate: str | None,
+        document: AliasDocument,
+        alias: AliasRecord,
+        sources: tuple[SourceRecord, ...],
+    ) -> PublicationMarker:
+        return cls(candidate=candidate, alias=alias, document=document, sources=sources)
+
+    @property
+    def alias_document(self) -> AliasDocument:
+        """The alias as the publication leaves it."""
+        return self.document if self.document is not None else AliasDocument.of(self.alias)
+
+    @property
+    def source_records(self) -> tuple[SourceRecord, ...]:
+        return self.sources if self.source is None else (self.source,)
 
 
 def facts_of(record: InspectionRecord, lifecycle_id: str) -> RoleFacts:
@@ -179,18 +316,29 @@ def _load(kind: type[_Record], data: bytes, what: str) -> _Record:
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         cause = first.get("ctx", {}).get("error")
-        if isinstance(cause, DomainError):
-            raise InvalidRecord(field=f"{what}.{cause.field}", rule=cause.rule) from None
         location = ".".join(str(part) for part in first["loc"])
+        if isinstance(cause, DomainError):  # raised by a model's rules, at the model's location
+            within = [what, *(str(part) for part in first["loc"])]
+            named = cause.field.split(".")
+            if len(within) > 1 and within[-1] == named[0]:  # a field's own rule names itself
+                within.pop()
+            raise InvalidRecord(field=".".join(within + named), rule=cause.rule) from None
         raise InvalidRecord(
             field=f"{what}.{location}" if location else what, rule=first["msg"]
         ) from None
     return record
 
 
-def load_alias(data: bytes) -> AliasRecord:
-    """Parse ``aliases/<name>.json``; raise ``InvalidRecord`` naming the field at fault."""
-    return _load(AliasRecord, data, "alias")
+_DOCUMENT = re.compile(rb'\s*\{\s*"entries"\s*:')
+"""An alias document's first key (keys are sorted); an older record's is another."""
+
+
+def load_alias(data: bytes) -> AliasDocument:
+    """Parse ``aliases/<name>.json`` (a document, or one record of an older schema version);
+    raise ``InvalidRecord`` naming the field at fault."""
+    if len(data) <= STORE_RECORD_MAX_BYTES and _DOCUMENT.match(data):
+        return _load(AliasDocument, data, "alias")
+    return AliasDocument.of(_load(AliasRecord, data, "alias"))
 
 
 def load_source(data: bytes) -> SourceRecord:

@@ -4,28 +4,42 @@ record as a launcher reads it: as it was written, without the model library.
 The record was validated when it was published and ``show --verify`` validates it again
 (``publication.load_alias``), so a plain read checks the printed keys' types and the alias
 fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too), not the rest
-of the record. ``chain`` is printed as null for a record written before it existed.
+of the record. ``chain`` is printed as null for a record written before it existed, and
+``architecture`` as null ("unknown") for one written before architectures were recorded.
+
+An alias file holds one entry per architecture (``publication.AliasDocument``); ``show``
+resolves one of them (``choose_entry``), ``list`` prints each.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slurm_image.domain import paths
-from slurm_image.domain.errors import DomainError, InvalidRecord
+from slurm_image.domain.architecture import ARCHITECTURES, from_machine
+from slurm_image.domain.errors import DomainError, InvalidRecord, NoImageForArchitecture
 from slurm_image.domain.roles import ROLES
 from slurm_image.domain.store_layout import hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
 
-SUMMARY_KEYS = ("name", "role", "path", "sqsh_sha256", "source", "source_digest", "published_at")
+SUMMARY_KEYS = (
+    "name",
+    "architecture",
+    "role",
+    "path",
+    "sqsh_sha256",
+    "source",
+    "source_digest",
+    "published_at",
+)
 """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
 DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
 """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
-_OPTIONAL_KEYS = ("chain",)
-"""Printed as null when absent: schema version 1 records have no chain."""
+_OPTIONAL_KEYS = ("chain", "architecture")
+"""Printed as null when absent: older records have no chain, no architecture."""
 _TEXT_KEYS = (
     "name",
     "role",
@@ -56,44 +70,118 @@ def check_alias_fields(
     check_chain_source(source_digest, chain)
 
 
+def choose_entry(
+    name: str,
+    architectures: Sequence[str | None],
+    *,
+    asked: str | None,
+    machine: str | None,
+) -> int:
+    """The index of the entry ``show`` resolves among an alias's ``architectures``: the one
+    ``asked`` for, else the one of the ``machine`` asking (``platform.machine()``). A record
+    written before architectures were recorded (the one entry, None) answers only when no
+    architecture is asked for. Raises ``NoImageForArchitecture`` naming what the alias has."""
+    wanted = asked if asked is not None else from_machine(machine or "")
+    if wanted is not None and wanted in architectures:
+        return architectures.index(wanted)
+    if asked is None and list(architectures) == [None]:
+        return 0
+    has = ", ".join(architecture or "unknown" for architecture in architectures)
+    if wanted is None:
+        rule = f"this machine ({machine or 'unknown'}) is none of {', '.join(ARCHITECTURES)}"
+    else:
+        rule = f"alias {name} has no image for {wanted}"
+    raise NoImageForArchitecture(
+        field="arch", rule=f"{rule}; {name} has: {has} (choose one with --arch)", value=wanted
+    )
+
+
 @dataclass(frozen=True)
 class PublishedAlias:
-    """One alias record as read from the store, with the keys ``show`` and ``list`` print."""
+    """One entry of an alias as read from the store, with the keys ``show`` and ``list`` print,
+    and the ``architectures`` of every entry the alias has."""
 
     record: Mapping[str, Any]
+    architectures: tuple[str | None, ...] = ()
 
     def summary(self) -> dict[str, object]:
-        return {key: self.record[key] for key in SUMMARY_KEYS}
+        return {key: self.record.get(key) for key in SUMMARY_KEYS}
 
     def details(self) -> dict[str, object]:
         return {key: self.record.get(key) for key in DETAIL_KEYS}
 
 
-def read_published(data: bytes, name: str) -> PublishedAlias:
-    """The alias record ``data`` of ``name``; raises ``InvalidRecord`` naming the field."""
+@dataclass(frozen=True)
+class PublishedEntries:
+    """Every entry of one alias file, as read."""
+
+    name: str
+    entries: tuple[PublishedAlias, ...]
+
+    @property
+    def architectures(self) -> tuple[str | None, ...]:
+        return tuple(entry.record.get("architecture") for entry in self.entries)
+
+    def resolve(self, *, asked: str | None, machine: str | None) -> PublishedAlias:
+        index = choose_entry(self.name, self.architectures, asked=asked, machine=machine)
+        return self.entries[index]
+
+
+def read_published(data: bytes, name: str) -> PublishedEntries:
+    """The alias file ``data`` of ``name``: a document of entries, or one record of an older
+    schema version; raises ``InvalidRecord`` naming the field."""
     try:
-        record = json.loads(data)
+        parsed = json.loads(data)
     except (ValueError, RecursionError):
         raise InvalidRecord(field="alias", rule="is not a JSON object") from None
-    if not isinstance(record, dict):
+    if not isinstance(parsed, dict):
         raise InvalidRecord(field="alias", rule="is not a JSON object")
+    if "entries" not in parsed:
+        record = _read_entry(parsed, name, "alias")
+        if record.get("architecture") is not None:
+            raise InvalidRecord(field="alias.architecture", rule="is recorded in entries only")
+        return PublishedEntries(name, (PublishedAlias(record, (None,)),))
+    entries = parsed["entries"]
+    if parsed.get("name") != name or not isinstance(entries, list) or not entries:
+        raise InvalidRecord(field="alias.entries", rule=f"must be the entries of {name}")
+    records = [
+        _read_entry(entry, name, f"alias.entries.{index}") for index, entry in enumerate(entries)
+    ]
+    architectures = tuple(record.get("architecture") for record in records)
+    if None in architectures or len(set(architectures)) != len(architectures):
+        raise InvalidRecord(
+            field="alias.entries.architecture", rule="one entry per named architecture"
+        )
+    return PublishedEntries(
+        name, tuple(PublishedAlias(record, architectures) for record in records)
+    )
+
+
+def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(record, dict):
+        raise InvalidRecord(field=where, rule="is not a JSON object")
+    architecture = record.get("architecture")
+    if architecture is not None and architecture not in ARCHITECTURES:
+        raise InvalidRecord(
+            field=f"{where}.architecture", rule=f"must be one of {', '.join(ARCHITECTURES)}"
+        )
     for key in DETAIL_KEYS:
         if key not in record and key not in _OPTIONAL_KEYS:
-            raise InvalidRecord(field=f"alias.{key}", rule="is required")
+            raise InvalidRecord(field=f"{where}.{key}", rule="is required")
     for key in _TEXT_KEYS:
         if not isinstance(record[key], str):
-            raise InvalidRecord(field=f"alias.{key}", rule="must be a string")
+            raise InvalidRecord(field=f"{where}.{key}", rule="must be a string")
     if record["source_digest"] is not None and not isinstance(record["source_digest"], str):
-        raise InvalidRecord(field="alias.source_digest", rule="must be a string or null")
+        raise InvalidRecord(field=f"{where}.source_digest", rule="must be a string or null")
     if type(record["size"]) is not int:
-        raise InvalidRecord(field="alias.size", rule="must be an integer")
+        raise InvalidRecord(field=f"{where}.size", rule="must be an integer")
     if not isinstance(record["facts"], dict):
-        raise InvalidRecord(field="alias.facts", rule="must be an object")
+        raise InvalidRecord(field=f"{where}.facts", rule="must be an object")
     if record["role"] not in ROLES:
-        raise InvalidRecord(field="alias.role", rule=f"must be one of {', '.join(ROLES)}")
+        raise InvalidRecord(field=f"{where}.role", rule=f"must be one of {', '.join(ROLES)}")
     if record["name"] != name:
         raise InvalidRecord(
-            field="alias.name", rule=f"is {record['name']!r}, not the alias {name!r}"
+            field=f"{where}.name", rule=f"is {record['name']!r}, not the alias {name!r}"
         )
     try:
         chain = record.get("chain")
@@ -106,5 +194,5 @@ def read_published(data: bytes, name: str) -> PublishedAlias:
             None if chain is None else VerifiedChain.from_mapping(chain),
         )
     except DomainError as error:
-        raise InvalidRecord(field=f"alias.{error.field}", rule=error.rule) from None
-    return PublishedAlias(record)
+        raise InvalidRecord(field=f"{where}.{error.field}", rule=error.rule) from None
+    return record

@@ -11,6 +11,7 @@ from __future__ import annotations
 import textwrap
 
 from slurm_image.domain import job_steps, paths, verified_chain
+from slurm_image.domain.architecture import ARCHITECTURES, elf_machine, oci_name
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
@@ -23,6 +24,9 @@ SQUASH_DEFAULT = "-comp lzo -noD"
 SQUASH_MEM_MIN_MIB = 64
 # The host id the image's side of root's job runs as (the kernel's overflow id): never root.
 SANDBOX_ID = 65534
+# Where the kernel lists its binfmt_misc handlers (a header value, so that a test can point the
+# job at handlers of its own).
+BINFMT_MISC = "/proc/sys/fs/binfmt_misc"
 
 EXIT_CODES: dict[int, str] = {
     64: "the job's Slurm environment is unusable (CPU count, job id)",
@@ -31,7 +35,7 @@ EXIT_CODES: dict[int, str] = {
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
     71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
-    73: "candidate.sqsh, its partial file or chain.json already exists",
+    73: "candidate.sqsh, its partial file, chain.json or the architecture record already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result (the inspector refused the image or failed)",
@@ -40,6 +44,10 @@ EXIT_CODES: dict[int, str] = {
     79: "the registry's answer does not match the pinned digest (or the image config names a"
     " path outside the root)",
     80: "the node cannot sandbox the image (setpriv, unshare, user and PID namespaces)",
+    81: "the node cannot run executables of the architecture asked for (neither its own nor one"
+    " of a binfmt_misc handler with flag F, e.g. qemu-user-static)",
+    82: "the image is not of the architecture the job imported for (its config names another,"
+    " or its index names no manifest for it)",
 }
 
 
@@ -101,6 +109,8 @@ def _assignments(plan: Plan) -> list[str]:
         ("REQUIRE", _required_distributions(plan)),
         ("SANDBOX_ID", str(SANDBOX_ID)),
         ("RESULT_MAX_BYTES", str(MAX_INSPECTION_BYTES)),
+        ("ARCHITECTURE", plan.architecture or ""),
+        ("ARCHITECTURE_RECORD", layout.architecture_record),
     ]
     unread = dict(_UNREAD_BY_ANY)
     if plan.operation != "import_oci":
@@ -112,7 +122,20 @@ def _assignments(plan: Plan) -> list[str]:
         lines.append(f"readonly {key}={quote(value, key)}")
         if key == "JOB_DIR":
             lines.append(attempt_parents(layout))
-    return lines
+    return lines + architecture_assignments()
+
+
+def architecture_assignments() -> list[str]:
+    """What the architecture rules (step ``architecture-rules``, the job's and the doctor's)
+    read: ``ARCHITECTURES``, each ``UNAME:OCI:E_MACHINE`` (domain/architecture.py), and where
+    the binfmt_misc handlers are listed."""
+    table = " ".join(
+        quote(f"{name}:{oci_name(name)}:{elf_machine(name)}") for name in ARCHITECTURES
+    )
+    return [
+        f"readonly ARCHITECTURES=({table})",
+        f"readonly BINFMT_MISC={quote(BINFMT_MISC, 'BINFMT_MISC')}",
+    ]
 
 
 def attempt_parents(layout: paths.AttemptLayout) -> str:
@@ -220,6 +243,8 @@ JOB_SLURM_VARIABLES = (
 # The steps after the assignments, in the order the job runs them (files in job_steps/). 1b:
 # no path is trusted before the directories on its way are checked, by the rules of
 # domain/paths.py (shared_/own_directory_problem) written in bash; the doctor runs them too.
+# 5d: the architecture (the plan's, else the node's for an import) and whether this node runs
+# it, by the rule of step ``architecture-rules``, which the doctor reports with.
 CHECK_STEPS = (
     "helpers",
     "01-requeue",
@@ -233,6 +258,8 @@ CHECK_STEPS = (
     "05-enroot-version",
     "05b-sandbox",
     "05c-sandbox-check",
+    "architecture-rules",
+    "05d-architecture",
 )
 # Import plans only (an inspect script holds no ``enroot import`` at all): 6a the URI form the
 # node's Enroot reads and the import run so that a failure says why; 6b the staged registry

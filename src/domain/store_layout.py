@@ -6,8 +6,9 @@ reader opens one file and publishers of different aliases never touch the same f
 
 - ``artifacts/<sqsh sha256>.sqsh`` (0444): the content-addressed images;
 - ``aliases/<name>.json``: the published record of one alias (``AliasRecord``);
-- ``sources/<source digest hex>.json``: which artifact an OCI source became, with the facts
-  recorded for it per role (``SourceRecord``);
+- ``sources/<source digest hex>.<architecture>.json``: which artifact an OCI source became
+  for that architecture, with the facts recorded for it per role (``SourceRecord``);
+  ``sources/<source digest hex>.json``: the same, recorded before architectures were;
 - ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
   publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
   under ``.tmp/`` is ever read as published state.
@@ -16,11 +17,14 @@ reader opens one file and publishers of different aliases never touch the same f
 from __future__ import annotations
 
 from slurm_image.domain import paths
+from slurm_image.domain.architecture import ARCHITECTURES, check_architecture
 from slurm_image.domain.canonical import SHA256_HEX
 from slurm_image.domain.errors import InvalidRecord
 
-STORE_RECORD_MAX_BYTES = 4 * 1024 * 1024
-"""Alias and source records hold an image's facts (up to 10 000 distributions)."""
+STORE_RECORD_MAX_BYTES = 16 * 1024 * 1024
+"""Records hold an image's facts (an inspection is at most 1 MiB): an alias file one entry per
+architecture (three), a source record one per role, a publication marker an alias file, its
+entry and two source records."""
 ARTIFACT_MODE = 0o444
 RECORD_MODE = 0o644
 PUBLIC_DIRECTORY_MODE = 0o755
@@ -79,9 +83,13 @@ class StoreLayout:
     def alias(self, name: str) -> str:
         return f"{self.aliases}/{paths.name(name)}.json"
 
-    def source(self, source_digest: str) -> str:
+    def source(self, source_digest: str, architecture: str | None) -> str:
+        """The source record of ``source_digest`` for ``architecture`` (None: the record of a
+        source imported before architectures were recorded)."""
         digest = hex_digest(source_digest.removeprefix("sha256:"), "source_digest")
-        return f"{self.sources}/{digest}.json"
+        if architecture is None:
+            return f"{self.sources}/{digest}.json"
+        return f"{self.sources}/{digest}.{check_architecture(architecture, 'architecture')}.json"
 
     def marker(self, name: str) -> str:
         """The transaction marker of a publication of ``name`` (present while it is torn)."""
@@ -94,6 +102,19 @@ class StoreLayout:
             return None
         digest = path[len(prefix) : -len(".sqsh")]
         return digest if SHA256_HEX.fullmatch(digest) else None
+
+
+def source_entry(entry: str) -> tuple[str, str | None] | None:
+    """The (source digest, architecture) a file name in ``sources/`` stands for, or None."""
+    stem = entry.removesuffix(".json")
+    if stem == entry:
+        return None
+    digest, _, architecture = stem.partition(".")
+    if not SHA256_HEX.fullmatch(digest):
+        return None
+    if not architecture:
+        return f"sha256:{digest}", None
+    return (f"sha256:{digest}", architecture) if architecture in ARCHITECTURES else None
 
 
 def hex_digest(value: str, field: str) -> str:

@@ -99,12 +99,15 @@ def validate_chain_record(
 
 
 def check_chain_source(source_digest: str | None, chain: VerifiedChain | None) -> None:
-    """A record's chain proves its source: the chain's pin is the record's source digest."""
+    """A record's chain proves its source: the record's source digest is the chain's pin, or
+    the per-architecture manifest the pin led to (the same image, asked for by its own digest)."""
     if chain is None:
         return
     if source_digest is None:
         raise InvalidRecord(field="chain", rule="is recorded only for a source digest")
-    if chain.pinned != source_digest:
+    if source_digest not in (chain.pinned, chain.manifest):
         raise InvalidRecord(
-            field="chain.pinned", rule="must equal source_digest", value=chain.pinned
+            field="chain.pinned",
+            rule="must equal source_digest (or the chain's manifest must)",
+            value=chain.pinned,
         )

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from slurm_image.domain.architecture import check_architecture
 from slurm_image.entrypoints.container import Container, build_container
 from slurm_image.entrypoints.profile_loader import load_profile, profile_path
 
@@ -35,11 +36,13 @@ if TYPE_CHECKING:
     from slurm_image.domain.request import Operation, Request
 
 
-def make_request(operation: Operation, *, name: str, role: str, source: str) -> Request:
+def make_request(
+    operation: Operation, *, name: str, role: str, source: str, architecture: str | None
+) -> Request:
     """``domain.request.make_request``, imported when a lifecycle is first asked for."""
     from slurm_image.domain.request import make_request as make
 
-    return make(operation, name=name, role=role, source=source)
+    return make(operation, name=name, role=role, source=source, architecture=architecture)
 
 
 class Lifecycles:
@@ -77,9 +80,17 @@ class Lifecycles:
 
     # -- lifecycles ----------------------------------------------------------------------
 
-    def plan(self, operation: Operation, source: str, *, name: str, role: str) -> PlannedLifecycle:
+    def plan(
+        self,
+        operation: Operation,
+        source: str,
+        *,
+        name: str,
+        role: str,
+        arch: str | None = None,
+    ) -> PlannedLifecycle:
         """The plan and script, creating nothing (``--dry-run``)."""
-        request = make_request(operation, name=name, role=role, source=source)
+        request = make_request(operation, name=name, role=role, source=source, architecture=arch)
         return self.container.plan_lifecycle()(request, self.profile, self.selection)
 
     def import_image(
@@ -94,9 +105,12 @@ class Lifecycles:
         replace: bool = False,
         force: bool = False,
         on_poll: Progress | None = None,
+        arch: str | None = None,
     ) -> Outcome:
-        """Import a digest-pinned OCI reference (see ``run`` for the options)."""
-        request = make_request("import_oci", name=name, role=role, source=source)
+        """Import a digest-pinned OCI reference for ``arch`` (x86_64, aarch64, ppc64le; None:
+        the profile's ``[image_build] arch``, else the build node's). See ``run`` for the
+        other options."""
+        request = make_request("import_oci", name=name, role=role, source=source, architecture=arch)
         return self.run(
             request,
             submit=submit,
@@ -118,9 +132,11 @@ class Lifecycles:
         timeout_s: float | None = None,
         replace: bool = False,
         on_poll: Progress | None = None,
+        arch: str | None = None,
     ) -> Outcome:
-        """Inspect an existing ``.sqsh`` in place (see ``run`` for the options)."""
-        request = make_request("inspect_sqsh", name=name, role=role, source=sqsh)
+        """Inspect an existing ``.sqsh`` in place; ``arch``: the architecture it must be (None:
+        whatever it runs as). See ``run`` for the other options."""
+        request = make_request("inspect_sqsh", name=name, role=role, source=sqsh, architecture=arch)
         return self.run(
             request, submit=submit, wait=wait, timeout_s=timeout_s, replace=replace, on_poll=on_poll
         )
@@ -176,12 +192,24 @@ class Lifecycles:
 
     # -- the catalog ---------------------------------------------------------------------
 
-    def resolve(self, name: str, *, verify: bool = False) -> AliasRecord:
-        """The published record of ``name`` (``verify``: the artifact re-hashed first)."""
+    def resolve(self, name: str, *, verify: bool = False, arch: str | None = None) -> AliasRecord:
+        """The published entry of ``name`` for ``arch``, else for this machine's architecture
+        (``verify``: the artifact re-hashed first). ``NoImageForArchitecture`` (exit 2) names
+        the architectures the alias has when it has none for that one."""
         catalog = self.container.catalog()
-        return catalog.verify(name) if verify else catalog.show(name)
+        if arch is not None:
+            check_architecture(arch)
+        if verify:
+            return catalog.verify(name, arch=arch)
+        return catalog.show(name, arch=arch)
+
+    def architectures(self, name: str) -> tuple[str | None, ...]:
+        """The architectures ``name`` has an image for (None: published before they were
+        recorded)."""
+        return self.container.catalog().document(name).architectures
 
     def list_aliases(self) -> list[AliasRecord]:
+        """Every entry of every alias, one per architecture."""
         return self.container.catalog().list()
 
     def unregister(self, name: str) -> str:

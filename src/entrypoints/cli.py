@@ -107,6 +107,7 @@ class LifecycleFlags:
     timeout_s: float | None = None
     replace: bool = False
     force: bool = False
+    arch: str | None = None
 
 
 def _lifecycle_command(
@@ -126,10 +127,12 @@ def _lifecycle_command(
             raise InvalidRequest(
                 field="wait", rule="needs a submitted job: not with --dry-run or --no-submit"
             )
-        request = make_request(operation, name=name, role=role, source=source)
+        request = make_request(
+            operation, name=name, role=role, source=source, architecture=flags.arch
+        )
         lifecycles = _lifecycles(options)
         if flags.dry_run:
-            planned = lifecycles.plan(operation, source, name=name, role=role)
+            planned = lifecycles.plan(operation, source, name=name, role=role, arch=flags.arch)
             plan_data = planned.plan.model_dump(mode="json")
             human = (
                 f"lifecycle {planned.plan.lifecycle_id} (dry run: nothing created)\n"
@@ -187,14 +190,16 @@ def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
 def import_command(options: Options, args: Namespace) -> None:
     """Import a digest-pinned OCI image into a verified .sqsh and inspect it."""
     flags = LifecycleFlags(
-        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, args.force
+        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, args.force, args.arch
     )
     _lifecycle_command(options, "import_oci", args.source, args.name, args.role, flags)
 
 
 def inspect_command(options: Options, args: Namespace) -> None:
     """Inspect an existing .sqsh in place."""
-    flags = LifecycleFlags(args.dry_run, args.no_submit, args.wait, args.timeout, args.replace)
+    flags = LifecycleFlags(
+        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, arch=args.arch
+    )
     _lifecycle_command(options, "inspect_sqsh", args.source, args.name, args.role, flags)
 
 
@@ -346,13 +351,21 @@ def publish_command(options: Options, args: Namespace) -> None:
 
 
 def show_command(options: Options, args: Namespace) -> None:
-    """One alias: its verified .sqsh path and all its facts."""
+    """One alias, for this machine's architecture unless --arch: its verified .sqsh path and
+    all its facts."""
+    from slurm_image.domain.architecture import check_architecture
+
     verify = args.verify
     try:
+        arch = None if args.arch is None else check_architecture(args.arch)
         if verify:
-            details = _lifecycles(options).resolve(args.name, verify=True).details()
+            lifecycles = _lifecycles(options)
+            details = lifecycles.resolve(args.name, verify=True, arch=arch).details() | {
+                "architectures": list(lifecycles.architectures(args.name))
+            }
         else:
-            details = _catalog_reader(options).show(args.name).details()
+            published = _catalog_reader(options).show(args.name, arch=arch)
+            details = published.details() | {"architectures": list(published.architectures)}
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
     checked = " (artifact re-hashed: matches)" if verify else ""
@@ -373,6 +386,7 @@ def list_command(options: Options, args: Namespace) -> None:
     rows = [
         (
             str(s["name"]),
+            str(s["architecture"] or "unknown"),
             str(s["role"]),
             str(s["sqsh_sha256"])[:12],
             str(s["published_at"])[:19] + "Z",
@@ -381,11 +395,12 @@ def list_command(options: Options, args: Namespace) -> None:
         for s in summaries
     ]
     human = (
-        _table(("NAME", "ROLE", "SHA256", "PUBLISHED", "PATH"), rows)
+        _table(("NAME", "ARCH", "ROLE", "SHA256", "PUBLISHED", "PATH"), rows)
         if rows
         else "no images published yet"
     )
-    _emit(options, {"images": summaries}, human, "\n".join(row[0] for row in rows))
+    names = dict.fromkeys(row[0] for row in rows)
+    _emit(options, {"images": summaries}, human, "\n".join(names))
 
 
 def unregister_command(options: Options, args: Namespace) -> None:
@@ -474,6 +489,11 @@ def _lifecycle_options(parser: arguments.Parser) -> None:
     parser.add_argument(
         "--no-submit", action="store_true", help="Stage only; submit later with `submit ID`."
     )
+    _arch(
+        parser,
+        "Architecture x86_64, aarch64 or ppc64le: import builds for it (default: the"
+        " profile's, else the node's); inspect requires the image to be it.",
+    )
     parser.add_argument(
         "--wait", action="store_true", help="Wait for the job and publish its result."
     )
@@ -494,6 +514,10 @@ def _timeout(parser: arguments.Parser) -> None:
 
 def _id(parser: arguments.Parser) -> None:
     parser.add_argument("lifecycle_id", metavar="ID", help="A lifecycle id.")
+
+
+def _arch(parser: arguments.Parser, help_text: str) -> None:
+    parser.add_argument("--arch", metavar="A", help=help_text)
 
 
 def _alias(parser: arguments.Parser) -> None:
@@ -532,6 +556,7 @@ def parser() -> arguments.Parser:
     shown.add_argument(
         "--verify", action="store_true", help="Re-hash the artifact against its digest."
     )
+    _arch(shown, "The alias's image for A (default: this machine's architecture).")
     _command(commands, "list", list_command, _doc(list_command))
     _alias(_command(commands, "unregister", unregister_command, _doc(unregister_command)))
     _id(_command(commands, "cleanup", cleanup_command, _doc(cleanup_command)))

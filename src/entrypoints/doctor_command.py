@@ -1,4 +1,5 @@
-"""``slurm-image doctor``: one line per check (``--json``: ``checks``, ``enroot_version``).
+"""``slurm-image doctor``: one line per check (``--json``: ``checks``, ``enroot_version``,
+``architecture``, ``runs_architectures``).
 
 Exit 0 only when every check passed; otherwise the code of the first failed check's kind
 (docs/cli.md, "Exit codes"): 2 the profile or the workspace root, 3 the submitter or the partition,
@@ -32,6 +33,7 @@ DEFAULT_TIMEOUT_S = 300.0
 
 def exit_code(report: DoctorReport) -> int:
     from slurm_image.application.doctor import (
+        ARCHITECTURE,
         ENROOT,
         JOB,
         LOCAL_SCRATCH,
@@ -53,6 +55,7 @@ def exit_code(report: DoctorReport) -> int:
         SQUASHFS_TOOLS: EXIT_JOB_FAILED,
         LOCAL_SCRATCH: EXIT_JOB_FAILED,
         SANDBOX: EXIT_JOB_FAILED,
+        ARCHITECTURE: EXIT_JOB_FAILED,
     }
     failed = report.first_failure
     return EXIT_OK if failed is None else exit_for_check[failed.name]

@@ -17,8 +17,9 @@ Exit codes:
      one directory, console script not found, unreadable metadata); nothing written
   4  the record could not be written; nothing left behind
 
-The record is one JSON object (schema_version 2): role, sqsh_sha256, inspector_version and the
-facts of the role. When a distribution is installed more than once on sys.path (apt's pip in
+The record is one JSON object (schema_version 3): role, sqsh_sha256, inspector_version, machine
+(platform.machine(): the architecture the image's python3 runs as, natively or emulated) and
+the facts of the role. When a distribution is installed more than once on sys.path (apt's pip in
 /usr/lib/python3/dist-packages plus `pip install --upgrade pip` in /usr/local), the effective
 copy is the one Python's import system finds first on sys.path, which is what `python3 -m pip`
 and every `pip` script import: its facts are recorded, the others are listed under `shadowed`.
@@ -35,14 +36,15 @@ import importlib.metadata
 import io
 import json
 import os
+import platform
 import re
 import sys
 import sysconfig
 import tempfile
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-INSPECTOR_VERSION = "2.0.0"
-SCHEMA_VERSION = 2
+INSPECTOR_VERSION = "3.0.0"
+SCHEMA_VERSION = 3
 ROLES = ("client", "serving")
 REQUIRE_ENV = "SLURM_IMAGE_REQUIRE"
 
@@ -412,6 +414,7 @@ def build_record(role: str, sqsh_sha256: str, facts: Dict[str, Any]) -> Dict[str
         "inspector_version": INSPECTOR_VERSION,
         "role": role,
         "sqsh_sha256": sqsh_sha256,
+        "machine": platform.machine() or "unknown",
         "facts": facts,
     }
 

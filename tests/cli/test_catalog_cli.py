@@ -34,6 +34,7 @@ class Site(CliSite):
         Path(attempt.in_job("candidate.sqsh")).write_bytes(sqsh)
         Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", sqsh))
         Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+        Path(attempt.architecture_record).write_bytes(b"x86_64\n")
         self.scheduler.finish(submitted["job_id"])
         return str(lifecycle_id)
 
@@ -46,6 +47,7 @@ def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Site:
         f'workspace_root = "{root}"\n'
         "[image_build]\n"
         'partition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
+        'arch = "x86_64"\n'
         '[submitter]\nkind = "fake"\n'
     )
     return Site(root, capsys, fake_scheduler(tmp_path, monkeypatch))
@@ -64,6 +66,7 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
     assert [image["name"] for image in listed["images"]] == ["app"]
     assert set(listed["images"][0]) == {
         "name",
+        "architecture",
         "role",
         "path",
         "sqsh_sha256",
@@ -74,7 +77,8 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
     code, out, _ = site.run("list")
     assert code == 0
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "ROLE", "SHA256", "PUBLISHED", "PATH"]
+    assert header.split() == ["NAME", "ARCH", "ROLE", "SHA256", "PUBLISHED", "PATH"]
+    assert row.split()[:3] == ["app", "x86_64", "client"]
     assert row.index(SHA[:12]) == header.index("SHA256")
     assert site.run("--quiet", "show", "app")[1] == f"{site.layout.artifact(SHA)}\n"
 
@@ -83,7 +87,9 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
     published = site.json("publish", site.finished_import())
     verified = site.json("show", "app", "--verify")
     assert verified.pop("verified") is True
-    assert site.json("show", "app") == verified == published
+    shown = site.json("show", "app")
+    assert shown.pop("architectures") == verified.pop("architectures") == ["x86_64"]
+    assert shown == verified == published
     human = site.run("show", "app")[1].splitlines()
     assert human[0] == "app"
     assert site.run("show", "app", "--verify")[1].splitlines()[1:] == human[1:]
@@ -93,12 +99,13 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
 def test_show_of_a_damaged_record_exits_5_naming_the_record(site: Site) -> None:
     site.json("publish", site.finished_import())
     alias = Path(site.layout.alias("app"))
-    record = json.loads(alias.read_text())
-    alias.write_text(json.dumps({**record, "path": "images/elsewhere.sqsh"}))
+    document = json.loads(alias.read_text())
+    document["entries"][0]["path"] = "images/elsewhere.sqsh"
+    alias.write_text(json.dumps(document))
     for command in (("show", "app"), ("show", "app", "--verify")):
         code, out, err = site.run(*command)
         assert code == 5 and out == "", command
-        assert err.startswith(f"slurm-image: error: {alias}: alias.path: "), err
+        assert err.startswith(f"slurm-image: error: {alias}: alias.entries.0.path: "), err
         assert len(err.splitlines()) == 1
 
 
@@ -150,10 +157,13 @@ def test_a_source_recorded_before_the_chain_runs_an_import_job_that_records_it(
     site: Site,
 ) -> None:
     site.json("publish", site.finished_import())
-    source = Path(site.layout.source(SOURCE_DIGEST))
+    source = Path(site.layout.source(SOURCE_DIGEST, "x86_64"))
     old = json.loads(source.read_text())
-    del old["chain"]
-    source.write_text(json.dumps({**old, "schema_version": 1}))
+    del old["chain"], old["architecture"]
+    source.unlink()
+    Path(site.layout.source(SOURCE_DIGEST, None)).write_text(
+        json.dumps({**old, "schema_version": 1})
+    )
     assert site.json("show", "app")["chain"]["pinned"] == f"sha256:{SOURCE_DIGEST}"
 
     again = site.json("import", SOURCE, "--name", "again", "--role", "client")
@@ -163,6 +173,7 @@ def test_a_source_recorded_before_the_chain_runs_an_import_job_that_records_it(
     Path(attempt.in_job("candidate.sqsh")).write_bytes(SQSH_BYTES)
     Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", SQSH_BYTES))
     Path(attempt.chain_record).write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+    Path(attempt.architecture_record).write_bytes(b"x86_64\n")
     site.scheduler.finish(again["job_id"])
     published = site.json("publish", again["lifecycle_id"])
     assert published["chain"] == json.loads(source.read_text())["chain"]
@@ -311,6 +322,7 @@ def _job_runs_while_waited_for(site: Site, monkeypatch: pytest.MonkeyPatch, exit
         (job_dir / "candidate.sqsh").write_bytes(SQSH_BYTES)
         (job_dir / "output" / "inspection.json").write_bytes(inspection("client", SQSH_BYTES))
         (job_dir / "chain.json").write_bytes(chain_json(f"sha256:{SOURCE_DIGEST}"))
+        (job_dir / "architecture").write_bytes(b"x86_64\n")
         site.scheduler.finish(job.job_id, exit_code)
 
     build = api.build_container
@@ -350,3 +362,38 @@ def test_wait_with_nothing_to_wait_for_exits_2(site: Site, flag: str) -> None:
     code, out, err = site.run("import", SOURCE, "--name", "a", "--role", "client", "--wait", flag)
     assert code == 2 and out == "" and err.startswith("slurm-image: error: wait: needs")
     assert not (site.root / "images").exists()
+
+
+@pytest.mark.parametrize(
+    ("arch", "rule"),
+    [("arm64", "use 'aarch64'"), ("amd64", "use 'x86_64'"), ("i686", "must be one of")],
+)
+def test_an_architecture_enroot_does_not_take_exits_2_and_stages_nothing(
+    site: Site, arch: str, rule: str
+) -> None:
+    code, _, err = site.run("import", SOURCE, "--name", "app", "--role", "client", "--arch", arch)
+    assert code == 2
+    assert "arch:" in err and rule in err
+    assert not Path(site.layout.jobs).exists()
+    code, _, err = site.run("show", "app", "--arch", arch)
+    assert code == 2 and "arch:" in err and rule in err
+
+
+def test_show_of_an_architecture_the_alias_lacks_exits_2_naming_what_it_has(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    for verify in ((), ("--verify",)):
+        code, out, err = site.run("show", "app", "--arch", "aarch64", *verify)
+        assert (code, out) == (2, "")
+        assert "no image for aarch64" in err and "has: x86_64" in err
+    shown = site.json("show", "app", "--arch", "x86_64", "--verify")
+    assert (shown["architecture"], shown["architectures"]) == ("x86_64", ["x86_64"])
+
+
+def test_the_profiles_architecture_is_planned_and_the_option_overrides_it(site: Site) -> None:
+    planned = site.json("import", SOURCE, "--name", "app", "--role", "client", "--dry-run")
+    assert planned["plan"]["architecture"] == "x86_64"
+    asked = site.json(
+        "import", SOURCE, "--name", "app", "--role", "client", "--dry-run", "--arch", "aarch64"
+    )
+    assert asked["plan"]["architecture"] == "aarch64"
+    assert asked["plan"]["request"]["architecture"] == "aarch64"

@@ -6,7 +6,6 @@ package, which then reports the modules it loaded."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import slurm_image.entrypoints.container as container_module
-from publish_support import chain_json
+from publish_support import chain_json, inspection
 from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.profile import parse_profile
@@ -109,21 +108,11 @@ def site(tmp_path: Path) -> dict[str, Path]:
     prepared = lifecycles.stage(request)
     submission = lifecycles.container.submit()(prepared)
     Path(prepared.plan.paths.sqsh).write_bytes(SQSH)
-    record = {
-        "schema_version": 1,
-        "inspector_version": "1.0.0",
-        "role": "client",
-        "sqsh_sha256": hashlib.sha256(SQSH).hexdigest(),
-        "facts": {
-            "python": {"implementation": "cpython", "version": "3.11.2", "abi": "cp311"},
-            "distributions": [{"name": "pip", "version": "23.0.1"}],
-            "installer": {"name": "pip", "version": "23.0.1", "path": "/usr/bin/pip"},
-        },
-    }
-    Path(prepared.plan.paths.result).write_text(json.dumps(record))
+    Path(prepared.plan.paths.result).write_bytes(inspection("client", SQSH))
     pinned = prepared.plan.source_digest
     assert pinned is not None
     Path(prepared.plan.paths.job_dir, "chain.json").write_bytes(chain_json(pinned))
+    Path(prepared.plan.paths.job_dir, "architecture").write_bytes(b"x86_64\n")
     lifecycles.container.submitter().finish(submission.job_id, 0)
     lifecycles.publish(prepared.lifecycle_id)
     return {"fake": fake, "sbatch": _profile(tmp_path / "sbatch.toml", root, "sbatch", sbatch)}

@@ -1,4 +1,5 @@
-"""A profile that cannot be used — missing, a bad value, a catalog where no cluster matches this
+"""A profile that cannot be used — missing, a bad value (among them a REST API version the adapter
+does not serve), a catalog where no cluster matches this
 host, an unknown ``--cluster``, a value TOML allows and Python cannot read (nesting too deep, an
 integer of thousands of digits) — is one clear line and exit 2 for every command that reads one,
 never a traceback; ``doctor`` reports it as its failed ``profile`` check, also exiting 2."""
@@ -61,6 +62,11 @@ def write_site(tmp_path: Path, case: str) -> list[str]:
         return ["--profile", str(tmp_path / "absent.toml")]
     if case == "bad value":
         profile.write_text(PROFILE.format(root=root).replace('"4G"', '"4 GB"'))
+    elif case == "an API version the adapter does not serve":
+        rest = (
+            'kind = "rest"\n[submitter.rest]\nurl = "unix:///no/such.sock"\napi_version = "v0.0.39"'
+        )
+        profile.write_text(PROFILE.format(root=root).replace('kind = "fake"', rest))
     elif case == "no cluster matches this host":
         profile.write_text(CATALOG.format(root=root))
     elif case == "unknown cluster":
@@ -72,6 +78,10 @@ def write_site(tmp_path: Path, case: str) -> list[str]:
 CASES = {
     "missing": ("profile", "no profile file at"),
     "bad value": ("image_build.memory", "must match"),
+    "an API version the adapter does not serve": (
+        "submitter.rest.api_version",
+        'must be "auto" or one of v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, v0.0.44, v0.0.45',
+    ),
     "no cluster matches this host": ("cluster", "no cluster matches host"),
     "unknown cluster": ("cluster", "'gamma' is not in the catalog"),
 }

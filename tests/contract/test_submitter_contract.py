@@ -3,9 +3,10 @@
 The suite itself is the shipped one (``slurm_image.testing.submitter_contract``), the same
 classes a site's submitter runs (docs/site-submitter.md); each class below gives it a
 ``scheduler`` and adds what this project's adapters promise beyond the contract. The real
-adapters run against every local cluster (``scripts/local-slurm [--slurm 24.11] up``: Slurm
-22.05 and 24.11, each with its own slurmrestd), whose partitions are ``cpu`` (default) and
-``build``; every job here goes to ``build`` so a spec's partition is seen to be honoured.
+adapters run against every local cluster (``scripts/local-slurm [--slurm 24.11|26.05] up``:
+Slurm 22.05, 24.11 and 26.05, each with its own slurmrestd), whose partitions are ``cpu``
+(default) and ``build``; every job here goes to ``build`` so a spec's partition is seen to be
+honoured.
 """
 
 from __future__ import annotations
@@ -294,8 +295,8 @@ class TestRestSubmitterOverTcp(SlurmPromises, SubmitterContract, RefusedCredenti
         self, refused: BatchSubmitter, scheduler: SlurmScheduler
     ) -> None:
         # slurmrestd 22.05 answers a refused token on /ping as it answers a down controller
-        # (-1): the error must then say that it may be either. 24.11 answers 200 with the
-        # controller DOWN; the adapter's authenticated read then finds the refusal
+        # (-1): the error must then say that it may be either. 24.11 and 26.05 answer 200 with
+        # the controller not responding; the adapter's authenticated read then finds the refusal
         # (tests/unit/test_rest_ping.py).
         with pytest.raises((SchedulerAuthError, SchedulerUnavailable)) as caught:
             refused.ping()

@@ -27,12 +27,15 @@ from typing import Any
 
 import pytest
 
+from slurm_image.domain.architecture import elf_machine
 from slurm_image.domain.credentials import CREDENTIALS_NAME, RegistryCredentials
+from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.plan import Plan, derive_plan
 from slurm_image.domain.profile import select_cluster
 from slurm_image.domain.request import make_request
 from slurm_image.domain.runtime import RuntimeFiles
-from slurm_image.domain.script import render_script
+from slurm_image.domain.script import BINFMT_MISC, render_script
+from slurm_image.domain.shell import quote
 from slurm_image.entrypoints.runtime_files import load_runtime_files
 from support import install_enroot_standin
 
@@ -133,6 +136,7 @@ class Job:
         local_scratch: bool = True,
         runtime: RuntimeFiles | None = None,
         credentials: RegistryCredentials | None = None,
+        architecture: str | None = None,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -155,7 +159,13 @@ class Job:
         profile, selection = select_cluster(
             document, explicit=None, hostnames=["node1"], catalog_sha256="0" * 64
         )
-        request = make_request(operation, name="test-image", role=role, source=source)  # type: ignore[arg-type]
+        request = make_request(
+            operation,  # type: ignore[arg-type]
+            name="test-image",
+            role=role,
+            source=source,
+            architecture=architecture,
+        )
         self.runtime = runtime or load_runtime_files()
         self.plan: Plan = derive_plan(
             request,
@@ -249,6 +259,15 @@ class Job:
         )
         return Result(completed.returncode, completed.stdout, completed.stderr)
 
+    def use_binfmt_misc(self, directory: Path) -> None:
+        """Point the job's architecture rules at ``directory`` instead of the kernel's list."""
+        self.script = point_at_binfmt_misc(self.script, directory)
+
+    @property
+    def architecture_record(self) -> Path:
+        layout = AttemptLayout(self.plan.profile.workspace_root, self.plan.lifecycle_id)
+        return Path(layout.architecture_record)
+
     def leftover_scratch(self) -> list[str]:
         return sorted(p.name for p in self.scratch.iterdir())
 
@@ -269,6 +288,60 @@ def make_job(world_readable_tmp: Path, standin: Standin) -> JobFactory:
         return Job(world_readable_tmp, standin, **kwargs)
 
     return factory
+
+
+# -- binfmt_misc: handlers of a test's own ------------------------------------------------------
+
+ELF64_LSB = "7f454c46020101000000000000000000"
+# qemu-user-static's registration, as Debian's binfmt-support makes it (e_type ET_EXEC or ET_DYN)
+QEMU_MASK = "ffffffffffffff00fffffffffffffffffeffffff"
+
+
+def binfmt_magic(architecture: str) -> str:
+    """The magic qemu-user-static registers for ``architecture``'s ELF64 LSB executables."""
+    machine = elf_machine(architecture)
+    return f"{ELF64_LSB}0200{machine & 255:02x}{machine >> 8:02x}"
+
+
+def binfmt_handler(
+    architecture: str,
+    *,
+    enabled: bool = True,
+    flags: str = "PF",
+    magic: str | None = None,
+    mask: str | None = QEMU_MASK,
+) -> str:
+    """A handler's entry as the kernel lists it (qemu-user-static's for ``architecture``)."""
+    lines = [
+        "enabled" if enabled else "disabled",
+        f"interpreter /usr/libexec/qemu-binfmt/{architecture}-binfmt-P",
+        f"flags: {flags}",
+        "offset 0",
+        f"magic {magic or binfmt_magic(architecture)}",
+    ]
+    if mask is not None:
+        lines.append(f"mask {mask}")
+    return "\n".join(lines) + "\n"
+
+
+def fake_binfmt_misc(directory: Path, status: str | None = "enabled", **handlers: str) -> Path:
+    """``directory`` laid out as /proc/sys/fs/binfmt_misc: ``status``, ``register`` and the
+    handlers given (name: entry); ``status=None``: binfmt_misc not mounted there. A job reads
+    it once pointed at it (``Job.use_binfmt_misc``)."""
+    directory.mkdir()
+    if status is not None:
+        (directory / "status").write_text(status + "\n")
+        (directory / "register").write_text("")
+    for name, text in handlers.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+def point_at_binfmt_misc(script: str, directory: Path) -> str:
+    """``script`` (a job's or the doctor's) reading ``directory`` instead of the kernel's list."""
+    line = f"readonly BINFMT_MISC={BINFMT_MISC}\n"
+    assert script.count(line) == 1
+    return script.replace(line, f"readonly BINFMT_MISC={quote(str(directory))}\n")
 
 
 # -- images ----------------------------------------------------------------------------------

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from harness import Standin
+from harness import Standin, binfmt_handler, fake_binfmt_misc, point_at_binfmt_misc
 
+from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.doctor_script import (
     DoctorJob,
     doctor_job,
@@ -23,7 +25,9 @@ from support import profile_data
 DOCTOR_ID = "doctor-0123456789abcdef"
 
 
-def run_doctor_job(tmp_path: Path, standin: Standin, **image_build: str) -> tuple[DoctorJob, str]:
+def run_doctor_job(
+    tmp_path: Path, standin: Standin, binfmt: Path | None = None, **image_build: str
+) -> tuple[DoctorJob, str]:
     data = profile_data(job_path=f"{standin.bin}:/usr/bin:/bin", **image_build)
     data["workspace_root"] = str(tmp_path / "ws")
     profile = parse_profile(data)
@@ -31,7 +35,8 @@ def run_doctor_job(tmp_path: Path, standin: Standin, **image_build: str) -> tupl
     Path(job.job_dir).mkdir(parents=True, mode=0o700)
     spool = tmp_path / "spool" / "slurm_script"
     spool.parent.mkdir()
-    spool.write_text(render_doctor_script(job, profile))
+    script = render_doctor_script(job, profile)
+    spool.write_text(script if binfmt is None else point_at_binfmt_misc(script, binfmt))
     spool.chmod(0o500)
     env = {
         "PATH": "/usr/bin:/bin",
@@ -116,3 +121,34 @@ def test_the_doctor_job_names_a_scratch_the_sandbox_cannot_reach(
     _, stdout = run_doctor_job(world_readable_tmp, standin, local_scratch=str(scratch))
     report = parse_report(stdout)
     assert report.sandbox.startswith(f"uid 65534 cannot walk to the scratch {scratch}/")
+
+
+def test_the_doctor_job_reports_the_nodes_architecture_and_what_else_it_runs(
+    tmp_path: Path, standin: Standin
+) -> None:
+    native = platform.machine()
+    runs, without_f, *_ = [name for name in ARCHITECTURES if name != native]
+    binfmt = fake_binfmt_misc(
+        tmp_path / "binfmt_misc",
+        good=binfmt_handler(runs),
+        no_f=binfmt_handler(without_f, flags="P"),
+    )
+    _, stdout = run_doctor_job(tmp_path, standin, binfmt)
+    report = parse_report(stdout)
+    assert report.architecture == native
+    assert report.runs_architectures == (runs,)
+    assert report.foreign[without_f].endswith(
+        "no_f has no flag F (its interpreter would be looked up in the image)"
+    )
+
+
+def test_the_doctor_job_reads_the_kernels_binfmt_misc_by_default(
+    tmp_path: Path, standin: Standin
+) -> None:
+    _, stdout = run_doctor_job(tmp_path, standin)
+    report = parse_report(stdout)
+    assert report.architecture == platform.machine()
+    assert set(report.foreign) == set(ARCHITECTURES) - {platform.machine()}
+    mounted = Path("/proc/sys/fs/binfmt_misc/status").is_file()
+    for verdict in report.foreign.values():
+        assert verdict == "ok" or ("not mounted" in verdict) != mounted

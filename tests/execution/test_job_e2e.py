@@ -5,6 +5,7 @@ runs inside the unpacked Debian root."""
 from __future__ import annotations
 
 import hashlib
+import platform
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def test_import_client_image_calls_version_import_create_start_remove(
     assert result.returncode == 0, result.stderr
     assert standin.commands() == ["version", "import", "create", "start", "remove"]
     calls = [call["argv"] for call in standin.calls()]
-    assert calls[1] == ["import", "-o", job.paths.partial, uri(source)]
+    assert calls[1] == ["import", "-a", platform.machine(), "-o", job.paths.partial, uri(source)]
     # Enroot unpacks the job's private copy of the candidate's bytes (it reopens by path)
     private = Path(standin.calls()[0]["env"]["ENROOT_DATA_PATH"]).parent / "image.sqsh"
     assert calls[2][-1] == str(private)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pytest
 from harness import JobFactory, Standin
 
 UNREACHABLE = "127.0.0.1:9/slurm-image-test/none:1@sha256:" + "a" * 64
+NODE = platform.machine()  # an import without an architecture is for the node's own
 
 
 @pytest.mark.parametrize("count", ["1", "007", "18446744073709551616", "x"])
@@ -150,7 +152,7 @@ def test_import_is_accepted_and_given_the_uri_form_that_enroot_reads(
 
     # accepted: it imports (here from a registry that is not there: curl's exit 7)
     assert standin.commands() == ["version", "import"]
-    assert standin.calls()[1]["argv"] == ["import", "-o", job.paths.partial, uri]
+    assert standin.calls()[1]["argv"] == ["import", "-a", NODE, "-o", job.paths.partial, uri]
     event = standin.event("import")  # that Enroot read the registry, image and digest
     assert (event["user"], event["registry"], event["image"], event["reference"]) == (
         None,

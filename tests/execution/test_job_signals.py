@@ -57,8 +57,8 @@ def test_cancel_during_import_removes_the_partial_file_and_the_scratch(
     wrapper = standin.bin / "enroot"
     wrapper.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = import ] && [ "$2" = -o ]; then\n'
-        '    printf partial >"$3"\n'
+        'if [ "$1 $2 $4" = "import -a -o" ]; then\n'
+        '    printf partial >"$5"\n'
         f"    : >{shlex.quote(str(ready))}\n"
         "    exec sleep 60\n"
         "fi\n"

@@ -68,6 +68,8 @@ class Wrapper:
         self.real.write_text(FAKE_CURL)
         self.real.chmod(0o700)
         self.output = tmp_path / "output"
+        self.pin = PIN
+        self.arch = "amd64"
         self.answers(MANIFEST)
 
     def answers(self, body: bytes, code: str = "200", status: int = 0) -> None:
@@ -87,7 +89,8 @@ class Wrapper:
                 "FAKE": str(self.fake),
                 "SLURM_IMAGE_CHAIN": str(self.chain),
                 "SLURM_IMAGE_CURL": str(self.real),
-                "SLURM_IMAGE_PIN": PIN,
+                "SLURM_IMAGE_PIN": self.pin,
+                "SLURM_IMAGE_ARCH": self.arch,
             },
             capture_output=True,
             timeout=30,
@@ -173,16 +176,62 @@ def test_a_manifest_neither_pinned_nor_named_by_a_verified_index_is_refused(
     assert answer.passed is None
 
 
+def index_naming(*entries: tuple[bytes, str]) -> bytes:
+    return json.dumps(
+        {
+            "manifests": [
+                {"digest": f"sha256:{sha256(data)}", "platform": {"architecture": arch}}
+                for data, arch in entries
+            ]
+        }
+    ).encode()
+
+
 def test_a_verified_index_names_the_manifests_that_may_follow(wrapper: Wrapper) -> None:
-    index = json.dumps({"manifests": [{"digest": f"sha256:{sha256(b'child')}"}]}).encode()
+    index = index_naming((b"child", "amd64"))
     wrapper.answers(index)
-    (wrapper.chain / "named" / sha256(index)).touch()  # as if the pin were a parent index
+    (wrapper.chain / "named" / sha256(index)).write_text("amd64\n")  # a parent index's entry
 
     first = wrapper.manifest(f"sha256:{sha256(index)}")
     wrapper.answers(b"child")
     second = wrapper.manifest(f"sha256:{sha256(b'child')}")
 
     assert (first.returncode, second.returncode, second.output) == (0, 0, b"child")
+
+
+def test_a_verified_index_keeps_the_architectures_it_names_each_manifest_for(
+    wrapper: Wrapper,
+) -> None:
+    index = index_naming((b"arm", "arm64"), (b"both", "amd64"), (b"both", "ppc64le"))
+    wrapper.pin = sha256(index)
+    wrapper.answers(index)
+
+    answer = wrapper.manifest(f"sha256:{sha256(index)}")
+
+    assert (answer.returncode, answer.output) == (0, index)
+    named = wrapper.chain / "named"
+    assert (named / sha256(b"arm")).read_text() == "arm64\n"
+    assert (named / sha256(b"both")).read_text() == "amd64\nppc64le\n"
+
+
+@pytest.mark.parametrize("arch", ["arm64", "ppc64le"])
+def test_an_index_entry_of_another_architecture_than_the_one_imported_is_refused(
+    wrapper: Wrapper, arch: str
+) -> None:
+    index = index_naming((b"amd", "amd64"), (b"arm", "arm64"))
+    wrapper.pin = sha256(index)
+    wrapper.arch = arch
+    wrapper.answers(index)
+    wrapper.manifest(f"sha256:{sha256(index)}")
+    wrapper.answers(b"amd")
+
+    answer = wrapper.manifest(f"sha256:{sha256(b'amd')}")
+
+    assert answer.returncode != 0
+    assert f"named by its index for amd64, not for {arch}, the architecture imported" in (
+        answer.verdict
+    )
+    assert (answer.output, answer.passed) == (b"", None)  # never asked, nothing handed over
 
 
 @pytest.mark.parametrize(
@@ -230,7 +279,35 @@ def test_the_config_is_checked_and_handed_over_once_its_manifest_was_verified(
     answer = wrapper.call(*OPTS, "-f", "--", url)
 
     assert (answer.returncode, answer.stdout, answer.verdict) == (0, MANIFEST_CONFIG, "")
-    assert (wrapper.chain / "checked" / sha256(MANIFEST_CONFIG)).exists()
+    assert (wrapper.chain / "checked" / sha256(MANIFEST_CONFIG)).read_text() == "\n"
+
+
+@pytest.mark.parametrize(
+    ("config", "kept"),
+    [
+        ({"architecture": "arm64"}, "arm64"),
+        ({"Architecture": "ppc64le"}, "ppc64le"),
+        ({"architecture": "amd64", "Architecture": "arm64"}, "amd64"),
+        ({"architecture": {"not": "a name"}}, "{"),
+        ({"architecture": "a" * 300}, "a" * 100),
+    ],
+    ids=["architecture", "Architecture", "both", "object", "long"],
+)
+def test_the_config_architecture_is_kept_as_enroot_reads_it(
+    tmp_path: Path, config: dict[str, object], kept: str
+) -> None:
+    wrapper = Wrapper(tmp_path)
+    blob = json.dumps({**config, "config": {}}).encode()
+    manifest = json.dumps({"config": {"digest": f"sha256:{sha256(blob)}"}, "layers": []}).encode()
+    wrapper.pin = sha256(manifest)
+    wrapper.answers(manifest)
+    wrapper.manifest(f"sha256:{sha256(manifest)}")
+    wrapper.answers(blob)
+
+    answer = wrapper.call(*OPTS, "-f", "--", f"{REGISTRY}/blobs/sha256:{sha256(blob)}")
+
+    assert (answer.returncode, answer.stdout, answer.verdict) == (0, blob, "")
+    assert (wrapper.chain / "checked" / sha256(blob)).read_text() == kept + "\n"
 
 
 def test_a_config_that_does_not_hash_to_the_manifests_digest_is_refused(

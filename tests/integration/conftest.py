@@ -1,7 +1,7 @@
 """The integration suite runs against every local cluster (docs/local-slurm.md).
 
-``local_slurm`` here is parametrized over Slurm 22.05 and 24.11 (tests/clusters.py). Integration
-tests import their other helpers (fault_proxy) from this directory.
+``local_slurm`` here is parametrized over Slurm 22.05, 24.11 and 26.05 (tests/clusters.py).
+Integration tests import their other helpers (fault_proxy) from this directory.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def test_doctor_reports_the_compute_nodes_enroot_and_the_submitters_reachability
     assert "GiB free" in checks["local_scratch"]["detail"]
     runs_as = "uid 65534, never as root" if os.geteuid() == 0 else "that uid"
     assert f"the image runs as {runs_as}" in checks["sandbox"]["detail"]
+    assert report["architecture"] == platform.machine()  # the local cluster's nodes are this host
     job = local_slurm.show_job(report["job_id"])
     assert (job["Partition"], job["JobState"]) == ("build", "COMPLETED")
     assert job["Comment"].startswith("slurm-image:doctor-")
@@ -106,8 +108,9 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "squashfs_tools",
         "local_scratch",
         "sandbox",
+        "architecture",
     ]
-    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL"]
+    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL", "ok"]
     assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
     assert done.stderr == ""
 
@@ -129,3 +132,39 @@ def test_doctor_exits_3_when_the_partition_cannot_take_the_profile(
     assert partition.startswith("FAIL") and words in partition
     job = next(line for line in done.stdout.splitlines() if " job " in line)
     assert job.startswith("FAIL") and "not run" in job  # nothing was submitted
+
+
+def _submitter_line(done: subprocess.CompletedProcess[str]) -> str:
+    return next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["submitter"])
+
+
+def test_doctor_tells_a_refused_token_from_a_controller_that_is_down(
+    tmp_path: Path, local_slurm: Any
+) -> None:
+    # Stops the cluster's controller for a while: see docs/local-slurm.md, "Several test runs".
+    bad = tmp_path / "bad-token"
+    bad.write_text("eyJhbGciOiJIUzI1NiJ9.e30.not-a-valid-signature\n")
+    bad.chmod(0o600)
+    profile = _site(tmp_path, "rest-tcp", local_slurm, job_path="/usr/bin:/bin")
+    good = profile.read_text()
+    profile.write_text(good.replace(local_slurm.token_file, str(bad)))
+    refused = _doctor(profile, local_slurm)
+    profile.write_text(good)
+    local_slurm.run("controller", "stop")
+    try:
+        down = _doctor(profile, local_slurm)
+    finally:
+        local_slurm.run("controller", "start")
+    assert (refused.returncode, down.returncode) == (3, 3), refused.stdout + down.stdout
+    said_refused, said_down = _submitter_line(refused), _submitter_line(down)
+    assert said_refused.startswith("FAIL") and said_down.startswith("FAIL")
+    assert "credentials:" not in said_down
+    assert "controller:" in said_down
+    if local_slurm.series == "22.05":
+        # slurmrestd 22.05 answers a refused token on every read as it answers a controller
+        # that is down (-1): the doctor names both causes (docs/slurm.md, "Errors").
+        assert "when the token is refused" in said_refused
+    else:
+        assert "rest: credentials: ping: HTTP 511" in said_refused
+        # the ping's own report (the controller DOWN) or slurmrestd's 1800 (connect failure)
+        assert "DOWN" in said_down or "1800" in said_down

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,12 @@ def test_import_wait_publishes_and_show_resolves(
     assert shown["path"].startswith(f"{site.workspace}/images/artifacts/")
     assert _digest(shown["path"]) == shown["sqsh_sha256"]
     assert shown["facts"]["installer"]["name"] == "pip"
-    again = site.json("import", images["client"], "--name", "same", "--role", "client")
+    # the import above was for the node's architecture; one that names it is answered
+    assert published["architecture"] == platform.machine()
+    again = site.json(
+        "import", images["client"], "--name", "same", "--role", "client",
+        "--arch", platform.machine(),
+    )  # fmt: skip
     assert again["from_store"] is True and again["path"] == shown["path"]
 
     copy = world_readable_tmp / "shared" / "copy.sqsh"

@@ -1,6 +1,7 @@
 """The REST submitter against every OpenAPI version each local slurmrestd serves, and ``auto``.
 
-Slurm 22.05 serves v0.0.38; Slurm 24.11 serves v0.0.40, v0.0.41 and v0.0.42 (docs/local-slurm.md).
+Slurm 22.05 serves v0.0.38; Slurm 24.11 serves v0.0.40, v0.0.41 and v0.0.42; Slurm 26.05 serves
+v0.0.42 to v0.0.45 (docs/local-slurm.md).
 For each: the real rendered job (``slurm-image import``) lands with the profile's limits and its
 exit code is read back, a job is found by its marker exactly once, cancel works (and names an
 unknown job), and an unknown partition and a refused token are the errors they should be.
@@ -25,7 +26,11 @@ from slurm_image.submitters import RetryPolicy
 pytestmark = pytest.mark.slurm
 
 FAST = RetryPolicy.immediate(attempts=2)
-SERVED = {"22.05": ("v0.0.38",), "24.11": ("v0.0.40", "v0.0.41", "v0.0.42")}
+SERVED = {
+    "22.05": ("v0.0.38",),
+    "24.11": ("v0.0.40", "v0.0.41", "v0.0.42"),
+    "26.05": ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"),
+}
 CASES = [
     (series, version) for series, versions in SERVED.items() for version in (*versions, "auto")
 ]
@@ -150,14 +155,14 @@ def test_an_unknown_partition_and_a_refused_token(
     assert local.jobs_with_comment(spec.comment) == []
 
 
+@pytest.mark.parametrize("series", SERVED, ids=[f"slurm-{s}" for s in SERVED])
 def test_auto_over_the_unix_socket_picks_the_newest_served_version(
-    tmp_path: Path,
+    series: str, tmp_path: Path
 ) -> None:
-    for series, versions in SERVED.items():
-        local = cluster(series)
-        submitter = RestSubmitter(url=f"unix://{local.rest_socket}", retry_policy=FAST)
-        tmp_path.chmod(0o755)
-        job_id = submitter.submit(b"#!/bin/bash -p\nexit 4\n", _spec(tmp_path))
-        assert submitter.api_version == versions[-1]
-        status = _wait(submitter, job_id, {JobState.FAILED, JobState.COMPLETED})
-        assert (status.state, status.exit_code) == (JobState.FAILED, 4)
+    local = cluster(series)
+    submitter = RestSubmitter(url=f"unix://{local.rest_socket}", retry_policy=FAST)
+    tmp_path.chmod(0o755)
+    job_id = submitter.submit(b"#!/bin/bash -p\nexit 4\n", _spec(tmp_path))
+    assert submitter.api_version == SERVED[series][-1]
+    status = _wait(submitter, job_id, {JobState.FAILED, JobState.COMPLETED})
+    assert (status.state, status.exit_code) == (JobState.FAILED, 4)

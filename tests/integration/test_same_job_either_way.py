@@ -1,6 +1,6 @@
 """A job behaves the same whichever submitter sent it (docs/design.md, "The batch job";
-docs/slurm.md), on every local cluster (Slurm 22.05 and 24.11: ``local_slurm`` is parametrized in
-conftest.py).
+docs/slurm.md), on every local cluster (Slurm 22.05, 24.11 and 26.05: ``local_slurm`` is
+parametrized in conftest.py).
 
 The script cleans its environment the way the rendered script does (``bash -p``, then
 ``env -i`` keeping only ``SLURM_*`` with a fixed ``PATH``) and records what it sees.
@@ -45,13 +45,14 @@ SBATCH_ONLY = {
     "SLURM_PRIO_PROCESS",
     "SLURM_TRES_PER_TASK",  # 24.11: "cpu=2", the request, like SLURM_CPUS_PER_TASK
 }
-# Values that differ from one job to the next (the times: 24.11).
+# Values that differ from one job to the next (the times: 24.11; the job's SLUID: 26.05).
 PER_JOB = {
     "SLURM_JOB_ID",
     "SLURM_JOBID",
     "SLURM_TASK_PID",
     "SLURM_JOB_START_TIME",
     "SLURM_JOB_END_TIME",
+    "SLURM_JOB_SLUID",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -129,10 +130,10 @@ out=$6
 echo slurm-image-attack >/proc/sys/kernel/domainname 2>/dev/null
 /bin/survivor zombie-leader "${out%/*}/ticks-zombie"
 /bin/survivor chroot-proc "${out%/*}/ticks-chroot"
-printf '{"schema_version": 1, "inspector_version": "1.0.0", "role": "serving",' >"$out"
-printf ' "sqsh_sha256": "%s", "facts": {"server": {"name": "vllm",' "$5" >>"$out"
-printf ' "version": "0.6.3", "path": "/usr/local/bin/vllm"}}}\n' >>"$out"
-"""
+printf '{"schema_version": 3, "inspector_version": "3.0.0", "role": "serving",' >"$out"
+printf ' "machine": "MACHINE", "sqsh_sha256": "%s", "facts": {"shadowed": [],' "$5" >>"$out"
+printf ' "server": {"name": "vllm", "version": "0.6.3", "path": "/usr/local/bin/vllm"}}}\n' >>"$out"
+""".replace("MACHINE", platform.machine())
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ then answers the next import from the store."""
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import subprocess
 import sys
@@ -99,7 +100,9 @@ def test_a_lying_registry_gets_nothing_published_and_the_genuine_image_then_runs
     assert published.returncode == 0, published.stderr
     result = json.loads(published.stdout)
     assert result["state"] == "PUBLISHED" and result["from_store"] is False  # a job ran
-    assert site.store("sources") == [f"{pin.split(':')[1]}.json"]
+    # the job imported for the node's architecture and recorded it
+    assert site.store("sources") == [f"{pin.split(':')[1]}.{platform.machine()}.json"]
+    assert result["architecture"] == platform.machine()
     attempt = site.workspace / "images" / ".tmp" / "jobs" / result["lifecycle_id"]
     chain = json.loads((attempt / "chain.json").read_text())
     assert chain["pinned"] == chain["manifest"] == pin
@@ -108,7 +111,9 @@ def test_a_lying_registry_gets_nothing_published_and_the_genuine_image_then_runs
     )
     assert source["chain"] == chain == result["chain"]  # the store records what the job verified
 
-    again = site.run("import", genuine, "--name", "again", "--role", "client")
+    again = site.run(
+        "import", genuine, "--name", "again", "--role", "client", "--arch", platform.machine()
+    )
 
     assert again.returncode == 0, again.stderr
     answered = json.loads(again.stdout)

@@ -223,9 +223,11 @@ def test_the_reader_prints_what_the_validated_catalog_prints(lab: PublishLab) ->
 
 
 def _damage(lab: PublishLab, name: str, change: dict[str, Any] | None, raw: bytes | None) -> None:
+    """Change the (first) entry of ``name``'s alias file, or write ``raw`` bytes instead."""
     path = lab.layout.alias(name)
-    record = json.loads(lab.harness.read(path))
-    data = raw if raw is not None else json.dumps({**record, **(change or {})}).encode()
+    document = json.loads(lab.harness.read(path))
+    document["entries"][0].update(change or {})
+    data = raw if raw is not None else json.dumps(document).encode()
     lab.harness.remove(path)
     lab.harness.write(path, data)
     lab.harness.chmod(path, 0o644)
@@ -262,6 +264,8 @@ def test_the_reader_refuses_a_damaged_record_naming_the_field_and_list_skips_it(
     with pytest.raises(VerificationFailed) as refused:
         reader.show("one")
     assert refused.value.field == lab.layout.alias("one")
+    if raw is None:
+        field = field.replace("alias.", "alias.entries.0.", 1)
     assert refused.value.reason.startswith(f"{field}:")
     assert [r.summary()["name"] for r in reader.list()] == ["two"]
 

@@ -133,7 +133,7 @@ def test_dry_run_import_prints_plan_and_script_and_creates_nothing(
     ]:
         assert f"\n{line}\n" in script
     assert f"readonly SOURCE_URI='docker://nvcr.io#nvidia/pytorch:24.05-py3@sha256:{HEX}'" in script
-    assert 'enroot import -o "$PARTIAL" "$source_uri"' in script
+    assert 'enroot import -a "$architecture" -o "$PARTIAL" "$source_uri"' in script
     assert "--gres" not in script and "--gpus" not in script
     bash_n(script)
     assert snapshot(tmp_path) == before

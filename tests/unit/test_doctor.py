@@ -41,6 +41,9 @@ GOOD_REPORT = (
     "slurm-image-doctor: job_uid=1000\n"
     "slurm-image-doctor: sandbox_uid=1000\n"
     "slurm-image-doctor: sandbox=ok\n"
+    "slurm-image-doctor: architecture=x86_64\n"
+    "slurm-image-doctor: runs_aarch64=ok\n"
+    "slurm-image-doctor: runs_ppc64le=binfmt_misc is disabled (/proc/sys/fs/binfmt_misc/status)\n"
 )
 
 
@@ -115,6 +118,48 @@ def test_a_ready_site_passes_every_check_in_order() -> None:
         "user and PID namespaces of its own; this job ran as uid 1000; the image runs as that"
         " uid (root's jobs: uid 65534, never root)"
     )
+    assert detail(report, "architecture") == (
+        "x86_64 node; runs aarch64 through binfmt_misc; builds for x86_64 natively"
+    )
+    assert (report.architecture, report.runs_architectures) == ("x86_64", ("aarch64",))
+    assert report.as_dict()["architecture"] == "x86_64"
+    assert report.as_dict()["runs_architectures"] == ["aarch64"]
+
+
+def test_a_profile_arch_the_node_runs_through_binfmt_misc_passes() -> None:
+    report = Site(arch="aarch64").run()
+    assert report.ok, report.checks
+    assert detail(report, "architecture").endswith("builds for aarch64 through binfmt_misc")
+
+
+def test_a_profile_arch_the_node_cannot_run_fails_with_why_and_what_to_do() -> None:
+    from slurm_image.entrypoints.doctor_command import exit_code
+
+    report = Site(arch="ppc64le").run()
+    assert report.first_failure is not None and report.first_failure.name == "architecture"
+    text = detail(report, "architecture")
+    assert "image_build.arch ppc64le cannot run here: binfmt_misc is disabled" in text
+    assert "qemu-user-static" in text and "partition of ppc64le nodes" in text
+    assert exit_code(report) == 4
+
+
+def test_a_node_of_an_architecture_the_job_cannot_import_for_fails() -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("architecture=x86_64", "architecture=riscv64")
+    report = site.run()
+    assert not verdicts(report)["architecture"]
+    assert "riscv64 is none the job imports for (aarch64, ppc64le, x86_64)" in detail(
+        report, "architecture"
+    )
+    assert report.runs_architectures == ("aarch64",)
+
+
+def test_a_node_that_reports_no_architecture_fails_the_check() -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("slurm-image-doctor: architecture=x86_64\n", "")
+    report = site.run()
+    assert detail(report, "architecture") == "the node did not report its architecture"
+    assert report.as_dict()["architecture"] is None
 
 
 def test_a_root_job_reports_that_the_image_runs_as_the_unprivileged_id() -> None:
@@ -173,6 +218,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "squashfs_tools": False,
         "local_scratch": False,
         "sandbox": False,
+        "architecture": False,
     }
     assert "DOWN" in detail(report, "submitter")
     assert detail(report, "partition") == "not run: the submitter is not reachable"
@@ -294,6 +340,22 @@ def test_the_report_reader_takes_only_its_own_lines_and_known_keys() -> None:
     assert report.node == ""
 
 
+def test_the_report_reader_keeps_the_verdicts_on_other_architectures_only() -> None:
+    report = parse_report(
+        "slurm-image-doctor: architecture=aarch64\n"
+        "slurm-image-doctor: runs_aarch64=ok\n"
+        "slurm-image-doctor: runs_x86_64=ok\n"
+        "slurm-image-doctor: runs_ppc64le=no enabled binfmt_misc handler with flag F\n"
+        "slurm-image-doctor: runs_riscv64=ok\n"
+    )
+    assert report.architecture == "aarch64"
+    assert report.foreign == {
+        "x86_64": "ok",
+        "ppc64le": "no enabled binfmt_misc handler with flag F",
+    }
+    assert report.runs_architectures == ("x86_64",)
+
+
 def test_an_unreadable_profile_fails_every_check() -> None:
     report = profile_failed("profile: no profile file at /nowhere.toml")
     assert [check.name for check in report.checks] == list(CHECKS)
@@ -311,7 +373,13 @@ def test_the_doctor_runs_the_lifecycle_jobs_own_steps() -> None:
     profile = parse_profile(profile_data())
     script = render_doctor_script(doctor_job(profile, DOCTOR_ID), profile)
     lifecycle = render_script(make_plan())
-    for name in ("helpers", "01b-directory-rules", "04-scratch", "05b-sandbox"):
+    for name in (
+        "helpers",
+        "01b-directory-rules",
+        "04-scratch",
+        "05b-sandbox",
+        "architecture-rules",
+    ):
         assert job_steps.step(name) in script
         assert job_steps.step(name) in lifecycle
     assert "images/.tmp" not in job_steps.step("doctor-directories")

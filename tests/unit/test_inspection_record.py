@@ -1,7 +1,8 @@
 """Host-side validation of the inspection record: every rule refuses, naming field and rule.
 
-Schema version 1 records (published before 2.0.0 of the inspector) and version 2 records (the
-interpreter's path and the shadowed copies added) are both accepted."""
+Schema version 1 records (published before 2.0.0 of the inspector), version 2 records (the
+interpreter's path and the shadowed copies added) and version 3 records (the machine the image's
+python3 ran as) are all accepted."""
 
 from __future__ import annotations
 
@@ -92,6 +93,20 @@ SERVING_V2: dict[str, Any] = {
 }
 
 
+CLIENT_V3: dict[str, Any] = {
+    **CLIENT_V2,
+    "schema_version": 3,
+    "inspector_version": "3.0.0",
+    "machine": "aarch64",
+}
+SERVING_V3: dict[str, Any] = {
+    **SERVING_V2,
+    "schema_version": 3,
+    "inspector_version": "3.0.0",
+    "machine": "x86_64",
+}
+
+
 def encode(record: Any) -> bytes:
     return json.dumps(record).encode()
 
@@ -170,16 +185,39 @@ def test_refuses_duplicate_keys() -> None:
     assert (error.field, error.rule) == ("role", "each key at most once")
 
 
-@pytest.mark.parametrize("version", [0, 3, "1", "2", True, 2.0])
+@pytest.mark.parametrize("version", [0, 4, "1", "2", True, 2.0])
 def test_refuses_other_schema_version(version: Any) -> None:
-    for base in (CLIENT, CLIENT_V2):
+    for base in (CLIENT, CLIENT_V2, CLIENT_V3):
         assert refusal(encode(changed(base, "schema_version", version))).field == "schema_version"
 
 
 def test_the_inspector_writes_the_newest_version_the_host_accepts() -> None:
     import slurm_image.inspector.inspect_image as inspect_image
 
-    assert inspect_image.SCHEMA_VERSION == SCHEMA_VERSION == CLIENT_V2["schema_version"]
+    assert inspect_image.SCHEMA_VERSION == SCHEMA_VERSION == CLIENT_V3["schema_version"]
+
+
+@pytest.mark.parametrize("base", [CLIENT_V3, SERVING_V3], ids=["client", "serving"])
+def test_accepts_a_version_3_record_with_the_machine_the_image_ran_as(base: dict[str, Any]) -> None:
+    record = validate_inspection(encode(base), role=base["role"], sqsh_sha256=SHA)
+    assert record.machine == base["machine"]
+    assert record.model_dump(mode="json") == base
+
+
+@pytest.mark.parametrize("base", [CLIENT, SERVING, CLIENT_V2, SERVING_V2])
+def test_older_records_read_as_of_unknown_machine_and_dump_without_it(
+    base: dict[str, Any],
+) -> None:
+    record = validate_inspection(encode(base), role=base["role"], sqsh_sha256=SHA)
+    assert record.machine is None
+    assert "machine" not in record.model_dump(mode="json")
+
+
+@pytest.mark.parametrize(
+    "machine", ["", "x86 64", "-aarch64", "a" * 65, "aarch64\n", 64, ["aarch64"]]
+)
+def test_refuses_a_machine_that_is_no_platform_machine_name(machine: Any) -> None:
+    assert refusal(encode(changed(CLIENT_V3, "machine", machine))).field == "machine"
 
 
 def test_accepts_a_version_2_client_record_with_executable_and_shadowed_copies() -> None:
@@ -248,6 +286,10 @@ def _without(base: dict[str, Any], path: str) -> dict[str, Any]:
         ),
         (changed(CLIENT, "facts.shadowed", []), "client", "facts.shadowed", "not allowed"),
         (changed(SERVING, "facts.shadowed", []), "serving", "facts.shadowed", "not allowed"),
+        (_without(CLIENT_V3, "machine"), "client", "machine", "required"),
+        (changed(CLIENT_V3, "machine", None), "client", "machine", "required"),
+        (changed(CLIENT_V2, "machine", "x86_64"), "client", "machine", "not allowed"),
+        (changed(SERVING, "machine", "x86_64"), "serving", "machine", "not allowed"),
     ],
     ids=[
         "v2-no-executable",
@@ -256,6 +298,10 @@ def _without(base: dict[str, Any], path: str) -> dict[str, Any]:
         "v1-executable",
         "v1-shadowed",
         "v1-serving-shadowed",
+        "v3-no-machine",
+        "v3-machine-null",
+        "v2-machine",
+        "v1-serving-machine",
     ],
 )
 def test_the_version_decides_which_facts_a_record_has(

@@ -77,8 +77,8 @@ class Steps:
         self.calls.append("publish")
         return SimpleNamespace(record=SimpleNamespace(lifecycle_id=lifecycle_id))
 
-    def stored_source(self, digest: str) -> Any:
-        self.calls.append("ask the store")
+    def stored_source(self, digest: str, architecture: str) -> Any:
+        self.calls.append(f"ask the store for {architecture}")
         assert digest == f"sha256:{SOURCE_DIGEST}"
         if self.stored_roles is None:
             return None
@@ -89,12 +89,14 @@ class Steps:
         return SimpleNamespace(record=SimpleNamespace(lifecycle_id="img-" + "0" * 32))
 
 
-PROFILE: Any = SimpleNamespace(workspace_root=ROOT)
-REQUEST = make_request("import_oci", name="app", role="client", source=SOURCE)
+PROFILE: Any = SimpleNamespace(workspace_root=ROOT, image_build=SimpleNamespace(arch=None))
+REQUEST = make_request(
+    "import_oci", name="app", role="client", source=SOURCE, architecture="aarch64"
+)
 
 
-def _run(steps: Steps, **options: Any) -> Any:
-    return steps.lifecycle()(REQUEST, PROFILE, None, LifecycleOptions(**options))  # type: ignore[arg-type]
+def _run(steps: Steps, request: Request = REQUEST, profile: Any = PROFILE, **options: Any) -> Any:
+    return steps.lifecycle()(request, profile, None, LifecycleOptions(**options))
 
 
 def test_only_staging_checks_no_submitter_and_builds_nothing_of_the_schedulers_side() -> None:
@@ -128,7 +130,7 @@ def test_a_waited_lifecycle_is_staged_submitted_waited_for_and_published_in_that
     assert outcome.state == LifecycleState.PUBLISHED and not outcome.from_store
     assert [call for call in steps.calls if not call.startswith("build")] == [
         "preflight",
-        "ask the store",
+        "ask the store for aarch64",
         "stage import_oci",
         "submit",
         "wait",
@@ -149,7 +151,7 @@ def test_an_import_the_store_holds_with_facts_for_the_role_runs_no_job() -> None
     assert (outcome.state, outcome.from_store) == (LifecycleState.PUBLISHED, True)
     assert [call for call in steps.calls if not call.startswith("build")] == [
         "preflight",
-        "ask the store",
+        "ask the store for aarch64",
         "bind from the store",
     ]
 
@@ -165,11 +167,30 @@ def test_an_import_the_store_holds_without_facts_for_the_role_inspects_the_store
         "inspect_sqsh",
         f"{ROOT}/images/artifacts/{SQSH_SHA}.sqsh",
     )
-    assert (staged.name, staged.role) == ("app", "client")
+    assert (staged.name, staged.role, staged.architecture) == ("app", "client", "aarch64")
+
+
+def test_an_import_for_the_nodes_architecture_never_asks_the_store() -> None:
+    steps = Steps(stored_roles=("client",))
+    request = make_request("import_oci", name="app", role="client", source=SOURCE)
+    outcome = _run(steps, request)
+    assert outcome.state == LifecycleState.SUBMITTED
+    assert not [call for call in steps.calls if call.startswith("ask the store")]
+    assert steps.staged == [request]
+
+
+def test_the_profiles_architecture_is_the_one_the_store_is_asked_for() -> None:
+    steps = Steps(stored_roles=("client",))
+    request = make_request("import_oci", name="app", role="client", source=SOURCE)
+    profile = SimpleNamespace(workspace_root=ROOT, image_build=SimpleNamespace(arch="ppc64le"))
+    outcome = _run(steps, request, profile)
+    assert outcome.from_store
+    assert "ask the store for ppc64le" in steps.calls
 
 
 def test_force_imports_what_the_store_could_answer() -> None:
     steps = Steps(stored_roles=("client",))
     outcome = _run(steps, force=True)
     assert outcome.state == LifecycleState.SUBMITTED
-    assert "ask the store" not in steps.calls and steps.staged == [REQUEST]
+    assert not [call for call in steps.calls if call.startswith("ask the store")]
+    assert steps.staged == [REQUEST]

@@ -138,7 +138,9 @@ def test_rest_v0_0_38_partition_reads_minus_one_as_unlimited() -> None:
     assert SUPPORTED["v0.0.38"].partition_limits(body, NODES, "other") is None
 
 
-@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"])
+@pytest.mark.parametrize(
+    "version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+)
 def test_rest_data_parser_partition_reads_no_val_numbers(version: str) -> None:
     # The shape of the published v0.0.44 example answer (partition_info).
     body = {
@@ -167,9 +169,12 @@ def test_rest_data_parser_partition_reads_no_val_numbers(version: str) -> None:
     )
 
 
-@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+@pytest.mark.parametrize(
+    "version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]
+)
 def test_rest_data_parser_partition_reads_zero_memory_as_unlimited(version: str) -> None:
-    # The maximums slurmrestd 24.11.5 answered live for a partition without memory limits.
+    # The maximums slurmrestd 24.11.5 answered live for a partition without memory limits
+    # (26.05.5 answers the same on v0.0.42 to v0.0.45).
     body = {
         "partitions": [
             {

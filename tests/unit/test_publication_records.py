@@ -37,7 +37,8 @@ def test_the_layout_names_every_place_of_the_store() -> None:
     layout = StoreLayout(ROOT)
     assert layout.artifact(SHA) == f"{ROOT}/images/artifacts/{SHA}.sqsh"
     assert layout.alias("torch") == f"{ROOT}/images/aliases/torch.json"
-    assert layout.source("sha256:" + SHA) == f"{ROOT}/images/sources/{SHA}.json"
+    assert layout.source("sha256:" + SHA, None) == f"{ROOT}/images/sources/{SHA}.json"
+    assert layout.source("sha256:" + SHA, "aarch64") == f"{ROOT}/images/sources/{SHA}.aarch64.json"
     assert layout.marker("torch") == f"{ROOT}/images/.tmp/markers/torch.json"
     assert layout.in_store(layout.artifact(SHA)) == SHA
     assert layout.in_store(f"{ROOT}/images/artifacts/x.sqsh") is None
@@ -57,10 +58,13 @@ def test_digests_are_64_lowercase_hex(digest: str) -> None:
 
 
 def test_an_alias_record_round_trips() -> None:
-    record = load_alias(json.dumps(ALIAS).encode())
-    assert load_alias(record.canonical_bytes()) == record
+    document = load_alias(json.dumps(ALIAS).encode())
+    assert load_alias(document.canonical_bytes()) == document
+    (record,) = document.entries
+    assert document.canonical_bytes() == record.canonical_bytes()
     assert set(record.summary()) == {
         "name",
+        "architecture",
         "role",
         "path",
         "sqsh_sha256",

@@ -12,7 +12,7 @@ from publish_support import SOURCE_DIGEST, SQSH_BYTES, PublishLab, during_read, 
 from slurm_image.application.errors import AliasExists, JobNotSuccessful, VerificationFailed
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobState
-from slurm_image.domain.publication import load_alias, load_source
+from slurm_image.domain.publication import load_source
 from slurm_image.ports.store import ChangedWhileRead
 
 A, B, C = (f"img-{n:032x}" for n in range(1, 4))
@@ -42,8 +42,8 @@ def test_an_import_moves_the_candidate_into_the_store_and_binds_the_alias(lab: P
     assert lab.harness.read(artifact) == SQSH_BYTES
     assert lab.harness.mode(artifact) == 0o444
     assert not lab.harness.exists(plan.paths.candidate)
-    assert load_alias(lab.harness.read(lab.layout.alias("app"))) == record
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
+    assert lab.alias_entry("app") == record
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert source.sqsh_sha256 == SHA and set(source.roles) == {"client"}
     assert not lab.harness.exists(lab.layout.marker("app"))
     assert [p for p in lab.store_listing() if p.endswith(".tmp") and not p.endswith("/.tmp")] == []
@@ -74,7 +74,7 @@ def test_an_existing_alias_needs_replace_and_the_old_artifact_stays(lab: Publish
     with pytest.raises(AliasExists) as refused:
         lab.publish(B)
     assert refused.value.field == "name" and "--replace" in refused.value.reason
-    assert load_alias(lab.harness.read(lab.layout.alias("app"))) == old
+    assert lab.alias_entry("app") == old
     new = lab.publish(B, replace=True).record
     assert new.sqsh_sha256 == hashlib.sha256(other).hexdigest()
     assert lab.harness.read(old.path) == SQSH_BYTES
@@ -89,9 +89,7 @@ def test_identical_bytes_are_reused_and_two_aliases_keep_their_bindings(lab: Pub
     assert one.path == two.path == lab.layout.artifact(SHA)
     assert lab.harness.listing().count(lab.layout.artifact(SHA)) == 1
     assert lab.harness.exists(plan_b.paths.candidate)  # left to cleanup, never published twice
-    assert {load_alias(lab.harness.read(lab.layout.alias(n))).path for n in ("one", "two")} == {
-        one.path
-    }
+    assert {lab.alias_entry(n).path for n in ("one", "two")} == {one.path}
 
 
 def test_a_hash_disturbed_once_is_taken_again(lab: PublishLab, mocker: Any) -> None:
@@ -148,7 +146,7 @@ def test_inspecting_a_stored_artifact_adds_that_role_to_its_source(lab: PublishL
     serving = lab.publish(B).record
     assert serving.path == stored.path
     assert (serving.source, serving.source_digest) == (stored.source, stored.source_digest)
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert set(source.roles) == {"client", "serving"}
 
 
@@ -256,7 +254,7 @@ def test_publish_refuses(kind: str, lab: PublishLab, monkeypatch: pytest.MonkeyP
     assert not lab.harness.exists(lab.layout.alias("app"))
     assert not lab.harness.exists(lab.layout.marker("app"))
     assert lab.harness.read(plan.paths.candidate) == candidate_before
-    assert load_alias(lab.harness.read(lab.layout.alias("keep"))) == kept
+    assert lab.alias_entry("keep") == kept
     assert lab.harness.read(kept.path) == KEPT_BYTES
 
 
@@ -308,4 +306,4 @@ def test_binding_again_rehashes_the_stored_artifact(lab: PublishLab) -> None:
     lab.harness.append(first.path, b"rot")
     with pytest.raises(VerificationFailed, match="sqsh_sha256"):
         lab.publish(A, replace=True)
-    assert load_alias(lab.harness.read(lab.layout.alias("app"))).lifecycle_id == B
+    assert lab.alias_entry("app").lifecycle_id == B

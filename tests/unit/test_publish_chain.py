@@ -20,7 +20,7 @@ from publish_support import (
 from slurm_image.application.catalog import Catalog
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import VerificationFailed
-from slurm_image.domain.publication import load_alias, load_source
+from slurm_image.domain.publication import load_source
 from slurm_image.domain.verified_chain import CHAIN_RECORD_MAX_BYTES, VerifiedChain
 
 A, B, C = (f"img-{n:032x}" for n in range(1, 4))
@@ -39,10 +39,12 @@ def test_an_import_records_the_chain_its_job_verified(lab: PublishLab) -> None:
     record = lab.publish(A).record
     chain = VerifiedChain(pinned=PIN, manifest=MANIFEST, config=CONFIG_DIGEST)
     assert record.chain == chain
-    assert load_alias(lab.harness.read(lab.layout.alias("app"))).chain == chain
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
-    assert (source.schema_version, source.chain, source.verified) == (2, chain, True)
-    stored = json.loads(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
+    assert lab.alias_entry("app").chain == chain
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
+    assert (source.schema_version, source.chain, source.verified) == (3, chain, True)
+    by_manifest = load_source(lab.harness.read(lab.layout.source(MANIFEST, "x86_64")))
+    assert (by_manifest.source_digest, by_manifest.chain) == (MANIFEST, chain)
+    stored = json.loads(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert stored["chain"] == {"pinned": PIN, "manifest": MANIFEST, "config": CONFIG_DIGEST}
     assert CatalogReader(lab.store).show("app").details()["chain"] == stored["chain"]
 
@@ -105,7 +107,7 @@ def test_an_import_without_a_valid_chain_for_its_pin_is_refused_and_records_noth
     ]
     assert written == []  # no artifact, no record, no marker, no temporary
     assert not lab.harness.exists(lab.layout.alias("app"))
-    assert not lab.harness.exists(lab.layout.source(SOURCE_DIGEST))
+    assert not lab.harness.exists(lab.layout.source(SOURCE_DIGEST, "x86_64"))
     assert not lab.harness.exists(lab.layout.artifact(SHA))
     assert lab.harness.read(plan.paths.candidate) == SQSH_BYTES
 
@@ -133,20 +135,26 @@ def test_an_inspection_needs_no_chain(lab: PublishLab) -> None:
 
 
 def _as_written_before_the_chain(lab: PublishLab) -> None:
-    """Rewrite the source record (and the alias) as schema version 1 wrote them."""
-    for path in (lab.layout.source(SOURCE_DIGEST), lab.layout.alias("app")):
-        record = json.loads(lab.harness.read(path))
-        del record["chain"]
+    """Rewrite the source record (and the alias) as schema version 1 wrote them: no chain, no
+    architecture, the source under its digest alone."""
+    source = lab.layout.source(SOURCE_DIGEST, "x86_64")
+    alias = lab.layout.alias("app")
+    records = {
+        source: (lab.layout.source(SOURCE_DIGEST, None), json.loads(lab.harness.read(source))),
+        alias: (alias, json.loads(lab.harness.read(alias))["entries"][0]),
+    }
+    for path, (written, record) in records.items():
+        del record["chain"], record["architecture"]
         record["schema_version"] = 1
         lab.harness.remove(path)
-        lab.harness.write(path, json.dumps(record).encode())
-        lab.harness.chmod(path, 0o644)
+        lab.harness.write(written, json.dumps(record).encode())
+        lab.harness.chmod(written, 0o644)
 
 
 def test_a_source_with_its_chain_answers_an_import_from_the_store(lab: PublishLab) -> None:
     lab.finished(A)
     lab.publish(A)
-    source = lab.publisher().stored_source(PIN)
+    source = lab.publisher().stored_source(PIN, "x86_64")
     assert source is not None and source.verified and source.sqsh_sha256 == SHA
 
 
@@ -156,8 +164,8 @@ def test_a_source_recorded_before_the_chain_answers_nothing_yet_still_resolves(
     lab.finished(A)
     published = lab.publish(A).record
     _as_written_before_the_chain(lab)
-    assert load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST))).chain is None
-    assert lab.publisher().stored_source(PIN) is None
+    assert load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, None))).chain is None
+    assert lab.publisher().stored_source(PIN, "x86_64") is None
     shown = CatalogReader(lab.store).show("app").details()
     assert (shown["path"], shown["chain"]) == (published.path, None)
     assert Catalog(lab.store).verify("app").chain is None
@@ -172,18 +180,21 @@ def test_the_import_run_again_records_its_chain_and_keeps_the_facts_of_the_same_
     _as_written_before_the_chain(lab)
     lab.finished(B, name="again", chain=chain_json(PIN))
     lab.publish(B)
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert source.chain == VerifiedChain(PIN, PIN, CONFIG_DIGEST)
     assert set(source.roles) == {"client"} and source.roles["client"].lifecycle_id == B
-    assert lab.publisher().stored_source(PIN) == source
+    assert lab.publisher().stored_source(PIN, "x86_64") == source
 
 
 def test_a_source_record_under_another_digests_name_answers_nothing(lab: PublishLab) -> None:
     lab.finished(A)
     lab.publish(A)
     other = "7" * 64
-    lab.harness.write(lab.layout.source(other), lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
-    assert lab.publisher().stored_source(f"sha256:{other}") is None
+    lab.harness.write(
+        lab.layout.source(other, "x86_64"),
+        lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")),
+    )
+    assert lab.publisher().stored_source(f"sha256:{other}", "x86_64") is None
 
 
 def test_binding_from_the_store_carries_the_chain_into_the_alias(lab: PublishLab) -> None:
@@ -191,14 +202,14 @@ def test_binding_from_the_store_carries_the_chain_into_the_alias(lab: PublishLab
 
     lab.finished(A, chain=chain_json(PIN, MANIFEST))
     lab.publish(A)
-    source = lab.publisher().stored_source(PIN)
+    source = lab.publisher().stored_source(PIN, "x86_64")
     assert source is not None
     request = make_request(
         "import_oci", name="other", role="client", source=lab.plans[A].request.source
     )
     bound = lab.publisher().bind_stored(request, source).record
     assert bound.chain == VerifiedChain(PIN, MANIFEST, CONFIG_DIGEST)
-    assert load_alias(lab.harness.read(lab.layout.alias("other"))).chain == bound.chain
+    assert lab.alias_entry("other").chain == bound.chain
 
 
 def test_inspecting_a_stored_artifact_takes_its_sources_chain(lab: PublishLab) -> None:
@@ -207,7 +218,7 @@ def test_inspecting_a_stored_artifact_takes_its_sources_chain(lab: PublishLab) -
     lab.finished(B, operation="inspect_sqsh", role="serving", source=stored.path, name="srv")
     serving = lab.publish(B).record
     assert serving.chain == stored.chain is not None
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
     assert source.chain == stored.chain and set(source.roles) == {"client", "serving"}
 
 
@@ -217,11 +228,11 @@ def test_inspecting_an_artifact_of_an_old_source_proves_nothing_new(lab: Publish
     _as_written_before_the_chain(lab)
     lab.finished(C, operation="inspect_sqsh", role="serving", source=stored.path, name="srv")
     serving = lab.publish(C).record
-    assert (serving.source_digest, serving.chain) == (PIN, None)
-    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST)))
-    assert (source.schema_version, source.chain) == (2, None)
-    assert set(source.roles) == {"client", "serving"}
-    assert lab.publisher().stored_source(PIN) is None
+    # a source from before architectures names no architecture: it is left as it was
+    assert (serving.source_digest, serving.chain, serving.source) == (None, None, stored.path)
+    source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, None)))
+    assert (source.schema_version, source.chain, set(source.roles)) == (1, None, {"client"})
+    assert lab.publisher().stored_source(PIN, "x86_64") is None
 
 
 def test_binding_from_the_store_meets_an_existing_alias_as_a_publication_does(
@@ -236,14 +247,14 @@ def test_binding_from_the_store_meets_an_existing_alias_as_a_publication_does(
     lab.harness.write(other, b"other bytes")
     lab.finished(B, operation="inspect_sqsh", name="srv", source=other, sqsh=b"other bytes")
     taken = lab.publish(B).record
-    source = lab.publisher().stored_source(PIN)
+    source = lab.publisher().stored_source(PIN, "x86_64")
     assert source is not None
     request = make_request("import_oci", name="srv", role="client", source=stored.source)
 
     with pytest.raises(AliasExists) as refused:
         lab.publisher().bind_stored(request, source)
     assert refused.value.field == "name" and "--replace" in refused.value.rule
-    assert load_alias(lab.harness.read(lab.layout.alias("srv"))) == taken
+    assert lab.alias_entry("srv") == taken
 
     rebound = lab.publisher().bind_stored(request, source, replace=True)
     assert rebound.changed and rebound.record.sqsh_sha256 == stored.sqsh_sha256

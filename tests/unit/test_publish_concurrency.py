@@ -15,7 +15,6 @@ from slurm_image.adapters.local_store import LocalStore
 from slurm_image.application.errors import AliasExists
 from slurm_image.application.observe import Observe
 from slurm_image.application.publish import Publish
-from slurm_image.domain.publication import load_alias
 
 IDS = [f"img-{n:032x}" for n in range(1, 7)]
 WON, LOST = 10, 11
@@ -61,7 +60,7 @@ def test_publishers_of_one_alias_end_with_one_consistent_winner(local_lab: Publi
     codes = _race(lab, list(images))
     assert sorted(codes) == [WON, LOST, LOST, LOST]
     winner = list(images)[codes.index(WON)]
-    record = load_alias(lab.harness.read(lab.layout.alias("race")))
+    record = lab.alias_entry("race")
     assert record.lifecycle_id == winner
     assert lab.harness.read(record.path) == images[winner]
     assert hashlib.sha256(lab.harness.read(record.path)).hexdigest() == record.sqsh_sha256
@@ -78,7 +77,7 @@ def test_two_aliases_of_one_artifact_published_at_once_keep_both_bindings(
     lab.finished(IDS[0], name="one")
     lab.finished(IDS[1], name="two")
     assert _race(lab, IDS[:2]) == [WON, WON]
-    one, two = (load_alias(lab.harness.read(lab.layout.alias(n))) for n in ("one", "two"))
+    one, two = (lab.alias_entry(n) for n in ("one", "two"))
     assert one.path == two.path and lab.harness.read(one.path) == SQSH_BYTES
     assert lab.store.list_directory(lab.layout.artifacts) == [f"{one.sqsh_sha256}.sqsh"]
 
@@ -105,4 +104,4 @@ def test_an_artifact_linked_by_another_publisher_while_it_is_hashed_is_hashed_ag
     two = lab.publish(IDS[1]).record
     assert disturbed == [artifact]
     assert two.path == artifact and lab.harness.read(artifact) == SQSH_BYTES
-    assert load_alias(lab.harness.read(lab.layout.alias("one"))).path == artifact
+    assert lab.alias_entry("one").path == artifact

@@ -19,7 +19,7 @@ from publish_support import SQSH_BYTES, PublishLab
 from slurm_image.adapters.fcntl_lock import FcntlLocks
 from slurm_image.adapters.local_store import LocalStore
 from slurm_image.application.publish import CHECKPOINTS
-from slurm_image.domain.publication import AliasRecord, load_alias
+from slurm_image.domain.publication import AliasRecord
 
 OLD, NEW = "img-" + "0" * 31 + "1", "img-" + "0" * 31 + "2"
 NEW_BYTES = SQSH_BYTES + b" new"
@@ -39,7 +39,7 @@ def _crash_at(step: str) -> Any:
 
 def _alias(lab: PublishLab) -> AliasRecord | None:
     path = lab.layout.alias("app")
-    return load_alias(lab.harness.read(path)) if lab.harness.exists(path) else None
+    return lab.alias_entry("app") if lab.harness.exists(path) else None
 
 
 def _check_not_torn(lab: PublishLab, old: AliasRecord) -> None:

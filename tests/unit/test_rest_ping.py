@@ -1,11 +1,16 @@
 """``ping`` through slurmrestd when no controller answers UP.
 
 Slurm 24.11's slurmrestd answers ``/ping`` with a refused token as HTTP 200 with every
-controller ``DOWN`` (measured on the local 24.11 cluster): only a read that needs the token
-tells a refused token (HTTP 511, error 1007) from a controller really down (HTTP 502, 1800).
+controller ``DOWN`` (measured on the local 24.11 cluster), and 26.05's with every controller not
+``responding`` (recorded, tests/fixtures/slurmrest/local-slurmrestd-26.05.5__*): only a read that
+needs the token tells a refused token (HTTP 511, error 1007) from a controller really down
+(HTTP 502, 1800).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,6 +21,7 @@ from slurm_image.ports.submitter import SchedulerAuthError, SchedulerUnavailable
 from slurm_image.submitters import RetryPolicy
 
 URL = "unix:///nonexistent/slurmrestd.sock"
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "slurmrest"
 DOWN = {
     "errors": [],
     "warnings": [],
@@ -96,3 +102,31 @@ def test_a_controller_up_needs_no_second_request() -> None:
     rest = RestSubmitter(url=URL, api_version="v0.0.42", client=client)
     assert "ctl1" in rest.ping()
     assert seen == ["/slurm/v0.0.42/ping"]
+
+
+def _recorded(version: str, what: str) -> httpx.Response:
+    [path] = RECORDED.glob(f"local-slurmrestd-26.05.5__{version}__{what}-http-*.json")
+    return httpx.Response(int(path.stem.rsplit("-http-", 1)[1]), json=json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
+def test_26_05_answers_a_refused_token_as_an_auth_error(version: str) -> None:
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        what = "ping-bad-token" if request.url.path.endswith("/ping") else "nodes-bad-token"
+        return _recorded(version, what)
+
+    client = RestClient(URL, transport=httpx.MockTransport(handle))
+    rest = RestSubmitter(url=URL, api_version=version, client=client)
+    with pytest.raises(SchedulerAuthError):
+        rest.ping()
+    assert seen == [f"/slurm/{version}/ping", f"/slurm/{version}/nodes"]
+
+
+@pytest.mark.parametrize("version", ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
+def test_26_05_names_its_primary_controller_up(version: str) -> None:
+    client = RestClient(URL, transport=httpx.MockTransport(lambda _: _recorded(version, "ping-ok")))
+    said = RestSubmitter(url=URL, api_version=version, client=client).ping()
+    assert said.endswith("(primary) UP")

@@ -40,7 +40,7 @@ UPDATE = os.environ.get("SLURM_IMAGE_UPDATE_GOLDEN") == "1"
 CASES: dict[str, dict[str, Any]] = {
     "import_client.sbatch": {},
     "inspect_serving.sbatch": {"operation": "inspect_sqsh", "source": SQSH, "role": "serving"},
-    "import_client_site_options.sbatch": {"profile": FULL_PROFILE},
+    "import_client_site_options.sbatch": {"profile": FULL_PROFILE, "architecture": "aarch64"},
 }
 
 
@@ -106,7 +106,7 @@ def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
     assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
     assert f"readonly SOURCE_URI_TAG_DIGEST='docker://nvcr.io#nvidia/pytorch:{DIGEST}'" in script
     assert re.search(
-        r'^ +SLURM_IMAGE_PIN=\$PINNED_HEX enroot import -o "\$PARTIAL" "\$source_uri" 2>"\$log"',
+        r'^ +enroot import -a "\$architecture" -o "\$PARTIAL" "\$source_uri" 2>"\$log"',
         script,
         re.MULTILINE,
     )
@@ -132,7 +132,13 @@ def test_the_verifying_curl_is_in_the_import_script_only() -> None:
     )
     assert f"\n{VERIFYING_CURL_MARKER}\n" not in program  # the here-document ends at its end
     inspect = render_script(make_plan("inspect_sqsh", source=SQSH, role="serving"))
-    for text in (VERIFYING_CURL_MARKER, "SLURM_IMAGE_PIN", "check_chain", "chain.json"):
+    for text in (
+        VERIFYING_CURL_MARKER,
+        "SLURM_IMAGE_PIN",
+        "check_chain",
+        "CHAIN_RECORD",
+        "/chain.json",
+    ):
         assert text not in inspect
 
 
@@ -181,7 +187,10 @@ def test_the_header_lists_the_exit_codes_the_script_can_end_with(golden: str) ->
         listed = f"\n#   {code}  {meaning.split()[0]} " in header
         assert listed == (f"die {code} " in script), code
     inspect = _header(render_script(make_plan("inspect_sqsh", source=SQSH, role="serving")))
-    assert "#   73  " not in inspect and "#   79  " not in inspect
+    # an inspect can meet an architecture record (73) and a node of another architecture (81),
+    # never a registry (79) or an imported config (82)
+    assert "#   73  " in inspect and "#   81  " in inspect
+    assert "#   79  " not in inspect and "#   82  " not in inspect
 
 
 def test_the_header_says_why_the_job_reexecutes_itself() -> None:

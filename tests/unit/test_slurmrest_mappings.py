@@ -5,8 +5,8 @@ OpenAPI specifications (SlinkyProject/slurm-client for v0.0.41 and v0.0.44; the 
 documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from real slurmrestd
 (rackslab/Slurm-web test assets for 23.11, 24.05, 24.11) and answers recorded from this
 project's local clusters (``local-slurmrestd-<release>__<version>__<what>[-http-<status>]``:
-22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42; by
-tests/fixtures/slurmrest/record_local.py).
+22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42; 26.05.5 on v0.0.42 to v0.0.45, with
+the excerpt of the specification it serves; by tests/fixtures/slurmrest/record_local.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from slurm_image.adapters.slurmrest.client import RestClient
 from slurm_image.adapters.slurmrest.data_parser import exit_code_of
 from slurm_image.adapters.slurmrest.errors import classify
-from slurm_image.adapters.slurmrest.versions import SUPPORTED, mapping_for, versions_in_spec
+from slurm_image.adapters.slurmrest.versions import (
+    SUPPORTED,
+    discover_once,
+    mapping_for,
+    versions_in_spec,
+)
 from slurm_image.domain.job import JobSpec, JobState
+from slurm_image.domain.rest_api import REST_API_VERSIONS
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.submitters import TransientFailure
 
@@ -89,10 +97,18 @@ def test_v0_0_38_submit_body_as_measured_live() -> None:
         ("v0.0.42", "slinky-slurm-client__v0044__openapi.excerpt.json"),
         ("v0.0.43", "slinky-slurm-client__v0041__openapi.excerpt.json"),
         ("v0.0.43", "slinky-slurm-client__v0044__openapi.excerpt.json"),
+        # the specification a live 26.05 slurmrestd serves, for each of its versions
+        ("v0.0.42", "local-slurmrestd-26.05.5__v0.0.42__openapi.excerpt.json"),
+        ("v0.0.43", "local-slurmrestd-26.05.5__v0.0.43__openapi.excerpt.json"),
+        ("v0.0.44", "local-slurmrestd-26.05.5__v0.0.44__openapi.excerpt.json"),
+        ("v0.0.45", "local-slurmrestd-26.05.5__v0.0.45__openapi.excerpt.json"),
     ],
 )
 def test_submit_body_matches_the_published_spec(version: str, fixture: str) -> None:
-    published = "v0.0." + fixture.split("__v00")[1][:2]
+    if fixture.startswith("local-"):
+        published = fixture.split("__")[1]
+    else:
+        published = "v0.0." + fixture.split("__v00")[1][:2]
     schemas = load(fixture)["components"]["schemas"]
     request = schemas[f"{published}_job_submit_req"]["properties"]
     job_props = schemas[f"{published}_job_desc_msg"]["properties"]
@@ -119,7 +135,7 @@ def test_submit_body_v0_0_40_matches_the_published_model() -> None:
             assert kind.startswith("V0040Uint") and value["set"] is True, key
 
 
-@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44"])
+@pytest.mark.parametrize("version", [v for v in REST_API_VERSIONS if v != "v0.0.38"])
 def test_every_spec_value_travels_in_the_job_description(version: str) -> None:
     job = mapping_for(version).submit_body(SCRIPT, SPEC, ENV)["job"]
     assert job["script"] == SCRIPT
@@ -145,8 +161,13 @@ LIVE = [
     ("24.11.5", "v0.0.40"),
     ("24.11.5", "v0.0.41"),
     ("24.11.5", "v0.0.42"),
+    ("26.05.5", "v0.0.42"),
+    ("26.05.5", "v0.0.43"),
+    ("26.05.5", "v0.0.44"),
+    ("26.05.5", "v0.0.45"),
 ]
-LIVE_24_11 = [version for release, version in LIVE if release == "24.11.5"]
+LIVE_DATA_PARSER = [(release, version) for release, version in LIVE if version != "v0.0.38"]
+LIVE_26_05 = [version for release, version in LIVE if release == "26.05.5"]
 
 
 def recorded(release: str, version: str, what: str) -> tuple[int | None, dict[str, Any]]:
@@ -172,10 +193,51 @@ def test_answers_recorded_live(release: str, version: str) -> None:
     assert cancelled.status.state is JobState.CANCELLED
 
 
-@pytest.mark.parametrize("version", LIVE_24_11)
-def test_24_11_answers_name_their_data_parser(version: str) -> None:
-    _, ok = recorded("24.11.5", version, "submit-ok")
+@pytest.mark.parametrize(("release", "version"), LIVE_DATA_PARSER)
+def test_answers_name_their_data_parser(release: str, version: str) -> None:
+    _, ok = recorded(release, version, "submit-ok")
     assert ok["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"
+
+
+def test_every_version_recorded_live_is_one_the_adapter_serves() -> None:
+    assert tuple(SUPPORTED) == REST_API_VERSIONS
+    assert {version for _, version in LIVE} == set(REST_API_VERSIONS)
+
+
+@pytest.mark.parametrize("version", LIVE_26_05)
+def test_26_05_refuses_a_job_without_environment_naming_the_job(version: str) -> None:
+    status, body = recorded("26.05.5", version, "submit-no-environment")
+    assert status == 422
+    error = classify("submit", status, mapping_for(version).errors(body), "")
+    assert isinstance(error, SchedulerRejected)
+    assert error.field == "job"
+    assert "Environment is missing" in error.reason
+
+
+@pytest.mark.parametrize("version", LIVE_26_05)
+def test_26_05_ping_answers_name_the_primary_controller(version: str) -> None:
+    mapping = mapping_for(version)
+    _, ok = recorded("26.05.5", version, "ping-ok")
+    [(said, up)] = mapping.controllers(ok)
+    assert up is True
+    assert said.endswith("UP") and "(primary)" in said
+    # a refused token: the ping still answers 200, with the controller not responding
+    status, refused = recorded("26.05.5", version, "ping-bad-token")
+    assert status == 200
+    assert classify("ping", status, mapping.errors(refused), "") is None
+    [(said, up)] = mapping.controllers(refused)
+    assert up is False
+    assert "DOWN" in said
+    status, nodes = recorded("26.05.5", version, "nodes-bad-token")
+    assert isinstance(classify("ping", status or 0, mapping.errors(nodes), ""), SchedulerAuthError)
+
+
+def test_the_v0_0_45_ping_entry_has_a_status_and_no_mode() -> None:
+    _, refused = recorded("26.05.5", "v0.0.45", "ping-bad-token")
+    [entry] = refused["pings"]
+    assert "pinged" not in entry and "mode" not in entry
+    [(said, _)] = mapping_for("v0.0.45").controllers(refused)
+    assert said.endswith("DOWN (Protocol authentication error)")
 
 
 @pytest.mark.parametrize(("release", "version"), LIVE)
@@ -215,7 +277,7 @@ def test_cancel_answers_recorded_live(release: str, version: str) -> None:
         assert unknown is None
 
 
-@pytest.mark.parametrize("version", ["v0.0.38", *LIVE_24_11])
+@pytest.mark.parametrize("version", REST_API_VERSIONS)
 def test_a_finished_job_without_a_readable_exit_code_says_so(version: str) -> None:
     shapes: dict[str, Any] = {
         "v0.0.38": {"job_id": 7, "job_state": "FAILED", "state_reason": "NonZeroExitCode"},
@@ -332,3 +394,22 @@ def test_an_unsupported_version_is_refused() -> None:
     with pytest.raises(SchedulerRejected) as caught:
         mapping_for("v0.0.39")
     assert caught.value.field == "api_version"
+
+
+@pytest.mark.parametrize(
+    ("offered", "picked"),
+    [
+        (["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"], "v0.0.45"),  # Slurm 26.05
+        (["v0.0.44", "v0.0.45", "v0.0.46"], "v0.0.45"),  # a newer server: the newest both know
+        (["v0.0.39", "v0.0.40"], "v0.0.40"),
+    ],
+)
+def test_auto_picks_the_newest_version_both_sides_know(offered: list[str], picked: str) -> None:
+    paths = {f"/slurm/{version}/job/submit": {} for version in offered}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/openapi/v3"
+        return httpx.Response(200, json={"paths": paths})
+
+    client = RestClient("unix:///nonexistent.sock", transport=httpx.MockTransport(handle))
+    assert discover_once(client).version == picked

@@ -121,7 +121,7 @@ def test_a_source_record_from_before_the_chain_still_reads_and_is_not_verified()
         ({"chain": {**CHAIN, "manifest": "b" * 64}}, "chain.manifest"),
         ({"chain": {**CHAIN, "layers": []}}, "chain.layers"),
         ({"chain": {"pinned": PIN, "manifest": MANIFEST}}, "chain.config"),
-        ({"schema_version": 3}, "schema_version"),
+        ({"schema_version": 4}, "schema_version"),
     ],
 )
 def test_a_record_whose_chain_proves_nothing_of_its_source_is_refused(
@@ -136,19 +136,22 @@ def test_a_record_whose_chain_proves_nothing_of_its_source_is_refused(
 
 def test_an_alias_without_a_source_carries_no_chain() -> None:
     inspected = {**ALIAS_V1, "operation": "inspect_sqsh", "source_digest": None}
-    assert load_alias(json.dumps({**inspected, "schema_version": 2}).encode()).chain is None
+    (entry,) = load_alias(json.dumps({**inspected, "schema_version": 2}).encode()).entries
+    assert entry.chain is None
     with pytest.raises(DomainError) as refused:
         load_alias(json.dumps({**inspected, "schema_version": 2, "chain": CHAIN}).encode())
     assert refused.value.field == "alias.chain"
 
 
 def test_the_catalog_read_prints_the_chain_or_null_for_an_old_record() -> None:
-    old = read_published(json.dumps(ALIAS_V1).encode(), "torch")
+    (old,) = read_published(json.dumps(ALIAS_V1).encode(), "torch").entries
     assert old.details()["chain"] is None
-    assert old.details() == load_alias(json.dumps(ALIAS_V1).encode()).details()
+    (validated,) = load_alias(json.dumps(ALIAS_V1).encode()).entries
+    assert old.details() == validated.details()
     record = {**ALIAS_V1, "schema_version": 2, "chain": CHAIN}
-    assert read_published(json.dumps(record).encode(), "torch").details()["chain"] == CHAIN
-    assert load_alias(json.dumps(record).encode()).details()["chain"] == CHAIN
+    (read,) = read_published(json.dumps(record).encode(), "torch").entries
+    assert read.details()["chain"] == CHAIN
+    assert load_alias(json.dumps(record).encode()).entries[0].details()["chain"] == CHAIN
 
 
 @pytest.mark.parametrize(

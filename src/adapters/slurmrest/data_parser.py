@@ -1,4 +1,4 @@
-"""The shapes shared by slurmrestd API versions v0.0.40 to v0.0.44 (Slurm's data_parser plugins).
+"""The shapes shared by slurmrestd API versions v0.0.40 to v0.0.45 (Slurm's data_parser plugins).
 
 From the published OpenAPI specifications (fixtures under tests/fixtures/slurmrest/): numbers
 that may be unset are ``{"set": bool, "infinite": bool, "number": N}`` objects

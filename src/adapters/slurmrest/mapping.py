@@ -1,6 +1,6 @@
 """What one slurmrestd API version looks like: paths, the submit body, and the answers.
 
-Each supported version has its own small module (``v0_0_38`` ... ``v0_0_44``) exposing a
+Each supported version has its own small module (``v0_0_38`` ... ``v0_0_45``) exposing a
 ``MAPPING`` that satisfies ``ApiMapping``.
 """
 
@@ -110,7 +110,8 @@ def largest_node_in(nodes: Json, partition: str) -> tuple[int | None, int | None
 
 
 def controller_entries(body: Json) -> list[tuple[str, bool]]:
-    """Ping entries: ``ping``/``pinged`` "UP" (v0.0.38/40) or ``responding`` (v0.0.41+)."""
+    """Ping entries: ``ping``/``pinged`` "UP" (v0.0.38/40) or ``responding`` (v0.0.41+); from
+    v0.0.45 no ``pinged`` or ``mode``, but a ``status`` text saying why a controller is down."""
     found = []
     for entry in body.get("pings") or []:
         if not isinstance(entry, dict):
@@ -118,7 +119,11 @@ def controller_entries(body: Json) -> list[tuple[str, bool]]:
         said = str(entry.get("pinged", entry.get("ping", ""))).upper()
         up = entry.get("responding") is True or said == "UP"
         mode = entry.get("mode") or ("primary" if entry.get("primary") else "backup")
-        found.append((f"slurmctld {entry.get('hostname', '?')} ({mode}) {said or up}", up))
+        text = f"slurmctld {entry.get('hostname', '?')} ({mode}) {said or ('UP' if up else 'DOWN')}"
+        status = entry.get("status")
+        if not up and status and str(status) != "No error":
+            text += f" ({status})"
+        found.append((text, up))
     return found
 
 

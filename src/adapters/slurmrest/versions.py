@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-from slurm_image.adapters.slurmrest import v0_0_38, v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44
+from slurm_image.adapters.slurmrest import (
+    v0_0_38,
+    v0_0_40,
+    v0_0_41,
+    v0_0_42,
+    v0_0_43,
+    v0_0_44,
+    v0_0_45,
+)
 from slurm_image.adapters.slurmrest.client import Answer, RestClient
 from slurm_image.adapters.slurmrest.errors import classify
 from slurm_image.adapters.slurmrest.mapping import ApiMapping
@@ -19,8 +27,10 @@ SUPPORTED: dict[str, ApiMapping] = {
         v0_0_42.MAPPING,
         v0_0_43.MAPPING,
         v0_0_44.MAPPING,
+        v0_0_45.MAPPING,
     )
 }
+"""One mapping per version of ``domain.rest_api.REST_API_VERSIONS``, the profile's list."""
 _SUBMIT_PATH = re.compile(r"^/slurm/(v0\.0\.\d+)/job/submit/?$")
 
 

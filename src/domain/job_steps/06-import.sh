@@ -7,9 +7,11 @@ done
 partial_owned=1
 say "importing $source_uri"
 run_import
+check_image_architecture
 if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then
     die 66 "the import did not produce a regular file"
 fi
 mv -T -- "$PARTIAL" "$CANDIDATE"
 partial_owned=0
 write_chain_record
+write_architecture_record

@@ -22,11 +22,12 @@ import_failed() {
 }
 run_import() {
     # Enroot's own output is kept to tell a zstd refusal from other failures, then shown. Its
-    # curl is the verifying one of step 6c, for this command alone.
+    # curl is the verifying one of step 6c, for this command alone. -a always: without it
+    # Enroot picks this node's architecture from an index.
     local status=0 log=$scratch/import.log
     PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
-        SLURM_IMAGE_PIN=$PINNED_HEX enroot import -o "$PARTIAL" "$source_uri" 2>"$log" ||
-        status=$?
+        SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
+        enroot import -a "$architecture" -o "$PARTIAL" "$source_uri" 2>"$log" || status=$?
     remove_credentials
     cat -- "$log" >&2
     check_chain "$status"

@@ -20,4 +20,11 @@ report job_uid "$EUID"
 report sandbox_uid "$SANDBOX_OWNER"
 problem=$(sandbox_problem)
 report sandbox "${problem:-ok}"
+report architecture "$node_architecture"
+for entry in "${ARCHITECTURES[@]}"; do
+    name=${entry%%:*}
+    [ "$name" != "$node_architecture" ] || continue
+    problem=$(architecture_problem "$name")
+    report "runs_$name" "${problem:-ok}"
+done
 succeeded=1

@@ -58,7 +58,11 @@ if [ "$kind" = config ]; then
                 "not a normalized absolute path (Enroot would create it outside the root)"
         fi
     fi
-    : >"$chain/checked/$digest"
+    # what Enroot compares with the architecture it imports for (its first line)
+    architecture=$(jq -r '(.architecture // .Architecture)? // empty' <"$body" 2>/dev/null) ||
+        architecture=""
+    architecture=${architecture%%$'\n'*}
+    printf '%s\n' "${architecture:0:100}" >"$chain/checked/$digest"
     exec cat -- "$body"
 fi
 
@@ -70,6 +74,11 @@ fi
 digest=${BASH_REMATCH[1]}
 [ "$digest" = "$pin" ] || [ -e "$chain/named/$digest" ] ||
     refuse "manifest sha256:$digest is neither the pinned digest nor named by its index"
+if [ "$digest" != "$pin" ] && ! grep -qxF -- "$arch" "$chain/named/$digest"; then
+    named=$(sort -u -- "$chain/named/$digest" | head -c 200 | tr '\n' ' ' | tr -d '[:cntrl:]')
+    refuse "manifest sha256:$digest is named by its index for ${named% }, not for $arch," \
+        "the architecture imported"
+fi
 # shellcheck disable=SC2015 # refuse when either fails: no -o FILE, or another -w
 [ -n "$output" ] && [ "$format" = '%{http_code}' ] ||
     refuse "curl for the manifest $url: not -o FILE -w '%{http_code}'"
@@ -81,11 +90,15 @@ if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
     [ "$actual" = "$digest" ] ||
         refuse "the registry answered manifest sha256:$digest with a manifest of sha256:$actual"
     mv -f -- "$body" "$chain/manifests/$digest"
-    # What Enroot reads from it: the digests an index names, the config digest of a manifest
-    # (the first line of its own jq program, as 3.x and as 4.x write it, and every config line).
-    while IFS= read -r named; do
-        [[ $named =~ ^sha256:([0-9a-f]{64})$ ]] && : >"$chain/named/${BASH_REMATCH[1]}"
-    done < <(jq -r '(.manifests[]?.digest)? // empty' <"$chain/manifests/$digest" 2>/dev/null)
+    # What Enroot reads from it: the digests an index names (each with the architectures it is
+    # named for), the config digest of a manifest (the first line of its own jq program, as 3.x
+    # and as 4.x write it, and every config line).
+    index='(.manifests[]? | [(.digest | strings), ((.platform.architecture? | strings) // "")]
+        | @tsv)? // empty'
+    while IFS=$'\t' read -r named platform; do
+        [[ $named =~ ^sha256:([0-9a-f]{64})$ ]] &&
+            printf '%s\n' "${platform:0:100}" >>"$chain/named/${BASH_REMATCH[1]}"
+    done < <(jq -r "$index" <"$chain/manifests/$digest" 2>/dev/null)
     config='(.config.digest | ltrimstr("sha256:"))? // empty'
     layers='([.layers[].digest | ltrimstr("sha256:")] | reverse | @tsv)?'
     media='(.layers[0].mediaType)? // empty'

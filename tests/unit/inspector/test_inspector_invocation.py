@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import stat
 from pathlib import Path
 
@@ -74,8 +75,16 @@ def test_in_process_main_writes_one_json_object(tmp_path: Path) -> None:
     data = out.read_bytes()
     assert data.endswith(b"}\n")
     record = json.loads(data)
-    assert set(record) == {"schema_version", "inspector_version", "role", "sqsh_sha256", "facts"}
-    assert record["schema_version"] == 2
+    assert set(record) == {
+        "schema_version",
+        "inspector_version",
+        "role",
+        "sqsh_sha256",
+        "machine",
+        "facts",
+    }
+    assert record["schema_version"] == 3
+    assert record["machine"] == platform.machine()
     assert record["inspector_version"] == inspect_image.INSPECTOR_VERSION
 
 

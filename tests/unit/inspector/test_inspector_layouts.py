@@ -24,7 +24,7 @@ USR_LOCAL_DIST_PACKAGES = "/usr/local/lib/python3.11/dist-packages"
 def accepted(record: dict[str, Any] | None, role: str) -> dict[str, Any]:
     assert record is not None
     validate_inspection(json.dumps(record).encode(), role=role, sqsh_sha256=SHA)  # type: ignore[arg-type]
-    assert record["schema_version"] == 2
+    assert record["schema_version"] == 3
     facts: dict[str, Any] = record["facts"]
     return facts
 
