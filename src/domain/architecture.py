@@ -1,4 +1,4 @@
-"""CPU architectures an image is built for (docs/enroot.md, "Architectures").
+"""CPU architectures an image is built for (docs/enroot.md, "Multi-architecture images").
 
 The product names them as ``uname -m`` does and Enroot's ``import -a`` takes them; registries
 name them as OCI's ``platform.architecture`` does; an ELF file names them by ``e_machine``.
