@@ -269,24 +269,18 @@ class PublicationMarker(BaseModel):
     @model_validator(mode="after")
     def _rules(self) -> PublicationMarker:
         if self.schema_version == 1 and (self.document is not None or self.sources):
-            raise InvalidRecord(field="marker", rule="version 1 holds one record and one source")
+            raise InvalidRecord(
+                field="schema_version", rule="version 1 holds one record and one source"
+            )
         if self.schema_version == 2 and (self.document is None or self.source is not None):
-            raise InvalidRecord(field="marker", rule="version 2 holds a document and sources")
+            raise InvalidRecord(
+                field="schema_version", rule="version 2 holds a document and sources"
+            )
         if self.document is not None and self.document.entry(self.alias.architecture) != (
             self.alias
         ):
-            raise InvalidRecord(field="marker.document", rule="must hold the published entry")
+            raise InvalidRecord(field="document", rule="must hold the published entry")
         return self
-
-    @classmethod
-    def of(
-        cls,
-        candidate: str | None,
-        document: AliasDocument,
-        alias: AliasRecord,
-        sources: tuple[SourceRecord, ...],
-    ) -> PublicationMarker:
-        return cls(candidate=candidate, alias=alias, document=document, sources=sources)
 
     @property
     def alias_document(self) -> AliasDocument:

@@ -102,3 +102,26 @@ def test_source_and_marker_records_refuse_garbage() -> None:
             load(b"{}")
         with pytest.raises(InvalidRecord):
             load(b"not json")
+
+
+def test_a_version_1_marker_is_still_finished_as_one_record_of_unknown_architecture() -> None:
+    written = {"schema_version": 1, "candidate": None, "alias": ALIAS, "source": None}
+    marker = load_marker(json.dumps(written).encode())
+    assert marker.schema_version == 1
+    assert marker.alias_document.legacy and marker.alias_document.entries == (marker.alias,)
+    assert marker.source_records == ()
+
+
+def test_a_marker_whose_version_and_contents_disagree_is_refused() -> None:
+    entry = {**ALIAS, "schema_version": 3, "architecture": "aarch64"}
+    document = {"schema_version": 3, "name": "torch", "entries": [entry]}
+    good = {"schema_version": 2, "candidate": None, "alias": entry, "document": document}
+    assert load_marker(json.dumps(good).encode()).alias_document.architectures == ("aarch64",)
+    for broken, field in (
+        ({**good, "document": None}, "marker.schema_version"),
+        ({**good, "schema_version": 1}, "marker.schema_version"),
+        ({**good, "alias": {**entry, "architecture": "x86_64"}}, "marker.document"),
+    ):
+        with pytest.raises(DomainError) as refused:
+            load_marker(json.dumps(broken).encode())
+        assert refused.value.field == field
