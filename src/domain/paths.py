@@ -179,6 +179,12 @@ class AttemptLayout:
         written by the job beside ``chain_record``; none for an inspect without one."""
         return self.in_job("architecture")
 
+    @property
+    def inspection_path_record(self) -> str:
+        """How the job inspected the image (``{"path": "overlay"|"unpacked", "reason": ...}``),
+        written by the job beside ``chain_record``; nothing reads it back."""
+        return self.in_job("inspection-path.json")
+
     # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
     # order they are removed, after everything else: an interrupted removal leaves an attempt
     # both can finish. The claim goes before the submission record (a claim alone is a
