@@ -137,6 +137,7 @@ class Job:
         runtime: RuntimeFiles | None = None,
         credentials: RegistryCredentials | None = None,
         architecture: str | None = None,
+        system_path: str = DEFAULT_JOB_PATH,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -149,7 +150,7 @@ class Job:
             "cpus_per_task": 2,
             "memory": "4G",
             "time_limit": "1:00:00",
-            "job_path": f"{standin.bin}:{DEFAULT_JOB_PATH}",
+            "job_path": f"{standin.bin}:{system_path}",
         }
         if local_scratch:
             build["local_scratch"] = str(self.scratch)
@@ -245,7 +246,11 @@ class Job:
             return [str(spool)]
         assert inspection_path == "overlay", inspection_path
         spool.chmod(0o555)
-        for path in (self.workspace, self.scratch):
+        owned = [self.workspace, self.scratch]
+        image_shelf = Path(self.paths.sqsh).parent
+        if self.plan.operation == "inspect_sqsh" and self.tmp in image_shelf.parents:
+            owned.append(image_shelf)
+        for path in owned:
             subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(path)], check=True)
         return as_user_with_fuse(self.tmp, [str(spool)])
 

@@ -1,48 +1,352 @@
 """The two ways a job inspects an image (docs/design.md, "The batch job"): through an overlay
 above the image it hashed, mounted read-only inside the sandbox (an ordinary user's job on a
 node with squashfuse, fuse-overlayfs and a /dev/fuse users may open), else an unpacked copy
-(root's job; a node without them). Either reads the .sqsh in full once, says which it used, and
-leaves nothing mounted, also when the job is killed."""
+(root's job; a node without them; a mount that failed before the image ran). Either reads the
+.sqsh in full once, says which it used, and leaves nothing mounted, also when the job is
+cancelled or killed. The attacks of README's Threat model run on both paths in
+test_untrusted_image.py."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from harness import ORDINARY_UID, Job, JobFactory, Standin
+from harness import (
+    ORDINARY_UID,
+    Job,
+    JobFactory,
+    Result,
+    Standin,
+    busybox_root,
+    mksquashfs,
+    need,
+    need_squashfs_tools,
+    path_without,
+)
+
+BIG_BYTES = 32 * 1024 * 1024
+WAITING_PYTHON = r"""#!/bin/sh
+# python3 of a test image: says it runs, then waits for the test's word before writing a result
+[ "$3" = "-c" ] && exit 0
+out=$6
+: >"${out%/*}/running"
+while [ ! -e "${out%/*}/go" ]; do sleep 0.05; done
+echo '{}' >"$out"
+"""
+TAGGED_PYTHON = r"""#!/bin/sh
+[ "$3" = "-c" ] && exit 0
+echo "image=@TAG@" >"$6"
+"""
+
+MakeImage = Callable[..., Path]
 
 
 @pytest.fixture
 def shelf(world_readable_tmp: Path) -> Path:
-    """Where an ordinary user's images lie: that user's directory, others may walk."""
+    """Where an ordinary user's images lie (made that user's when its job runs)."""
     directory = world_readable_tmp / "images"
     directory.mkdir(mode=0o755)
     return directory
 
 
-def own_image(shelf: Path, image: Path, name: str = "image.sqsh") -> Path:
-    target = shelf / name
-    shutil.copy2(image, target)
-    subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(shelf)], check=True)
-    return target
+@pytest.fixture
+def make_image(tmp_path: Path, shelf: Path) -> MakeImage:
+    """A busybox image on the shelf whose python3 is ``python`` (the fake's text)."""
+    need_squashfs_tools()
+    need(Path("/bin/busybox").is_file(), "/bin/busybox missing (apt-get install busybox-static)")
+    count = 0
+
+    def make(python: str, *, big: bool = False, name: str | None = None) -> Path:
+        nonlocal count
+        count += 1
+        root = busybox_root(tmp_path / f"root-{count}", None, ["PATH=/usr/bin:/bin"])
+        (root / "bin" / "sleep").symlink_to("busybox")
+        fake = root / "usr" / "bin" / "python3"
+        fake.parent.mkdir(parents=True)
+        fake.write_text(python)
+        fake.chmod(0o755)
+        if big:
+            (root / "big").write_bytes(os.urandom(BIG_BYTES))  # incompressible, never read
+        return mksquashfs(root, shelf / (name or f"image-{count}.sqsh"))
+
+    return make
 
 
-def inspect(make_job: JobFactory, source: Path) -> Job:
-    return make_job(operation="inspect_sqsh", role="serving", source=str(source))
+def inspect(make_job: JobFactory, source: Path, **options: str) -> Job:
+    return make_job(operation="inspect_sqsh", role="serving", source=str(source), **options)
+
+
+def result_text(job: Job) -> str:
+    path = Path(job.paths.result)
+    return path.read_text() if path.is_file() else ""
+
+
+# -- which path, and why -------------------------------------------------------------------
 
 
 def test_an_ordinary_user_s_job_inspects_through_the_overlay(
-    make_job: JobFactory, image, shelf: Path, standin: Standin
+    make_job: JobFactory, image: Callable[[str], Path], shelf: Path, standin: Standin
 ) -> None:
-    job = inspect(make_job, own_image(shelf, image("report")))
+    source = shelf / "report.sqsh"
+    shutil.copy2(image("report"), source)
+    job = inspect(make_job, source)
 
     result = job.run(inspection_path="overlay")
 
     assert result.returncode == 0, result.stderr
     assert job.inspection_path_record() == {"path": "overlay", "reason": "fuse-overlayfs"}
-    assert "through an overlay" in result.stderr
+    assert "inspecting the mounted image through an overlay (fuse-overlayfs)" in result.stderr
     assert "create" not in standin.commands()
-    report = Path(job.paths.result).read_text()
+    report = result_text(job)
     assert "arg=serving" in report
+    root = report.split("--- mountinfo\n", 1)[1].splitlines()[0]
+    assert root.split()[4] == "/"
+    assert root.split(" - ")[1].split()[0] == "fuse.fuse-overlayfs"  # the image's root
+    assert job.leftover_scratch() == []
+
+
+def test_root_s_job_unpacks_and_says_why(
+    make_job: JobFactory, image: Callable[[str], Path], standin: Standin
+) -> None:
+    need(os.geteuid() == 0, "the root job's case needs root (CI runs as root)")
+    job = inspect(make_job, image("report"))
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    reason = "root's job (its FUSE daemons would run as host root)"
+    assert job.inspection_path_record() == {"path": "unpacked", "reason": reason}
+    assert f"inspecting an unpacked copy of the image ({reason})" in result.stderr
+    assert standin.commands() == ["version", "create", "start", "remove"]
+
+
+def test_a_node_without_squashfuse_unpacks_an_ordinary_user_s_image(
+    make_job: JobFactory, make_image: MakeImage, standin: Standin, world_readable_tmp: Path
+) -> None:
+    system = path_without(world_readable_tmp / "bin", "squashfuse")
+    job = inspect(make_job, make_image(TAGGED_PYTHON.replace("@TAG@", "A")), system_path=system)
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record() == {
+        "path": "unpacked",
+        "reason": f"no squashfuse on {standin.bin}:{system}",
+    }
+    assert "create" in standin.commands()
+    assert result_text(job) == "image=A\n"
+
+
+def test_an_overlay_that_cannot_be_mounted_falls_back_to_unpacking_before_the_image_runs(
+    make_job: JobFactory, make_image: MakeImage, standin: Standin
+) -> None:
+    failing = standin.bin / "fuse-overlayfs"
+    failing.write_text("#!/bin/sh\necho 'fuse: device not found' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    job = inspect(make_job, make_image(TAGGED_PYTHON.replace("@TAG@", "A")))
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record() == {
+        "path": "unpacked",
+        "reason": "the overlay could not be mounted (status 1)",
+    }
+    assert [c for c in standin.commands() if c in ("create", "start")] == ["create", "start"]
+    assert result_text(job) == "image=A\n"
+    assert job.leftover_scratch() == []
+
+
+# -- one full read -----------------------------------------------------------------------------
+
+
+def bytes_read(job: Job, inspection_path: str) -> tuple[Result, int]:
+    """The job's run, and the bytes its whole process tree read (``rchar``: the kernel adds a
+    reaped child's counts to its parent's, so the shell waiting for the job counts them all)."""
+    counts = job.tmp / "rchar"
+    measure = 'exec 3>"$0"; "$@" 3>&-; status=$?; grep "^rchar:" /proc/$$/io >&3; exit $status'
+    command = ["/bin/sh", "-c", measure, str(counts), *job.command(inspection_path)]
+    done = subprocess.run(
+        command,
+        cwd=job.job_dir,
+        env=job.environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return Result(done.returncode, done.stdout, done.stderr), int(counts.read_text().split()[1])
+
+
+def test_the_overlay_path_reads_the_image_once_and_never_the_part_the_inspector_skips(
+    make_job: JobFactory, image: Callable[[str], Path], make_image: MakeImage
+) -> None:
+    """A 32 MiB incompressible file no inspector reads: the overlay path reads the image once
+    (its digest) and little else, the unpack path the image and its copy (and unpacks it)."""
+    need(os.geteuid() == 0, "the root job's case needs root (CI runs as root)")
+    source = make_image(TAGGED_PYTHON.replace("@TAG@", "big"), big=True)
+    size = source.stat().st_size
+    assert size > BIG_BYTES
+
+    unpacked = inspect(make_job, source)  # root's job first: the other makes ws another's
+    result, unpacked_read = bytes_read(unpacked, "unpacked")
+    assert result.returncode == 0, result.stderr
+    assert unpacked.inspection_path_record()["path"] == "unpacked"
+
+    lazy = inspect(make_job, source)
+    result, lazy_read = bytes_read(lazy, "overlay")
+    assert result.returncode == 0, result.stderr
+    assert lazy.inspection_path_record()["path"] == "overlay"
+
+    assert size <= lazy_read < size + BIG_BYTES // 2, (lazy_read, size)
+    assert unpacked_read > 2 * size, (unpacked_read, size)
+
+
+# -- the mounted bytes are the hashed bytes ------------------------------------------------------
+
+
+def test_exchanging_a_parent_directory_before_the_mount_mounts_the_hashed_bytes_still(
+    make_job: JobFactory, make_image: MakeImage, standin: Standin, shelf: Path
+) -> None:
+    """squashfuse mounts /dev/fd/9, the file the job hashed: with `current` exchanged for a
+    directory holding image B just before it mounts (and exchanged back before the job checks
+    the path again), a mount by path would bind B's facts to A's digest."""
+    (shelf / "current").mkdir()
+    (shelf / "other").mkdir()
+    source = make_image(TAGGED_PYTHON.replace("@TAG@", "A"), name="current/img.sqsh")
+    make_image(TAGGED_PYTHON.replace("@TAG@", "B"), name="other/img.sqsh")
+    swap = (
+        f"mv {shelf}/current {shelf}/swap && mv {shelf}/other {shelf}/current"
+        f" && mv {shelf}/swap {shelf}/other"
+    )
+    wrapper = standin.bin / "squashfuse"
+    wrapper.write_text(f'#!/bin/sh\n{swap}\nexec {shutil.which("squashfuse")} "$@"\n')
+    wrapper.chmod(0o755)
+    standin.configure(hooks={"start": swap})
+    job = inspect(make_job, source)
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record()["path"] == "overlay"
+    assert [entry["hook"] for entry in standin.records() if entry["event"] == "hook"] == ["start"]
+    assert result_text(job) == "image=A\n"
+    assert (shelf / "current" / "img.sqsh").stat().st_ino == source.stat().st_ino
+
+
+# -- nothing stays mounted, nothing survives -----------------------------------------------------
+
+
+def mounts_under(pid: int | str, directory: Path) -> list[str]:
+    """The mounts process ``pid`` sees at or below ``directory``."""
+    try:
+        lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if line.split()[4].startswith(str(directory))]
+
+
+def processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def no_processes_of(uid: int) -> bool:
+    """Whether ``uid`` runs no process, once those ending have ended (the kernel kills the
+    processes of a namespace whose init died asynchronously)."""
+    deadline = time.monotonic() + 10
+    while processes_of(uid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.fixture
+def no_stragglers() -> Iterator[None]:
+    yield
+    for pid in processes_of(ORDINARY_UID):
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("ending", ["finished", "SIGTERM", "SIGKILL"])
+def test_the_overlay_is_mounted_only_inside_the_sandbox_and_gone_after_the_job(
+    make_job: JobFactory, make_image: MakeImage, ending: str, no_stragglers: None
+) -> None:
+    assert no_processes_of(ORDINARY_UID), "a job of an earlier test is still ending"
+    job = inspect(make_job, make_image(WAITING_PYTHON))
+    process = subprocess.Popen(
+        job.command("overlay"),
+        cwd=job.job_dir,
+        env=job.environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # as a batch step: Slurm signals every process of it
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := list(job.scratch.glob("*/sandbox/output/running"))):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the image never ran"
+            time.sleep(0.05)
+        script = os.fsencode(job.tmp / "spool" / f"job{job.job_id}" / "slurm_script")
+        job_shells = [p for p in processes_of(ORDINARY_UID) if script in cmdline(p)]
+        daemons = [p for p in processes_of(ORDINARY_UID) if comm(p) == "squashfuse"]
+
+        assert job_shells
+        assert mounts_under("self", job.scratch) == []
+        assert all(mounts_under(pid, job.scratch) == [] for pid in job_shells)
+        assert len(daemons) == 1
+        inside = mounts_under(daemons[0], job.scratch)
+        assert [line.split(" - ")[1].split()[0] for line in inside] == [
+            "fuse.squashfuse",
+            "fuse.fuse-overlayfs",
+        ]
+
+        if ending == "finished":
+            (running[0].parent / "go").touch()
+            assert process.wait(timeout=60) == 0
+        else:
+            os.killpg(process.pid, getattr(signal, ending))
+            process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    assert no_processes_of(ORDINARY_UID), processes_of(ORDINARY_UID)
+    assert [line for pid in os.listdir("/proc") if pid.isdigit()
+            for line in mounts_under(pid, job.scratch)] == []  # fmt: skip
+    if ending != "SIGKILL":  # a killed job leaves its scratch, as a killed Enroot does
+        assert job.leftover_scratch() == []
