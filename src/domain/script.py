@@ -35,7 +35,8 @@ EXIT_CODES: dict[int, str] = {
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
     71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
-    73: "candidate.sqsh, its partial file, chain.json or the architecture record already exists",
+    73: "candidate.sqsh, its partial file, chain.json, the architecture record or the inspection"
+    " path record already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result (the inspector refused the image or failed)",

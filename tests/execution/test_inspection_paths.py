@@ -31,6 +31,8 @@ from harness import (
     path_without,
 )
 
+from slurm_image.domain.paths import AttemptLayout
+
 BIG_BYTES = 32 * 1024 * 1024
 WAITING_PYTHON = r"""#!/bin/sh
 # python3 of a test image: says it runs, then waits for the test's word before writing a result
@@ -350,3 +352,23 @@ def test_the_overlay_is_mounted_only_inside_the_sandbox_and_gone_after_the_job(
             for line in mounts_under(pid, job.scratch)] == []  # fmt: skip
     if ending != "SIGKILL":  # a killed job leaves its scratch, as a killed Enroot does
         assert job.leftover_scratch() == []
+
+
+@pytest.mark.parametrize("planted", ["file", "symlink"])
+def test_an_inspection_path_record_that_exists_is_never_overwritten(
+    make_job: JobFactory, image: Callable[[str], Path], standin: Standin, planted: str
+) -> None:
+    job = inspect(make_job, image("report"))
+    layout = AttemptLayout(job.plan.profile.workspace_root, job.plan.lifecycle_id)
+    record = Path(layout.inspection_path_record)
+    if planted == "file":
+        record.write_text("planted\n")
+    else:
+        record.symlink_to(job.tmp / "elsewhere")
+
+    result = job.run()
+
+    assert result.returncode == 73, result.stderr
+    assert f"{record} already exists" in result.stderr
+    assert not (job.tmp / "elsewhere").exists()
+    assert "start" not in standin.commands()
