@@ -597,3 +597,61 @@ def test_an_ordinary_user_s_job_sandboxes_the_image_as_that_user(
     time.sleep(1)
     assert survivors() == []
     assert job.leftover_scratch() == []
+
+
+def test_under_the_stand_in_alone_a_started_image_file_obeys_its_fstab_and_environment(
+    tmp_path: Path, standin: Standin, attack_image: AttackImage, world_readable_tmp: Path
+) -> None:
+    """The fixture of the overlay path: `enroot start IMAGE.sqsh` mounts the image (squashfuse
+    and fuse-overlayfs, as Enroot 4.1.2 does) and reads its etc/fstab and etc/environment from
+    that root, as a directory start does; the job's overlay path above gives them nothing."""
+    for tool in ("squashfuse", "fuse-overlayfs"):
+        need(shutil.which(tool) is not None, f"{tool} missing (apt-get install {tool})")
+    outside = host_directory(world_readable_tmp, "outside")
+
+    def build(root: Path) -> None:
+        (root / "etc" / "fstab").write_text(f"{outside} /mnt/outside none x-create=dir,bind,rw\n")
+
+    image = attack_image(
+        "echo planted >/mnt/outside/planted", environment=("FROM_IMAGE=yes",), build=build
+    )
+    runtime = tmp_path / "runtime"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ENROOT_DATA_PATH": str(tmp_path / "data"),
+        "ENROOT_CACHE_PATH": str(tmp_path / "cache"),
+        "ENROOT_RUNTIME_PATH": str(runtime),
+        "ENROOT_CONFIG_PATH": str(tmp_path / "config"),
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+    rc = tmp_path / "rc"
+    rc.write_text('"$@"\n')
+    python = ["/usr/bin/python3", "-I", "-B", "/inspect_image.py", "serving", "0" * 64]
+    started = subprocess.run(
+        [str(standin.bin / "enroot"), "start", "--root", "--rc", str(rc), str(image), *python,
+         "/mnt/outside/result"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert started.returncode == 0, started.stderr
+    assert (outside / "planted").read_text() == "planted\n"
+    assert "FROM_IMAGE=yes" in (outside / "result").read_text().splitlines()
+    assert "create" not in standin.commands()
+    assert str(runtime) not in Path("/proc/self/mountinfo").read_text()
+    deadline = time.monotonic() + 10
+    while (daemons := processes_naming(image)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the orphaned FUSE daemons end on their SIGHUP
+    assert daemons == []
+
+
+def processes_naming(path: Path) -> list[int]:
+    """Live processes with ``path`` among their arguments."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if os.fsencode(path) in (entry / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
