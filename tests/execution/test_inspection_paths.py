@@ -166,6 +166,25 @@ def test_an_overlay_that_cannot_be_mounted_falls_back_to_unpacking_before_the_im
     assert job.leftover_scratch() == []
 
 
+def test_the_image_sees_no_fuse_daemon_and_no_process_of_the_job(
+    make_job: JobFactory, make_image: MakeImage
+) -> None:
+    """The FUSE daemons (whose root is the host's) live in the sandbox's outer PID namespace;
+    the image runs in one nested inside it."""
+    listing = TAGGED_PYTHON.replace(
+        'echo "image=@TAG@" >"$6"', 'for c in /proc/[0-9]*/comm; do cat "$c"; done >"$6"'
+    )
+    job = inspect(make_job, make_image(listing))
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record()["path"] == "overlay"
+    seen = result_text(job).split()
+    assert "python3" in seen or "sh" in seen, seen
+    assert not {"squashfuse", "fuse-overlayfs", "bash", "unshare", "slurm_script"} & set(seen)
+
+
 # -- one full read -----------------------------------------------------------------------------
 
 
@@ -228,17 +247,23 @@ def test_exchanging_a_parent_directory_before_the_mount_mounts_the_hashed_bytes_
         f"mv {shelf}/current {shelf}/swap && mv {shelf}/other {shelf}/current"
         f" && mv {shelf}/swap {shelf}/other"
     )
+    swapped = shelf / "swapped-before-the-mount"
     wrapper = standin.bin / "squashfuse"
-    wrapper.write_text(f'#!/bin/sh\n{swap}\nexec {shutil.which("squashfuse")} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\n{swap} && : >{swapped}\nexec {shutil.which("squashfuse")} "$@"\n'
+    )
     wrapper.chmod(0o755)
     standin.configure(hooks={"start": swap})
+    subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(shelf)], check=True)
     job = inspect(make_job, source)
 
     result = job.run(inspection_path="overlay")
 
     assert result.returncode == 0, result.stderr
     assert job.inspection_path_record()["path"] == "overlay"
-    assert [entry["hook"] for entry in standin.records() if entry["event"] == "hook"] == ["start"]
+    assert swapped.exists()
+    hooks = [entry for entry in standin.records() if entry["event"] == "hook"]
+    assert [(entry["hook"], entry["status"]) for entry in hooks] == [("start", 0)]
     assert result_text(job) == "image=A\n"
     assert (shelf / "current" / "img.sqsh").stat().st_ino == source.stat().st_ino
 
