@@ -9,6 +9,7 @@ test_untrusted_image.py."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -183,6 +184,47 @@ def test_the_image_sees_no_fuse_daemon_and_no_process_of_the_job(
     seen = result_text(job).split()
     assert "python3" in seen or "sh" in seen, seen
     assert not {"squashfuse", "fuse-overlayfs", "bash", "unshare", "slurm_script"} & set(seen)
+
+
+@pytest.mark.parametrize("change", ["touched", "swapped", "renamed-away-and-back"])
+def test_an_image_changed_while_mounted_exits_74(
+    make_job: JobFactory, make_image: MakeImage, standin: Standin, shelf: Path, change: str
+) -> None:
+    source = make_image(TAGGED_PYTHON.replace("@TAG@", "A"))
+    quoted = shlex.quote(str(source))
+    standin.configure(
+        hooks={
+            "start": {
+                "touched": f"sleep 0.01; touch {quoted}",
+                "swapped": f"cp {quoted} {quoted}.new && mv {quoted}.new {quoted}",
+                "renamed-away-and-back": f"mv {quoted} {quoted}.away && mv {quoted}.away {quoted}",
+            }[change]
+        }
+    )
+    job = inspect(make_job, source)
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 74, result.stderr
+    assert job.inspection_path_record()["path"] == "overlay"
+    assert not Path(job.paths.result).exists()
+    assert job.leftover_scratch() == []
+
+
+def test_an_image_without_python_exits_69_on_the_overlay_path_too(
+    make_job: JobFactory, image: Callable[[str], Path], shelf: Path, standin: Standin
+) -> None:
+    source = shelf / "nopython.sqsh"
+    shutil.copy2(image("nopython"), source)
+    job = inspect(make_job, source)
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 69, result.stderr
+    assert "no python3" in result.stderr
+    assert standin.commands() == ["version", "start"]
+    assert job.inspection_path_record()["path"] == "overlay"
+    assert job.leftover_scratch() == []
 
 
 # -- one full read -----------------------------------------------------------------------------

@@ -166,7 +166,7 @@ def test_script_isolates_the_job_environment() -> None:
         "export ENROOT_MAX_PROCESSORS=",
         "SLURM_RESTART_COUNT",
         "enroot create -f --name",
-        'enroot start --root -e "PATH=$image_path"',
+        'enroot start --root "${start_arguments[@]}"',
     ]:
         assert needed in script
 

@@ -12,11 +12,14 @@ for pair in "$SANDBOX/inspect_image.py:$INSPECTOR_SHA256" "$SANDBOX/enroot.rc:$R
     actual=$(hash_file <"$file") || die 70 "cannot hash $file"
     [ "$actual" = "${pair##*:}" ] || die 70 "$file does not match its digest"
 done
+# `enroot start --root` takes these four, then -e PATH=<the image's PATH> (contain_root's, on the
+# overlay path the stage's), then the rest
 start_arguments=(--rc "$SANDBOX/enroot.rc" -e SHELL=/bin/sh)
-[ -z "$REQUIRE" ] || start_arguments+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
+start_rest=()
+[ -z "$REQUIRE" ] || start_rest+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
 inspector_mount=$SANDBOX/inspect_image.py:$CONTAINER_PREFIX/inspect_image.py
 output_mount=$SANDBOX/output:$CONTAINER_PREFIX/output
-start_arguments+=(
+start_rest+=(
     -m "$inspector_mount:x-create=file,bind,ro,nosuid,nodev,noexec"
     -m "$output_mount:x-create=dir,bind,rw,nosuid,nodev,noexec"
     "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
@@ -31,12 +34,13 @@ run_sandbox() {
             cd / && exec "${as_sandbox[@]}" env "${start_environment[@]}" \
                 "STAGE_OVERLAY=$overlay_kind" "STAGE_ROOTFS=$ROOTFS" \
                 "STAGE_LAYERS=$SANDBOX/layers" "STAGE_PREFIX=$CONTAINER_PREFIX" \
-                "${sandbox[@]}" /bin/bash -p "$STAGE" "${start_arguments[@]}"
+                "${sandbox[@]}" /bin/bash -p "$STAGE" "${start_arguments[@]}" "${start_rest[@]}"
         ) 8>"$STAGE_STATE" </dev/null &
     else
         (
             cd / && exec "${as_sandbox[@]}" env "${start_environment[@]}" "${sandbox[@]}" \
-                enroot start --root -e "PATH=$image_path" "${start_arguments[@]}"
+                enroot start --root "${start_arguments[@]}" -e "PATH=$image_path" \
+                "${start_rest[@]}"
         ) 9<&- </dev/null &
     fi
     sandbox_pid=$!

@@ -22,5 +22,6 @@ exec 9<&-
 echo mounted >&8
 exec 8>&-
 contain_root "$ROOTFS"
+# the job's start arguments: --rc FILE -e SHELL=..., then the image's PATH goes, then the rest
 exec unshare --pid --fork --kill-child --mount-proc \
-    enroot start --root -e "PATH=$image_path" "$@"
+    enroot start --root "${@:1:4}" -e "PATH=$image_path" "${@:5}"
