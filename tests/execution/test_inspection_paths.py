@@ -439,3 +439,20 @@ def test_an_inspection_path_record_that_exists_is_never_overwritten(
     assert f"{record} already exists" in result.stderr
     assert not (job.tmp / "elsewhere").exists()
     assert "start" not in standin.commands()
+
+
+def test_without_fuse_overlayfs_the_kernel_s_overlay_is_used(
+    make_job: JobFactory, make_image: MakeImage, standin: Standin, world_readable_tmp: Path
+) -> None:
+    need("overlay" in Path("/proc/filesystems").read_text().split(), "no overlayfs in the kernel")
+    system = path_without(world_readable_tmp / "bin", "fuse-overlayfs")
+    listing = TAGGED_PYTHON.replace('echo "image=@TAG@" >"$6"', 'cat /proc/self/mountinfo >"$6"')
+    job = inspect(make_job, make_image(listing), system_path=system)
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record() == {"path": "overlay", "reason": "native"}
+    root = result_text(job).splitlines()[0]
+    assert root.split()[4] == "/"
+    assert root.split(" - ")[1].split()[0] == "overlay"
