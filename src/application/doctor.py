@@ -187,7 +187,15 @@ class Doctor:
         if not reachable:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
-        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH, SANDBOX, ARCHITECTURE)
+        node_checks = (
+            JOB,
+            ENROOT,
+            SQUASHFS_TOOLS,
+            LOCAL_SCRATCH,
+            SANDBOX,
+            INSPECTION_PATH,
+            ARCHITECTURE,
+        )
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
         elif not fits:

@@ -247,6 +247,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "squashfs_tools": False,
         "local_scratch": False,
         "sandbox": False,
+        "inspection_path": False,
         "architecture": False,
     }
     assert "DOWN" in detail(report, "submitter")
