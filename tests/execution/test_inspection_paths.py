@@ -8,6 +8,7 @@ test_untrusted_image.py."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -32,6 +33,7 @@ from harness import (
     path_without,
 )
 
+from slurm_image.domain.inspection import validate_inspection
 from slurm_image.domain.paths import AttemptLayout
 
 BIG_BYTES = 32 * 1024 * 1024
@@ -82,8 +84,8 @@ def make_image(tmp_path: Path, shelf: Path) -> MakeImage:
     return make
 
 
-def inspect(make_job: JobFactory, source: Path, **options: str) -> Job:
-    return make_job(operation="inspect_sqsh", role="serving", source=str(source), **options)
+def inspect(make_job: JobFactory, source: Path, role: str = "serving", **options: str) -> Job:
+    return make_job(operation="inspect_sqsh", role=role, source=str(source), **options)
 
 
 def result_text(job: Job) -> str:
@@ -456,3 +458,26 @@ def test_without_fuse_overlayfs_the_kernel_s_overlay_is_used(
     root = result_text(job).splitlines()[0]
     assert root.split()[4] == "/"
     assert root.split(" - ")[1].split()[0] == "overlay"
+
+
+@pytest.mark.e2e
+def test_the_real_inspector_reads_a_debian_root_through_the_overlay(
+    make_job: JobFactory, standin: Standin, bookworm_image: Path, shelf: Path
+) -> None:
+    source = shelf / "bookworm.sqsh"
+    shutil.copy2(bookworm_image, source)
+    job = inspect(make_job, source, role="client")
+
+    result = job.run(inspection_path="overlay")
+
+    assert result.returncode == 0, result.stderr
+    assert job.inspection_path_record() == {"path": "overlay", "reason": "fuse-overlayfs"}
+    assert standin.commands() == ["version", "start"]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    record = validate_inspection(
+        Path(job.paths.result).read_bytes(), role="client", sqsh_sha256=digest
+    )
+    facts = record.model_dump()["facts"]
+    assert facts["installer"]["path"] == "/usr/bin/pip"
+    assert facts["python"]["version"].startswith("3.11.")
+    assert job.leftover_scratch() == []
