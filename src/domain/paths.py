@@ -179,6 +179,12 @@ class AttemptLayout:
         written by the job beside ``chain_record``; none for an inspect without one."""
         return self.in_job("architecture")
 
+    @property
+    def progress_record(self) -> str:
+        """The job's phase and counters (``domain.progress``), replaced whole by the job as it
+        goes; read by ``status``, ``wait`` and ``logs``, never trusted for publication."""
+        return self.in_job("progress.json")
+
     # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
     # order they are removed, after everything else: an interrupted removal leaves an attempt
     # both can finish. The claim goes before the submission record (a claim alone is a

@@ -122,7 +122,8 @@ def cancel(**wiring: Any) -> Cancel:
 def wait(**wiring: Any) -> Wait:
     from slurm_image.application.wait import Wait
 
-    return Wait(**wiring)
+    observe = wiring.pop("observe")
+    return Wait(observe=observe, progress=observe.with_progress, **wiring)
 
 
 def publish(**wiring: Any) -> Publish:
