@@ -490,10 +490,7 @@ def _next_step(error: BaseException) -> str | None:
     if isinstance(error, InvalidProfile) and error.field == "profile":
         return "pass --profile PATH or set SLURM_IMAGE_PROFILE"
     if isinstance(error, JobNotSuccessful):
-        return (
-            f"`{PROG} status ID` explains the exit code;"
-            " the job's log is slurm-<job id>.out in the attempt directory"
-        )
+        return f"`{PROG} status ID` explains the exit code; `{PROG} logs ID` prints the job's logs"
     if isinstance(error, VerificationFailed):
         return "nothing was published; the attempt is kept as it is for inspection"
     if isinstance(error, UnknownLifecycle):
