@@ -3,7 +3,9 @@ output, the logs printed with their paths, and the refusals of ``logs`` (exit 2,
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
+from slurm_image.entrypoints.arguments import Options
 
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 RECORD = (
@@ -129,3 +132,38 @@ def test_logs_of_a_lifecycle_never_submitted_exits_2_saying_why(
     code, out, err = run(capsys, "logs", lifecycle_id)
     assert code == 2 and out == ""
     assert lifecycle_id in err and "never submitted" in err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_wait_on_a_terminal_shows_one_live_line_per_lifecycle_with_phase_and_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from slurm_image.application.status import LifecycleStatus
+    from slurm_image.domain.job import JobState
+    from slurm_image.domain.progress import load_progress
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "200")
+    options = Options(profile=None, cluster=None, json=False, quiet=False, verbose=False)
+    statuses = [
+        LifecycleStatus("img-" + "1" * 32, "41", JobState.RUNNING, progress=load_progress(RECORD)),
+        LifecycleStatus("img-" + "2" * 32, "42", JobState.PENDING),
+    ]
+    with cli._progress(options) as show:
+        assert show is not None
+        show(statuses, 75.0)
+    shown = terminal.getvalue()
+    assert "download 1/4 layers 3.0 MB of 12.0 MB" in shown
+    assert "1m15s" in shown and "PENDING" in shown
+
+
+def test_wait_off_a_terminal_shows_no_live_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    options = Options(profile=None, cluster=None, json=False, quiet=False, verbose=False)
+    with cli._progress(options) as show:
+        assert show is None

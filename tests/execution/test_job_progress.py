@@ -5,12 +5,15 @@ failing job ends in, with its exit code."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import HTTP, Job, JobFactory, Standin
 
+from lying_registry import CLIENT, NOPYTHON, Answer, lying_registry, pinned
+from slurm_image.domain import job_steps
 from slurm_image.domain.progress import load_progress
 
 
@@ -131,3 +134,62 @@ def test_a_staged_file_mismatch_ends_in_phase_checks(
     assert result.returncode == 70
     end = final(job)
     assert (end["phase"], end["ended"], end["exit_code"]) == ("checks", "failed", 70)
+
+
+@pytest.mark.e2e
+def test_an_import_refused_by_the_verifying_curl_ends_in_download_with_79(
+    make_job: JobFactory, registry_images: dict[str, str]
+) -> None:
+    with lying_registry() as registry:
+        pin = pinned(registry_images, "nopython")
+        other = registry.manifest(CLIENT, pinned(registry_images, "client"))
+        registry.answer(Answer(f"/v2/{NOPYTHON}/manifests/{pin}", other))
+        job = make_job(
+            operation="import_oci",
+            role="client",
+            source=f"{registry.address}/{NOPYTHON}:1@{pin}",
+            environment=HTTP,
+        )
+        result = job.run()
+
+    assert result.returncode == 79, result.stderr
+    end = final(job)
+    assert (end["phase"], end["ended"], end["exit_code"]) == ("download", "failed", 79)
+    assert "layers_total" not in end  # no manifest was verified: no layers to count
+
+
+HASH_WATCH = """
+set -euo pipefail
+PROGRESS=$1
+exec 9<"$2"
+progress_reading hash 9 "$(stat -L -c %s /dev/fd/9)"
+watcher=$progress_watcher
+head -c 1000000 <&9 >/dev/null
+for _ in $(seq 100); do
+    grep -q '"bytes_done": 1000000,' "$PROGRESS" && break
+    sleep 0.1
+done
+cat "$PROGRESS"
+progress inspect
+if kill -0 "$watcher" 2>/dev/null; then echo "watcher still running"; fi
+cat "$PROGRESS"
+"""
+
+
+def test_the_hash_phase_counts_the_bytes_read_through_the_jobs_descriptor(tmp_path: Path) -> None:
+    image = tmp_path / "image.sqsh"
+    image.write_bytes(b"\0" * 3_000_000)
+    program = job_steps.step("helpers") + job_steps.step("progress") + HASH_WATCH
+    result = subprocess.run(
+        ["bash", "-c", program, "bash", str(tmp_path / "progress.json"), str(image)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "watcher still running" not in result.stdout
+    reading, inspecting = (json.loads(line) for line in result.stdout.splitlines())
+    assert reading["phase"] == "hash"
+    assert (reading["bytes_done"], reading["bytes_total"]) == (1_000_000, 3_000_000)
+    assert inspecting["phase"] == "inspect"  # the reader stopped with the next phase
+    assert not list(tmp_path.glob("progress.json.*"))
