@@ -33,7 +33,7 @@ FIRST_POLL_S = 2.0
 MAX_POLL_S = 30.0
 BACKOFF = 1.5
 PROGRESS_READ_S = 1.0
-RECHECK_S = 3.0
+RECHECK_S = 2.0
 
 
 @dataclass(frozen=True)
