@@ -4,7 +4,9 @@ failing job ends in, with its exit code."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from harness import HTTP, Job, JobFactory, Standin
 from lying_registry import CLIENT, NOPYTHON, Answer, lying_registry, pinned
 from slurm_image.domain import job_steps
 from slurm_image.domain.progress import load_progress
+from slurm_image.domain.script import verifying_curl
 
 
 def snapshot(standin: Standin, job: Job, *hooks: str) -> Path:
@@ -192,4 +195,86 @@ def test_the_hash_phase_counts_the_bytes_read_through_the_jobs_descriptor(tmp_pa
     assert reading["phase"] == "hash"
     assert (reading["bytes_done"], reading["bytes_total"]) == (1_000_000, 3_000_000)
     assert inspecting["phase"] == "inspect"  # the reader stopped with the next phase
+    assert not list(tmp_path.glob("progress.json.*"))
+
+
+FAKE_CURL = r"""#!/bin/bash
+# answers with $FAKE/body and $FAKE/status (a manifest: into -o, with -w's code 200)
+out=/dev/stdout
+while (($#)); do
+    case $1 in
+    -o) out=$2; shift ;;
+    -w) printf 200 ;;
+    esac
+    shift
+done
+cat "$FAKE/body" >"$out"
+exit "$(cat "$FAKE/status")"
+"""
+REGISTRY = "https://registry.example.org/v2/team/app"
+
+
+def test_the_verifying_curl_counts_the_manifests_layers_cached_and_fetched(
+    tmp_path: Path,
+) -> None:
+    chain, fake, cache = tmp_path / "chain", tmp_path / "fake", tmp_path / "cache"
+    for directory in ("bin", "tmp", "manifests", "named", "configs", "checked"):
+        (chain / directory).mkdir(parents=True)
+    fake.mkdir()
+    cache.mkdir()
+    (chain / "bin" / "curl").write_text(verifying_curl())
+    (chain / "bin" / "curl").chmod(0o700)
+    (tmp_path / "real").write_text(FAKE_CURL)
+    (tmp_path / "real").chmod(0o700)
+    layers = [
+        (hashlib.sha256(bytes([n])).hexdigest(), size) for n, size in ((1, 100), (2, 200), (3, 300))
+    ]
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {"digest": "sha256:" + "c" * 64, "size": 2},
+            "layers": [{"digest": f"sha256:{d}", "size": s} for d, s in layers],
+        }
+    ).encode()
+    pin = hashlib.sha256(manifest).hexdigest()
+    (cache / layers[0][0]).write_bytes(b"cached")  # Enroot fetches no layer it has
+    record = tmp_path / "progress.json"
+
+    def curl(*args: str, body: bytes = b"", status: int = 0) -> int:
+        (fake / "body").write_bytes(body)
+        (fake / "status").write_text(str(status))
+        environment = {
+            "PATH": os.environ["PATH"],
+            "FAKE": str(fake),
+            "SLURM_IMAGE_CHAIN": str(chain),
+            "SLURM_IMAGE_CURL": str(tmp_path / "real"),
+            "SLURM_IMAGE_PIN": pin,
+            "SLURM_IMAGE_ARCH": "amd64",
+            "SLURM_IMAGE_PROGRESS": str(record),
+            "ENROOT_CACHE_PATH": str(cache),
+        }
+        done = subprocess.run(
+            [str(chain / "bin" / "curl"), *args], env=environment, capture_output=True, timeout=30
+        )
+        return done.returncode
+
+    def counters() -> tuple[Any, ...]:
+        document = json.loads(record.read_text())
+        names = ("phase", "layers_done", "layers_total", "bytes_done", "bytes_total")
+        return tuple(document[name] for name in names)
+
+    output = tmp_path / "manifest"
+    url = f"{REGISTRY}/manifests/sha256:{pin}"
+    assert curl("-o", str(output), "-w", "%{http_code}", "-SsL", "--", url, body=manifest) == 0
+    assert counters() == ("download", 1, 3, 100, 600)
+
+    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{layers[2][0]}", body=b"x") == 0
+    assert counters() == ("download", 2, 3, 400, 600)
+
+    # a blob curl fails for is not counted, and Enroot gets curl's status
+    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{layers[1][0]}", status=22) == 22
+    assert counters() == ("download", 2, 3, 400, 600)
+    # a blob the manifest does not list passes through uncounted
+    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{'e' * 64}", body=b"x") == 0
+    assert counters() == ("download", 2, 3, 400, 600)
     assert not list(tmp_path.glob("progress.json.*"))
