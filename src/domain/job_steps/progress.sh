@@ -23,9 +23,10 @@ progress_write() {
     local now temporary=${PROGRESS-}.$BASHPID.tmp
     [ -n "${PROGRESS-}" ] || return 0
     printf -v now '%(%s)T' -1
+    # shellcheck disable=SC2015 # the temporary file goes when either fails
     (set -C && printf '{"format": 1, "phase": "%s", "updated_at": %s%s}\n' "$1" "$now" "$2" \
-        >"$temporary") 2>/dev/null || return 0
-    mv -T -- "$temporary" "$PROGRESS" 2>/dev/null || rm -f -- "$temporary"
+        >"$temporary") 2>/dev/null && mv -T -- "$temporary" "$PROGRESS" 2>/dev/null ||
+        rm -f -- "$temporary"
 }
 progress_start() {
     # after step 1b: the attempt directory is the user's own; a job that ends before its
