@@ -111,6 +111,7 @@ def _assignments(plan: Plan) -> list[str]:
         ("RESULT_MAX_BYTES", str(MAX_INSPECTION_BYTES)),
         ("ARCHITECTURE", plan.architecture or ""),
         ("ARCHITECTURE_RECORD", layout.architecture_record),
+        ("PROGRESS", layout.progress_record),
     ]
     unread = dict(_UNREAD_BY_ANY)
     if plan.operation != "import_oci":
@@ -247,6 +248,7 @@ JOB_SLURM_VARIABLES = (
 # it, by the rule of step ``architecture-rules``, which the doctor reports with.
 CHECK_STEPS = (
     "helpers",
+    "progress",
     "01-requeue",
     "01-job-id",
     "01b-directory-rules",
@@ -278,7 +280,13 @@ IMAGE_STEPS = ("07-open-image", "08-create", "08b-contain-image", "09-start", "1
 # `--stderr`), the permission probe with -I, and blobs with `curl ARGS -f -- URL` to stdout; it
 # hashes no manifest. The job's one hash function is in it too.
 VERIFYING_CURL_MARKER = "VERIFYING_CURL"
-VERIFYING_CURL_STEPS = ("verifying-curl", "hash-file", "verifying-curl-checks")
+VERIFYING_CURL_STEPS = (
+    "verifying-curl",
+    "hash-file",
+    "progress",
+    "verifying-curl-progress",
+    "verifying-curl-checks",
+)
 
 
 def verifying_curl() -> str:

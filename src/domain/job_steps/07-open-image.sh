@@ -20,6 +20,7 @@ path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 # the bytes hashed are copied, from the descriptor in the same pass, into the job's private
 # scratch, and Enroot unpacks that copy (architecture.md, "Untrusted images").
 readonly PRIVATE_SQSH=$scratch/image.sqsh
+progress_reading hash 9 "$(stat -L -c %s /dev/fd/9)"
 sqsh_sha256=$(tee -- "$PRIVATE_SQSH" <&9 | hash_file) ||
     die 65 "cannot compute the digest of $SQSH (or copy it into $scratch)"
 say "image sha256 $sqsh_sha256"

@@ -2,6 +2,7 @@
 # the copies of the inspector and rc file it reads, and the output the image writes. No Enroot
 # command inherits fd 9: Enroot execs down to the image's shell, whose code could reopen
 # /proc/self/fd/9 for writing.
+progress inspect
 readonly SANDBOX=$scratch/sandbox
 mkdir -m 0700 -- "$SANDBOX"
 mkdir -m 0700 -- "$SANDBOX/home" "$SANDBOX/data" "$SANDBOX/cache" "$SANDBOX/temp" \
