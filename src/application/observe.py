@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from slurm_image.application.errors import SubmitterMismatch
+from slurm_image.application.errors import SubmitterMismatch, VerificationFailed
+from slurm_image.application.progress import ReadProgress
 from slurm_image.application.records import read_submission, submission_claimed
 from slurm_image.application.status import LifecycleStatus
 from slurm_image.domain import paths
@@ -37,6 +39,7 @@ class Observe:
     def __init__(self, workspace: Workspace, submitter: BatchSubmitter) -> None:
         self._workspace = workspace
         self._submitter = submitter
+        self._progress = ReadProgress(workspace)
 
     def __call__(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
         records: dict[str, SubmissionRecord | None] = {}
@@ -57,20 +60,26 @@ class Observe:
                 continue
             status = states.get(record.job_id)
             if status is None:
-                result.append(
-                    LifecycleStatus(
-                        lifecycle_id,
-                        record.job_id,
-                        JobState.LOST,
-                        "the scheduler no longer knows the job",
-                    )
+                observed = LifecycleStatus(
+                    lifecycle_id,
+                    record.job_id,
+                    JobState.LOST,
+                    "the scheduler no longer knows the job",
                 )
-                continue
-            reason = status.reason
-            meaning = explain_exit(status.exit_code) if status.state.is_terminal else None
-            if meaning:
-                reason = f"{reason}: {meaning}" if reason else meaning
-            result.append(
-                LifecycleStatus(lifecycle_id, record.job_id, status.state, reason, status.exit_code)
-            )
+            else:
+                reason = status.reason
+                meaning = explain_exit(status.exit_code) if status.state.is_terminal else None
+                if meaning:
+                    reason = f"{reason}: {meaning}" if reason else meaning
+                observed = LifecycleStatus(
+                    lifecycle_id, record.job_id, status.state, reason, status.exit_code
+                )
+            result.append(self.with_progress(observed))
         return result
+
+    def with_progress(self, status: LifecycleStatus) -> LifecycleStatus:
+        """``status`` with its job's progress record as it reads now."""
+        try:
+            return replace(status, progress=self._progress(status.lifecycle_id))
+        except VerificationFailed as error:
+            return replace(status, progress=None, progress_error=f"{error.field}: {error.rule}")

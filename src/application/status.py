@@ -4,29 +4,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from slurm_image.domain.job import JobState
 from slurm_image.domain.lifecycle_state import LifecycleState
 
+if TYPE_CHECKING:
+    from slurm_image.domain.progress import JobProgress
+
 
 @dataclass(frozen=True)
 class LifecycleStatus:
-    """One lifecycle: its own state (``LifecycleState``) or, once submitted, its job's."""
+    """One lifecycle: its own state (``LifecycleState``) or, once submitted, its job's, and
+    the job's own record of how far it got (``progress``; ``progress_error`` when it could
+    not be read)."""
 
     lifecycle_id: str
     job_id: str | None
     state: LifecycleState | JobState
     reason: str | None = None
     exit_code: int | None = None
+    progress: JobProgress | None = None
+    progress_error: str | None = None
 
     def as_dict(self) -> dict[str, object]:
+        progress = self.progress
         return {
             "lifecycle_id": self.lifecycle_id,
             "job_id": self.job_id,
             "state": self.state,
             "reason": self.reason,
             "exit_code": self.exit_code,
+            "phase": progress.phase if progress else None,
+            "progress": progress.model_dump(exclude_none=True) if progress else None,
+            "progress_error": self.progress_error,
         }
 
 

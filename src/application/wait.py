@@ -6,6 +6,12 @@ the scheduler's terminal states, ``LOST`` (the scheduler no longer knows the job
 ``SUBMISSION_UNKNOWN`` (a submit died half way: there may be no job to wait for). A lifecycle
 only staged has nothing to wait for and is refused before the first poll. Nothing is cancelled
 when the time runs out.
+
+Between two scheduler calls it reads the jobs' progress records (``progress``, about every
+second, no scheduler call): when one says its job ended, the next scheduler call comes at once
+and confirms it; a job the scheduler does not call terminal yet (``COMPLETING``) is asked again
+``RECHECK_S`` later. The record only brings the scheduler call forward: a job is finished when
+the scheduler says so.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from slurm_image.application.errors import JobNotSuccessful, NotSubmitted, WaitTimedOut
 from slurm_image.application.status import LifecycleStatus, Statuses, is_final, succeeded
@@ -25,6 +32,8 @@ log = logging.getLogger(__name__)
 FIRST_POLL_S = 2.0
 MAX_POLL_S = 30.0
 BACKOFF = 1.5
+PROGRESS_READ_S = 1.0
+RECHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -43,12 +52,19 @@ class WaitResult:
 
 
 Progress = Callable[[Sequence[LifecycleStatus], float], None]
+Refresh = Callable[[LifecycleStatus], LifecycleStatus]
+"""A status with its job's progress record read again (``Observe.with_progress``)."""
+
+
+def _ended(status: LifecycleStatus) -> bool:
+    return status.progress is not None and status.progress.is_ended
 
 
 class Wait:
     """Poll until every lifecycle is final, or ``timeout_s`` elapsed (see the module docstring).
 
-    ``on_poll(statuses, elapsed_s)`` is called after every poll (a progress display).
+    ``on_poll(statuses, elapsed_s)`` is called after every poll and every read of the
+    progress records (a progress display).
     """
 
     def __init__(
@@ -59,12 +75,16 @@ class Wait:
         sleep: Callable[[float], None] = time.sleep,
         first_poll_s: float = FIRST_POLL_S,
         max_poll_s: float = MAX_POLL_S,
+        progress: Refresh | None = None,
+        read_every_s: float = PROGRESS_READ_S,
     ) -> None:
         self._observe = observe
         self._clock = clock
         self._sleep = sleep
         self._first = first_poll_s
         self._cap = max_poll_s
+        self._progress = progress
+        self._read_every = read_every_s
 
     def __call__(
         self,
@@ -105,8 +125,39 @@ class Wait:
             if timeout_s is not None and elapsed >= timeout_s:
                 return WaitResult(ordered, timed_out=True, elapsed_s=elapsed)
             nap = pause if timeout_s is None else min(pause, max(0.0, timeout_s - elapsed))
-            self._sleep(nap)
+            if any(_ended(s) and not is_final(s) for s in ordered):
+                nap = min(nap, RECHECK_S)
+            self._pause(nap, ids, latest, start, on_poll)
             pause = min(pause * BACKOFF, self._cap)
+
+    def _pause(
+        self,
+        nap: float,
+        ids: Sequence[str],
+        latest: dict[str, LifecycleStatus],
+        start: datetime,
+        on_poll: Progress | None,
+    ) -> None:
+        """Sleep ``nap`` seconds; with progress records, in steps of ``read_every_s``, each
+        followed by one read of every unfinished job's record, and cut short when one says its
+        job ended (and did not say so at the last scheduler call)."""
+        if self._progress is None:
+            self._sleep(nap)
+            return
+        known = {i for i in ids if _ended(latest[i])}
+        waited = 0.0
+        while waited < nap:
+            step = min(self._read_every, nap - waited)
+            self._sleep(step)
+            waited += step
+            for i in ids:
+                if not is_final(latest[i]):
+                    latest[i] = self._progress(latest[i])
+            if on_poll is not None:
+                elapsed = (self._clock.now() - start).total_seconds()
+                on_poll([latest[i] for i in ids], elapsed)
+            if any(_ended(latest[i]) and i not in known for i in ids if not is_final(latest[i])):
+                return
 
 
 def require_success(result: WaitResult) -> None:

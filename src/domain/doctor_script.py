@@ -59,6 +59,7 @@ TINY_TIME = "0:05:00"
 # own directory (instead of the attempt's), and the report.
 DOCTOR_STEPS = (
     "helpers",
+    "progress",
     "01-job-id",
     "01b-directory-rules",
     "doctor-directories",

@@ -185,6 +185,23 @@ class AttemptLayout:
         written by the job beside ``chain_record``; nothing reads it back."""
         return self.in_job("inspection-path.json")
 
+    # The job's output and error logs, as the job spec names them for the scheduler (%j: the
+    # job id).
+    JOB_OUTPUT = "slurm-%j.out"
+    JOB_ERROR = "slurm-%j.err"
+
+    def job_logs(self, job_id: str) -> tuple[str, str]:
+        """The output and error logs of the attempt's job ``job_id``."""
+        return tuple(  # type: ignore[return-value]
+            self.in_job(log.replace("%j", job_id)) for log in (self.JOB_OUTPUT, self.JOB_ERROR)
+        )
+
+    @property
+    def progress_record(self) -> str:
+        """The job's phase and counters (``domain.progress``), replaced whole by the job as it
+        goes; read by ``status``, ``wait`` and ``logs``, never trusted for publication."""
+        return self.in_job("progress.json")
+
     # The records that make a directory an attempt ``cleanup`` and ``gc`` recognise, in the
     # order they are removed, after everything else: an interrupted removal leaves an attempt
     # both can finish. The claim goes before the submission record (a claim alone is a

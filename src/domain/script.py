@@ -113,6 +113,7 @@ def _assignments(plan: Plan) -> list[str]:
         ("ARCHITECTURE", plan.architecture or ""),
         ("ARCHITECTURE_RECORD", layout.architecture_record),
         ("INSPECTION_PATH_RECORD", layout.inspection_path_record),
+        ("PROGRESS", layout.progress_record),
     ]
     unread = dict(_UNREAD_BY_ANY)
     if plan.operation != "import_oci":
@@ -253,6 +254,7 @@ JOB_SLURM_VARIABLES = (
 # it, by the rule of step ``architecture-rules``, which the doctor reports with.
 CHECK_STEPS = (
     "helpers",
+    "progress",
     "01-requeue",
     "01-job-id",
     "01b-directory-rules",
@@ -320,7 +322,13 @@ def _stage_step() -> str:
 # `--stderr`), the permission probe with -I, and blobs with `curl ARGS -f -- URL` to stdout; it
 # hashes no manifest. The job's one hash function is in it too.
 VERIFYING_CURL_MARKER = "VERIFYING_CURL"
-VERIFYING_CURL_STEPS = ("verifying-curl", "hash-file", "verifying-curl-checks")
+VERIFYING_CURL_STEPS = (
+    "verifying-curl",
+    "hash-file",
+    "progress",
+    "verifying-curl-progress",
+    "verifying-curl-checks",
+)
 
 
 def verifying_curl() -> str:

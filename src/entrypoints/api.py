@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
     from slurm_image.application.lifecycle import Outcome
+    from slurm_image.application.logs import Write
     from slurm_image.application.maintain import Removed
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.status import LifecycleStatus
@@ -181,6 +182,12 @@ class Lifecycles:
         ``application.wait``) turns a failure or timeout into the CLI's errors (4, 7)."""
         self._scheduler_side()
         return self.container.wait()(lifecycle_ids, timeout_s=timeout_s, on_poll=on_poll)
+
+    def logs(self, lifecycle_id: str, write: Write, *, follow: bool = False) -> None:
+        """Hand the job's output and error logs to ``write(path, data)``; ``follow``: until
+        the job is terminal (``application.logs``)."""
+        self._scheduler_side()
+        self.container.logs()(lifecycle_id, write, follow=follow)
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
         self._scheduler_side()

@@ -250,15 +250,24 @@ def _progress(options: Options, *, enabled: bool = True) -> Iterator[Progress | 
 
         def show(statuses: Sequence[LifecycleStatus], elapsed_s: float) -> None:
             table = Table(box=None, header_style="bold")
-            for column in ("LIFECYCLE", "JOB", "STATE", "ELAPSED"):
+            for column in ("LIFECYCLE", "JOB", "STATE", "PROGRESS", "ELAPSED"):
                 table.add_column(column)
             for status in statuses:
                 table.add_row(
-                    status.lifecycle_id, status.job_id or "-", status.state, f"{elapsed_s:.0f}s"
+                    status.lifecycle_id,
+                    status.job_id or "-",
+                    status.state,
+                    status.progress.describe() if status.progress else "-",
+                    _elapsed(elapsed_s),
                 )
             live.update(table)
 
         yield show
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
 def wait_command(options: Options, args: Namespace) -> None:
@@ -275,6 +284,25 @@ def wait_command(options: Options, args: Namespace) -> None:
     _emit_statuses(options, result.lifecycles, {"timed_out": result.timed_out})
     try:
         require_success(result)
+    except Exception as error:
+        raise CommandFailed(error, _next_step(error)) from error
+
+
+def logs_command(options: Options, args: Namespace) -> None:
+    """Print the job's output and error logs (--follow: until the job has ended)."""
+    out = sys.stdout.buffer
+    current: list[str] = []
+
+    def write(path: str, data: bytes) -> None:
+        if current != [path]:
+            header = f"{chr(10) if current else ''}==> {path} <==\n"
+            out.write(header.encode())
+            current[:] = [path]
+        out.write(data)
+        out.flush()
+
+    try:
+        _lifecycles(options).logs(args.lifecycle_id, write, follow=args.follow)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
 
@@ -299,6 +327,10 @@ def _describe_status(status: LifecycleStatus) -> str:
         words.insert(1, f"job {status.job_id}")
     if status.exit_code is not None:
         words.append(f"exit {status.exit_code}")
+    if status.progress is not None:
+        words.append(f"phase {status.progress.describe()}")
+    elif status.progress_error is not None:
+        words.append(f"progress unreadable ({status.progress_error})")
     line = "  ".join(words)
     return f"{line}  ({status.reason})" if status.reason else line
 
@@ -458,10 +490,7 @@ def _next_step(error: BaseException) -> str | None:
     if isinstance(error, InvalidProfile) and error.field == "profile":
         return "pass --profile PATH or set SLURM_IMAGE_PROFILE"
     if isinstance(error, JobNotSuccessful):
-        return (
-            f"`{PROG} status ID` explains the exit code;"
-            " the job's log is slurm-<job id>.out in the attempt directory"
-        )
+        return f"`{PROG} status ID` explains the exit code; `{PROG} logs ID` prints the job's logs"
     if isinstance(error, VerificationFailed):
         return "nothing was published; the attempt is kept as it is for inspection"
     if isinstance(error, UnknownLifecycle):
@@ -544,6 +573,9 @@ def parser() -> arguments.Parser:
         watched.add_argument("lifecycle_ids", metavar="ID", nargs="+", help="Lifecycle ids.")
     _timeout(commands.choices["wait"])
     _id(_command(commands, "cancel", cancel_command, _doc(cancel_command)))
+    logs = _command(commands, "logs", logs_command, _doc(logs_command))
+    _id(logs)
+    logs.add_argument("--follow", action="store_true", help="Keep printing until the job ends.")
     doctor = _command(commands, "doctor", doctor_command.run, _doc(doctor_command.run))
     doctor_command.add_options(doctor)
     publishing = _command(commands, "publish", publish_command, _doc(publish_command))

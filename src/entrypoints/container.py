@@ -75,6 +75,7 @@ class Container(containers.DeclarativeContainer):
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
     observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)
     cancel = providers.Factory(make.cancel, workspace=workspace, submitter=submitter)
+    logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
 
     # Publication and the catalog (docs/design.md, "Publication"). The store is the workspace with
     # publication's operations; list/show need neither the scheduler nor the locks.

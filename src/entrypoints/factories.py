@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader
     from slurm_image.application.lifecycle import Lifecycle
+    from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.observe import Observe
     from slurm_image.application.prepare import PlanLifecycle, Prepare
@@ -122,7 +123,15 @@ def cancel(**wiring: Any) -> Cancel:
 def wait(**wiring: Any) -> Wait:
     from slurm_image.application.wait import Wait
 
-    return Wait(**wiring)
+    observe = wiring.pop("observe")
+    return Wait(observe=observe, progress=observe.with_progress, **wiring)
+
+
+def logs(**wiring: Any) -> Logs:
+    from slurm_image.adapters.local_log_files import LocalLogFiles
+    from slurm_image.application.logs import Logs
+
+    return Logs(files=LocalLogFiles(), **wiring)
 
 
 def publish(**wiring: Any) -> Publish:

@@ -83,6 +83,7 @@ def run_doctor_job(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    assert "command not found" not in done.stderr  # every function its trap calls is defined
     return job, done.stdout
 
 

@@ -7,4 +7,5 @@ for directory in "$OUTPUT_DIR" "$JOB_HOME" "$JOB_ENROOT"; do
         check_directory "$directory" own
     fi
 done
+progress_start
 

@@ -39,6 +39,7 @@ cleanup() {
     if [ -n "$scratch" ]; then
         rm -rf --one-file-system -- "$scratch"
     fi
+    progress_end "$status"
     exit "$status"
 }
 trap cleanup EXIT

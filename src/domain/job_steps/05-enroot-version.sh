@@ -1,4 +1,5 @@
 # 5. Enroot's version on this node.
+progress enroot-version
 version_output=$(enroot version 2>/dev/null) ||
     die 78 "enroot version failed: is Enroot installed in $JOB_PATH?"
 version_output=${version_output%$'\n'}

@@ -6,6 +6,7 @@ for target in "$CANDIDATE" "$PARTIAL" "$CHAIN_RECORD"; do
 done
 partial_owned=1
 say "importing $source_uri"
+progress download
 run_import
 check_image_architecture
 if [ -L "$PARTIAL" ] || [ ! -f "$PARTIAL" ]; then

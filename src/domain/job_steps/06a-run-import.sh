@@ -21,13 +21,16 @@ import_failed() {
         "a private registry needs one)"
 }
 run_import() {
-    # Enroot's own output is kept to tell a zstd refusal from other failures, then shown. Its
-    # curl is the verifying one of step 6c, for this command alone. -a always: without it
-    # Enroot picks this node's architecture from an index.
+    # Enroot's own output is kept to tell a zstd refusal from other failures (its phases are
+    # recorded as it prints them), then shown. Its curl is the verifying one of step 6c, for
+    # this command alone. -a always: without it Enroot picks this node's architecture from an
+    # index.
     local status=0 log=$scratch/import.log
-    PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
+    { PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
         SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
-        enroot import -a "$architecture" -o "$PARTIAL" "$source_uri" 2>"$log" || status=$?
+        SLURM_IMAGE_PROGRESS=$PROGRESS \
+        enroot import -a "$architecture" -o "$PARTIAL" "$source_uri" 2>&1 >&3 3>&- |
+        progress_enroot "$log"; } 3>&1 || status=$?
     remove_credentials
     cat -- "$log" >&2
     check_chain "$status"

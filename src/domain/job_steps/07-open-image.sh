@@ -27,6 +27,7 @@ path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 readonly PRIVATE_SQSH=$scratch/image.sqsh
 path_choice=$(inspection_path)
 inspection_reason=${path_choice#*: }
+progress_reading hash 9 "$(stat -L -c %s /dev/fd/9)"
 if [[ $path_choice == overlay:* ]]; then
     inspected_by=overlay
     overlay_kind=$inspection_reason

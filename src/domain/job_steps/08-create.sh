@@ -2,6 +2,7 @@
 # reads, and the output the image writes. On the unpack path Enroot unpacks the private copy
 # under a name of this job's own. No Enroot command inherits fd 9: Enroot execs down to the
 # image's shell, whose code could reopen /proc/self/fd/9 for writing.
+progress inspect
 readonly SANDBOX=$scratch/sandbox
 readonly ROOTFS=$SANDBOX/data/$CONTAINER_NAME
 mkdir -m 0700 -- "$SANDBOX"

@@ -13,6 +13,7 @@ elif [[ $url =~ ^https?://[^/?#]+/v2/[^?#]+/blobs/sha256:([0-9a-f]{64})$ ]] &&
     [ -e "$chain/configs/${BASH_REMATCH[1]}" ]; then
     kind=config digest=${BASH_REMATCH[1]}
 else
+    progress_blob "$url" "$@"
     exec "$real" "$@"
 fi
 options=("${@:1:$#-2}")
@@ -90,6 +91,7 @@ if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
     [ "$actual" = "$digest" ] ||
         refuse "the registry answered manifest sha256:$digest with a manifest of sha256:$actual"
     mv -f -- "$body" "$chain/manifests/$digest"
+    progress_layers "$chain/manifests/$digest"
     # What Enroot reads from it: the digests an index names (each with the architectures it is
     # named for), the config digest of a manifest (the first line of its own jq program, as 3.x
     # and as 4.x write it, and every config line).

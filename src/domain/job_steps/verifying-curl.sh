@@ -9,6 +9,7 @@ umask 077
 IFS=$' \t\n'
 chain=${SLURM_IMAGE_CHAIN:?} real=${SLURM_IMAGE_CURL:?} pin=${SLURM_IMAGE_PIN:?}
 arch=${SLURM_IMAGE_ARCH:?}
+PROGRESS=${SLURM_IMAGE_PROGRESS-}
 refuse() {
     printf '%s\n' "$*" >>"$chain/verdict"
     printf 'slurm-image: refused: %s\n' "$*" >&2
