@@ -58,6 +58,7 @@ ENROOT = "enroot"
 SQUASHFS_TOOLS = "squashfs_tools"
 LOCAL_SCRATCH = "local_scratch"
 SANDBOX = "sandbox"
+INSPECTION_PATH = "inspection_path"
 ARCHITECTURE = "architecture"
 CHECKS = (
     PROFILE,
@@ -69,6 +70,7 @@ CHECKS = (
     SQUASHFS_TOOLS,
     LOCAL_SCRATCH,
     SANDBOX,
+    INSPECTION_PATH,
     ARCHITECTURE,
 )
 
@@ -185,7 +187,15 @@ class Doctor:
         if not reachable:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
-        node_checks = (JOB, ENROOT, SQUASHFS_TOOLS, LOCAL_SCRATCH, SANDBOX, ARCHITECTURE)
+        node_checks = (
+            JOB,
+            ENROOT,
+            SQUASHFS_TOOLS,
+            LOCAL_SCRATCH,
+            SANDBOX,
+            INSPECTION_PATH,
+            ARCHITECTURE,
+        )
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
         elif not fits:
@@ -383,6 +393,7 @@ class Doctor:
                 f" {_size(report.scratch_free_bytes)} free",
             )
         _judge_sandbox(run, report)
+        _judge_inspection_path(run, report)
 
 
 def _judge_sandbox(run: _Run, report: NodeReport) -> None:
@@ -399,6 +410,20 @@ def _judge_sandbox(run: _Run, report: NodeReport) -> None:
     else:
         who += f"the image runs as that uid (root's jobs: uid {SANDBOX_ID}, never root)"
     run.add(SANDBOX, True, f"user and PID namespaces of its own; {who}")
+
+
+def _judge_inspection_path(run: _Run, report: NodeReport) -> None:
+    """How this user's jobs inspect an image here: through an overlay above the mounted image
+    (read only where the inspector reads), else an unpacked copy (either keeps the image
+    contained; the unpack path costs an unpack of every file)."""
+    kind, _, detail = report.inspection_path.partition(": ")
+    if kind == "overlay":
+        run.add(INSPECTION_PATH, True, f"overlay above the mounted image ({detail})")
+    elif kind == "unpacked":
+        run.add(INSPECTION_PATH, True, f"unpacked copy: {detail}")
+    else:
+        found = report.inspection_path or "no report"
+        run.add(INSPECTION_PATH, False, f"the node did not say how it inspects: {found}")
 
 
 def _judge_architecture(run: _Run, report: NodeReport, wanted: str | None) -> None:

@@ -43,6 +43,7 @@ REPORT_KEYS = (
     "job_uid",
     "sandbox_uid",
     "sandbox",
+    "inspection_path",
     "architecture",
 )
 # One line for each architecture other than the node's: ``ok``, or what keeps the node from
@@ -64,6 +65,7 @@ DOCTOR_STEPS = (
     "doctor-directories",
     "04-scratch",
     "05b-sandbox",
+    "inspection-path",
     "architecture-rules",
     "doctor-report",
 )
@@ -168,6 +170,8 @@ class NodeReport(BaseModel):
     job_uid: str = ""
     sandbox_uid: str = ""
     sandbox: str = ""
+    inspection_path: str = ""
+    """``overlay: KIND`` or ``unpacked: REASON`` (the job's rule, step ``inspection-path``)."""
     architecture: str = ""
     """``uname -m`` of the node."""
     foreign: dict[str, str] = {}

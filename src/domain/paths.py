@@ -179,6 +179,12 @@ class AttemptLayout:
         written by the job beside ``chain_record``; none for an inspect without one."""
         return self.in_job("architecture")
 
+    @property
+    def inspection_path_record(self) -> str:
+        """How the job inspected the image (``{"path": "overlay"|"unpacked", "reason": ...}``),
+        written by the job beside ``chain_record``; nothing reads it back."""
+        return self.in_job("inspection-path.json")
+
     # The job's output and error logs, as the job spec names them for the scheduler (%j: the
     # job id).
     JOB_OUTPUT = "slurm-%j.out"

@@ -35,7 +35,8 @@ EXIT_CODES: dict[int, str] = {
     69: "the image has no Python 3.8 or newer",
     70: "a staged file does not match its digest",
     71: "a directory the job uses could be changed by another user (symlink, owner, mode)",
-    73: "candidate.sqsh, its partial file, chain.json or the architecture record already exists",
+    73: "candidate.sqsh, its partial file, chain.json, the architecture record or the inspection"
+    " path record already exists",
     74: "the image changed during the job",
     75: "the job was requeued (an attempt directory is used once)",
     76: "no inspection result (the inspector refused the image or failed)",
@@ -111,6 +112,7 @@ def _assignments(plan: Plan) -> list[str]:
         ("RESULT_MAX_BYTES", str(MAX_INSPECTION_BYTES)),
         ("ARCHITECTURE", plan.architecture or ""),
         ("ARCHITECTURE_RECORD", layout.architecture_record),
+        ("INSPECTION_PATH_RECORD", layout.inspection_path_record),
         ("PROGRESS", layout.progress_record),
     ]
     unread = dict(_UNREAD_BY_ANY)
@@ -186,7 +188,11 @@ def render_script(plan: Plan) -> str:
             _verifying_curl_step(),
             job_steps.steps(*IMPORT_STEPS_AFTER_CURL),
         ]
-    body.append(job_steps.steps(*IMAGE_STEPS))
+    body += [
+        job_steps.steps(*IMAGE_STEPS_BEFORE_STAGE),
+        _stage_step(),
+        job_steps.steps(*IMAGE_STEPS_AFTER_STAGE),
+    ]
     steps = "".join(body)
     header = [
         "#!/bin/bash -p",
@@ -269,11 +275,47 @@ CHECK_STEPS = (
 # model) and what the job reads of it; 6 the import into the attempt.
 IMPORT_STEPS_BEFORE_CURL = ("06a-run-import", "06b-credentials", "06c-chain")
 IMPORT_STEPS_AFTER_CURL = ("06c-check-chain", "06-import")
-# 8b: Enroot's `start` reads the root's etc/fstab and etc/environment and runs hooks on the
-# host's view of the root, where an image's symlinks lead out of it (docs/enroot.md); the job
-# neutralises those entry points and starts with a configuration of its own. architecture.md,
-# "Untrusted images", says why.
-IMAGE_STEPS = ("07-open-image", "08-create", "08b-contain-image", "09-start", "10-result")
+# The inspection path (step ``inspection-path``, which the doctor reports with): the overlay
+# above the mounted image, else an unpacked copy. 8b: Enroot's `start` reads the root's
+# etc/fstab and etc/environment and runs hooks on the host's view of the root, where an image's
+# symlinks lead out of it (docs/enroot.md); the job neutralises those entry points
+# (``contain-root``, on either path) and starts with a configuration of its own. 8c: the stage,
+# the sandbox's init on the overlay path. architecture.md, "Untrusted images", says why.
+IMAGE_STEPS_BEFORE_STAGE = (
+    "inspection-path",
+    "contain-root",
+    "07-open-image",
+    "08-create",
+    "08b-contain-image",
+)
+IMAGE_STEPS_AFTER_STAGE = ("09-start", "10-result")
+
+# The stage, a program of its own that step 8c writes into the sandbox's directory: it mounts
+# the image and the overlay, contains the root with the job's own ``contain_root`` and runs
+# `enroot start` in a PID namespace of its own.
+STAGE_MARKER = "STAGE_PROGRAM"
+STAGE_STEPS = ("stage-image", "helpers", "contain-root", "stage-image-run")
+
+
+def stage_program() -> str:
+    """The stage's program, as step 8c writes it."""
+    return job_steps.steps(*STAGE_STEPS)
+
+
+def _stage_step() -> str:
+    """Step 8c: on the overlay path, the root's mountpoint and the stage's here-document,
+    written once, never through an existing file."""
+    return (
+        "# 8c. On the overlay path the sandbox's init is the stage: the mounts, contain_root on\n"
+        "# the overlay, then `enroot start` (README, Threat model).\n"
+        "readonly STAGE=$SANDBOX/stage STAGE_STATE=$scratch/stage-state\n"
+        'if [ "$inspected_by" = overlay ]; then\n'
+        '    mkdir -m 0700 -- "$ROOTFS"\n'
+        f"    (set -C && cat >\"$STAGE\") <<'{STAGE_MARKER}'\n"
+        f"{stage_program()}{STAGE_MARKER}\n"
+        "fi\n\n"
+    )
+
 
 # The verifying curl, a program of its own that step 6c writes into the job's scratch. Enroot
 # fetches a manifest with `curl -o /proc/self/fd/N -w '%{http_code}' ARGS -- URL` (3.4.1 adds

@@ -35,6 +35,7 @@ def exit_code(report: DoctorReport) -> int:
     from slurm_image.application.doctor import (
         ARCHITECTURE,
         ENROOT,
+        INSPECTION_PATH,
         JOB,
         LOCAL_SCRATCH,
         PARTITION,
@@ -55,6 +56,7 @@ def exit_code(report: DoctorReport) -> int:
         SQUASHFS_TOOLS: EXIT_JOB_FAILED,
         LOCAL_SCRATCH: EXIT_JOB_FAILED,
         SANDBOX: EXIT_JOB_FAILED,
+        INSPECTION_PATH: EXIT_JOB_FAILED,
         ARCHITECTURE: EXIT_JOB_FAILED,
     }
     failed = report.first_failure

@@ -137,6 +137,7 @@ class Job:
         runtime: RuntimeFiles | None = None,
         credentials: RegistryCredentials | None = None,
         architecture: str | None = None,
+        system_path: str = DEFAULT_JOB_PATH,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -149,7 +150,7 @@ class Job:
             "cpus_per_task": 2,
             "memory": "4G",
             "time_limit": "1:00:00",
-            "job_path": f"{standin.bin}:{DEFAULT_JOB_PATH}",
+            "job_path": f"{standin.bin}:{system_path}",
         }
         if local_scratch:
             build["local_scratch"] = str(self.scratch)
@@ -233,23 +234,41 @@ class Job:
         base.update(extra)
         return base
 
+    def command(self, inspection_path: str = "unpacked") -> list[str]:
+        """The command that runs a spool copy of the script: as root (whose job unpacks), or, for
+        ``"overlay"``, as ``ORDINARY_UID`` on a node whose /dev/fuse users may open (as udev
+        makes it), the workspace and scratch made that user's."""
+        spool = self.tmp / "spool" / f"job{self.job_id}" / "slurm_script"
+        spool.parent.mkdir(parents=True, mode=0o755)
+        spool.write_text(self.script)
+        if inspection_path == "unpacked":
+            spool.chmod(0o500)
+            return [str(spool)]
+        assert inspection_path == "overlay", inspection_path
+        spool.chmod(0o555)
+        owned = [self.workspace, self.scratch]
+        image_shelf = Path(self.paths.sqsh).parent
+        if self.plan.operation == "inspect_sqsh" and self.tmp in image_shelf.parents:
+            owned.append(image_shelf)
+        for path in owned:
+            subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", str(path)], check=True)
+        return as_user_with_fuse(self.tmp, [str(spool)])
+
     def run(
         self,
         env: dict[str, str] | None = None,
         *,
         unset: tuple[str, ...] = (),
         timeout: float = 300,
+        inspection_path: str = "unpacked",
     ) -> Result:
         """Execute a spool copy of the script the way slurmd does (chdir, stdin /dev/null)."""
-        spool = self.tmp / "spool" / f"job{self.job_id}" / "slurm_script"
-        spool.parent.mkdir(parents=True, mode=0o700)
-        spool.write_text(self.script)
-        spool.chmod(0o500)
+        command = self.command(inspection_path)
         environment = self.environment(**(env or {}))
         for key in unset:
             environment.pop(key, None)
         completed = subprocess.run(
-            [str(spool)],
+            command,
             cwd=self.job_dir,
             env=environment,
             stdin=subprocess.DEVNULL,
@@ -258,6 +277,11 @@ class Job:
             timeout=timeout,
         )
         return Result(completed.returncode, completed.stdout, completed.stderr)
+
+    def inspection_path_record(self) -> dict[str, str]:
+        layout = AttemptLayout(self.plan.profile.workspace_root, self.plan.lifecycle_id)
+        record: dict[str, str] = json.loads(Path(layout.inspection_path_record).read_text())
+        return record
 
     def use_binfmt_misc(self, directory: Path) -> None:
         """Point the job's architecture rules at ``directory`` instead of the kernel's list."""
@@ -270,6 +294,54 @@ class Job:
 
     def leftover_scratch(self) -> list[str]:
         return sorted(p.name for p in self.scratch.iterdir())
+
+
+# -- the two inspection paths ------------------------------------------------------------------
+
+# Root's job always unpacks; an ordinary user's job mounts the image through an overlay where
+# the node lets users open /dev/fuse (README, Threat model).
+INSPECTION_PATHS = ("unpacked", "overlay")
+ORDINARY_UID = 4242  # an id no account on the test machine has
+FUSE_TOOLS = ("squashfuse", "fuse-overlayfs", "fusermount3")
+# In a mount namespace of the test's own: a /dev/fuse users may open, as udev makes it (a node
+# of the same device on a tmpfs, bound over it), then the command as ORDINARY_UID.
+_USER_FUSE = (
+    'mount -t tmpfs -o size=64k,mode=0755 tmpfs "$1" && mknod -m 0666 "$1/fuse" c "$2" "$3" && '
+    'mount --bind "$1/fuse" /dev/fuse && shift 3 && exec "$@"'
+)
+
+
+def need_user_fuse() -> None:
+    """The overlay path needs squashfuse, fuse-overlayfs and a FUSE device (CI: fuse3)."""
+    need(os.geteuid() == 0, "running a job as another user needs root (CI runs as root)")
+    missing = [tool for tool in FUSE_TOOLS if shutil.which(tool) is None]
+    need(not missing, f"{', '.join(missing)} missing (apt-get install squashfuse fuse-overlayfs)")
+    need(Path("/dev/fuse").exists(), "no /dev/fuse on this machine")
+
+
+def path_without(directory: Path, *tools: str) -> str:
+    """A ``job_path`` directory of links to every program of /usr/bin and /bin but ``tools``:
+    a node without them."""
+    directory.mkdir(mode=0o755)
+    for source in (Path("/bin"), Path("/usr/bin")):
+        for program in source.iterdir():
+            link = directory / program.name
+            if program.name not in tools and not link.exists():
+                link.symlink_to(program)
+    return str(directory)
+
+
+def as_user_with_fuse(tmp: Path, command: list[str]) -> list[str]:
+    need_user_fuse()
+    device = os.stat("/dev/fuse").st_rdev
+    node = tmp / "fuse-node"
+    node.mkdir(exist_ok=True)
+    return [
+        *("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _USER_FUSE, "sh"),
+        *(str(node), str(os.major(device)), str(os.minor(device))),
+        *("setpriv", f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups"),
+        *command,
+    ]
 
 
 # The stand-in and the jobs live where everyone may walk (pytest's tmp_path is 0700 for root): a

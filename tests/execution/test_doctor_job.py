@@ -10,7 +10,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import Standin, binfmt_handler, fake_binfmt_misc, point_at_binfmt_misc
+from harness import (
+    ORDINARY_UID,
+    Standin,
+    as_user_with_fuse,
+    binfmt_handler,
+    fake_binfmt_misc,
+    need,
+    path_without,
+    point_at_binfmt_misc,
+)
 
 from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.doctor_script import (
@@ -26,9 +35,20 @@ DOCTOR_ID = "doctor-0123456789abcdef"
 
 
 def run_doctor_job(
-    tmp_path: Path, standin: Standin, binfmt: Path | None = None, **image_build: str
+    tmp_path: Path,
+    standin: Standin,
+    binfmt: Path | None = None,
+    *,
+    system_path: str = "/usr/bin:/bin",
+    as_user: bool = False,
+    **image_build: str,
 ) -> tuple[DoctorJob, str]:
-    data = profile_data(job_path=f"{standin.bin}:/usr/bin:/bin", **image_build)
+    if as_user:
+        scratch = tmp_path / "user-scratch"
+        scratch.mkdir(mode=0o700)
+        os.chown(scratch, ORDINARY_UID, ORDINARY_UID)
+        image_build.setdefault("local_scratch", str(scratch))
+    data = profile_data(job_path=f"{standin.bin}:{system_path}", **image_build)
     data["workspace_root"] = str(tmp_path / "ws")
     profile = parse_profile(data)
     job = doctor_job(profile, DOCTOR_ID)
@@ -38,6 +58,12 @@ def run_doctor_job(
     script = render_doctor_script(job, profile)
     spool.write_text(script if binfmt is None else point_at_binfmt_misc(script, binfmt))
     spool.chmod(0o500)
+    command = [str(spool)]
+    if as_user:
+        spool.chmod(0o555)
+        spool.parent.chmod(0o755)
+        subprocess.run(["chown", "-R", f"{ORDINARY_UID}:{ORDINARY_UID}", data["workspace_root"]])
+        command = as_user_with_fuse(tmp_path, command)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -48,7 +74,7 @@ def run_doctor_job(
         "TMPDIR": str(tmp_path),
     }
     done = subprocess.run(
-        [str(spool)],
+        command,
         cwd=job.job_dir,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -153,3 +179,36 @@ def test_the_doctor_job_reads_the_kernels_binfmt_misc_by_default(
     mounted = Path("/proc/sys/fs/binfmt_misc/status").is_file()
     for verdict in report.foreign.values():
         assert verdict == "ok" or ("not mounted" in verdict) != mounted
+
+
+# -- which inspection path the node gives this user's jobs (the job's own rule) ----------------
+
+
+def test_root_s_doctor_job_reports_the_unpack_path(
+    world_readable_tmp: Path, standin: Standin
+) -> None:
+    need(os.geteuid() == 0, "the root job's case needs root (CI runs as root)")
+    _, stdout = run_doctor_job(world_readable_tmp, standin)
+
+    assert parse_report(stdout).inspection_path == (
+        "unpacked: root's job (its FUSE daemons would run as host root)"
+    )
+
+
+def test_an_ordinary_user_s_doctor_job_reports_the_overlay_path(
+    world_readable_tmp: Path, standin: Standin
+) -> None:
+    _, stdout = run_doctor_job(world_readable_tmp, standin, as_user=True)
+
+    assert parse_report(stdout).inspection_path == "overlay: fuse-overlayfs"
+
+
+def test_a_node_without_squashfuse_reports_the_unpack_path_and_why(
+    world_readable_tmp: Path, standin: Standin
+) -> None:
+    system = path_without(world_readable_tmp / "bin", "squashfuse")
+    _, stdout = run_doctor_job(world_readable_tmp, standin, system_path=system, as_user=True)
+
+    assert parse_report(stdout).inspection_path == (
+        f"unpacked: no squashfuse on {standin.bin}:{system}"
+    )

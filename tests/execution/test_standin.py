@@ -8,7 +8,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import STANDIN, Standin, busybox_root, mksquashfs, need, need_squashfs_tools
+from harness import (
+    STANDIN,
+    Standin,
+    busybox_root,
+    mksquashfs,
+    need,
+    need_squashfs_tools,
+    path_without,
+)
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -318,7 +326,34 @@ def test_start_refuses_invalid_environment_and_missing_containers(enroot, tiny_i
     assert enroot("create", "-n", "c", str(tiny_image)).returncode == 0
     assert enroot("start", "--root", "-e", "1BAD=x", "c", "true").returncode == 1
     assert "No such file or directory" in enroot("start", "--root", "nothing", "true").stderr
-    assert "squashfuse" in enroot("start", "--root", str(tiny_image), "true").stderr
+
+
+@pytest.mark.parametrize("missing", ["squashfuse", "fuse-overlayfs"])
+def test_start_of_an_image_file_needs_squashfuse_and_fuse_overlayfs(
+    enroot, tiny_image: Path, tmp_path: Path, missing: str
+) -> None:
+    system = path_without(tmp_path / "bin", missing)
+    started = enroot("start", "--root", str(tiny_image), "true", PATH=system)
+    assert started.returncode == 1
+    assert f"Command not found: {missing}" in started.stderr
+
+
+def test_start_of_an_image_file_runs_it_from_a_mounted_overlay(
+    enroot, tiny_image: Path, tmp_path: Path
+) -> None:
+    for tool in ("squashfuse", "fuse-overlayfs"):
+        need(shutil.which(tool) is not None, f"{tool} missing (apt-get install {tool})")
+    rc = tmp_path / "rc"
+    rc.write_text('"$@"\n')
+    started = enroot(
+        "start", "--root", "--rc", str(rc), str(tiny_image), "/bin/cat", "/proc/self/mountinfo",
+        NVIDIA_VISIBLE_DEVICES="void",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    root = started.stdout.splitlines()[0]
+    assert root.split()[4] == "/"
+    assert root.split(" - ")[1].split()[0] == "fuse.fuse-overlayfs"
+    assert list((tmp_path / "enroot-dirs" / "data").iterdir()) == []  # nothing unpacked
 
 
 def test_remove_needs_force_or_a_yes(enroot, tiny_image: Path, tmp_path: Path) -> None:

@@ -20,7 +20,18 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from harness import Job, JobFactory, Standin, busybox_root, mksquashfs, need, need_squashfs_tools
+from harness import (
+    INSPECTION_PATHS,
+    ORDINARY_UID,
+    Job,
+    JobFactory,
+    Result,
+    Standin,
+    busybox_root,
+    mksquashfs,
+    need,
+    need_squashfs_tools,
+)
 
 from survivors import build_survivor, end_survivors, survivors
 
@@ -40,7 +51,7 @@ AttackImage = Callable[..., Path]
 
 
 @pytest.fixture
-def attack_image(tmp_path: Path) -> AttackImage:
+def attack_image(tmp_path: Path, world_readable_tmp: Path) -> AttackImage:
     """A busybox root whose python3 runs ``payload``; ``build`` shapes the root before squashing."""
     need_squashfs_tools()
     need(Path("/bin/busybox").is_file(), "/bin/busybox missing (apt-get install busybox-static)")
@@ -65,8 +76,8 @@ def attack_image(tmp_path: Path) -> AttackImage:
         python.chmod(0o755)
         if build is not None:
             build(root)
-        images = tmp_path / "attack-images"
-        images.mkdir(mode=0o700, exist_ok=True)
+        images = world_readable_tmp / "attack-images"  # an ordinary user's job reads it too
+        images.mkdir(mode=0o755, exist_ok=True)
         return mksquashfs(root, images / f"attack-{count}.sqsh")
 
     return make
@@ -74,6 +85,19 @@ def attack_image(tmp_path: Path) -> AttackImage:
 
 def inspect(make_job: JobFactory, source: Path) -> Job:
     return make_job(operation="inspect_sqsh", role="serving", source=str(source))
+
+
+@pytest.fixture(params=INSPECTION_PATHS)
+def inspection_path(request: pytest.FixtureRequest) -> str:
+    """Each attack on both paths: root's job unpacks, an ordinary user's mounts an overlay."""
+    return str(request.param)
+
+
+def run(job: Job, inspection_path: str) -> Result:
+    result = job.run(inspection_path=inspection_path)
+    if result.returncode == 0:
+        assert job.inspection_path_record()["path"] == inspection_path
+    return result
 
 
 def result_text(job: Job) -> str:
@@ -92,9 +116,9 @@ def host_directory(tmp_path: Path, name: str) -> Path:
 
 
 def test_an_image_fstab_binds_no_host_directory_into_the_image(
-    make_job: JobFactory, attack_image: AttackImage, tmp_path: Path
+    make_job: JobFactory, attack_image: AttackImage, world_readable_tmp: Path, inspection_path: str
 ) -> None:
-    outside = host_directory(tmp_path, "outside")
+    outside = host_directory(world_readable_tmp, "outside")
 
     def build(root: Path) -> None:
         (root / "etc" / "fstab").write_text(
@@ -108,7 +132,7 @@ def test_an_image_fstab_binds_no_host_directory_into_the_image(
     )
     job = inspect(make_job, source)
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert not (outside / "planted").exists()
@@ -116,9 +140,9 @@ def test_an_image_fstab_binds_no_host_directory_into_the_image(
 
 
 def test_an_image_fstab_cannot_plant_a_hook_that_runs_on_the_host(
-    make_job: JobFactory, attack_image: AttackImage, tmp_path: Path
+    make_job: JobFactory, attack_image: AttackImage, world_readable_tmp: Path, inspection_path: str
 ) -> None:
-    marker = tmp_path / "hook-ran"
+    marker = host_directory(world_readable_tmp, "hook-out") / "hook-ran"
 
     def build(root: Path) -> None:
         (root / "etc" / "fstab").write_text("${HOME}/.. /mnt/attempt none x-create=dir,bind,rw\n")
@@ -134,7 +158,7 @@ def test_an_image_fstab_cannot_plant_a_hook_that_runs_on_the_host(
     config_hooks.mkdir(parents=True, mode=0o700)
     (config_hooks / "40-already-there.sh").write_text(f"touch {marker}\n")
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert not marker.exists()
@@ -145,7 +169,7 @@ def test_an_image_fstab_cannot_plant_a_hook_that_runs_on_the_host(
 
 
 def test_an_image_environment_adds_nothing_but_its_path(
-    make_job: JobFactory, attack_image: AttackImage
+    make_job: JobFactory, attack_image: AttackImage, inspection_path: str
 ) -> None:
     environment = (
         "FROM_IMAGE=yes",
@@ -158,7 +182,7 @@ def test_an_image_environment_adds_nothing_but_its_path(
     # python3 only on the image's own PATH (a venv), so that PATH must still reach the rc
     job = inspect(make_job, attack_image(environment=environment, python_dir="opt/venv/bin"))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     env = result_text(job).split("--- env\n", 1)[1].splitlines()
@@ -174,11 +198,11 @@ def test_an_image_environment_adds_nothing_but_its_path(
     ["PATH=/opt/bin:$HOME", "PATH=/opt/bin:${SLURM_JOB_ID}", "PATH=relative:/bin", "PATH=/a b"],
 )
 def test_an_image_path_that_is_not_plain_absolute_directories_is_dropped(
-    make_job: JobFactory, attack_image: AttackImage, path_line: str
+    make_job: JobFactory, attack_image: AttackImage, path_line: str, inspection_path: str
 ) -> None:
     job = inspect(make_job, attack_image(environment=(path_line,)))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     env = result_text(job).split("--- env\n", 1)[1].splitlines()
@@ -190,9 +214,9 @@ def test_an_image_path_that_is_not_plain_absolute_directories_is_dropped(
 
 
 def test_an_image_whose_etc_is_a_host_directory_gets_nothing_written_there(
-    make_job: JobFactory, attack_image: AttackImage, tmp_path: Path
+    make_job: JobFactory, attack_image: AttackImage, world_readable_tmp: Path, inspection_path: str
 ) -> None:
-    outside = host_directory(tmp_path, "host-etc")
+    outside = host_directory(world_readable_tmp, "host-etc")
     (outside / "fstab").write_text(f"{outside} /mnt/again none x-create=dir,bind,rw\n")
     (outside / "environment").write_text("FROM_HOST_DIR=yes\n")
 
@@ -204,7 +228,7 @@ def test_an_image_whose_etc_is_a_host_directory_gets_nothing_written_there(
 
     job = inspect(make_job, attack_image("echo planted >/mnt/again/planted", build=build))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in outside.iterdir()) == ["environment", "fstab"]
@@ -213,13 +237,15 @@ def test_an_image_whose_etc_is_a_host_directory_gets_nothing_written_there(
 
 
 def test_no_stock_hook_follows_the_image_symlinks_out_of_the_root(
-    make_job: JobFactory, attack_image: AttackImage, tmp_path: Path
+    make_job: JobFactory, attack_image: AttackImage, world_readable_tmp: Path, inspection_path: str
 ) -> None:
-    secret = tmp_path / "secret"
+    secret = world_readable_tmp / "secret"
     secret.write_text("host-secret-bytes\n")
-    victim = tmp_path / "victim"
+    secret.chmod(0o644)
+    victim = world_readable_tmp / "victim"
     victim.write_text("precious\n")
-    apt = host_directory(tmp_path, "host-apt")
+    victim.chmod(0o666)
+    apt = host_directory(world_readable_tmp, "host-apt")
 
     def build(root: Path) -> None:
         etc = root / "etc"
@@ -236,7 +262,7 @@ def test_no_stock_hook_follows_the_image_symlinks_out_of_the_root(
     payload = 'cat /etc/passwd /etc/group /root/.profile /home/*/.profile >>"$out" 2>&1'
     job = inspect(make_job, attack_image(payload, build=build))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert victim.read_text() == "precious\n"
@@ -282,11 +308,11 @@ def test_the_stock_hooks_run_under_the_stand_in_when_no_configuration_is_chosen(
 
 
 def test_the_start_configuration_is_private_to_the_job(
-    make_job: JobFactory, attack_image: AttackImage, standin: Standin
+    make_job: JobFactory, attack_image: AttackImage, standin: Standin, inspection_path: str
 ) -> None:
     job = inspect(make_job, attack_image())
 
-    assert job.run().returncode == 0
+    assert run(job, inspection_path).returncode == 0
     start = next(call for call in standin.calls() if call["argv"][0] == "start")
     sysconf = Path(start["env"]["ENROOT_SYSCONF_PATH"])
     config = Path(start["env"]["ENROOT_CONFIG_PATH"])
@@ -326,7 +352,10 @@ def sleepers() -> Iterator[Callable[[str], list[int]]]:
 
 
 def test_a_process_the_image_leaves_behind_is_killed_before_the_result_counts(
-    make_job: JobFactory, attack_image: AttackImage, sleepers: Callable[[str], list[int]]
+    make_job: JobFactory,
+    attack_image: AttackImage,
+    sleepers: Callable[[str], list[int]],
+    inspection_path: str,
 ) -> None:
     # detached (setsid, no terminal, stdio elsewhere) and double-forked, like a daemon
     payload = (
@@ -335,7 +364,7 @@ def test_a_process_the_image_leaves_behind_is_killed_before_the_result_counts(
     )
     job = inspect(make_job, attack_image(payload))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert sleepers("313") == []
@@ -377,7 +406,10 @@ def test_exchanging_a_parent_directory_during_create_unpacks_the_hashed_bytes_st
 
 
 def test_a_process_that_chrooted_deeper_into_the_image_is_killed_too(
-    make_job: JobFactory, attack_image: AttackImage, sleepers: Callable[[str], list[int]]
+    make_job: JobFactory,
+    attack_image: AttackImage,
+    sleepers: Callable[[str], list[int]],
+    inspection_path: str,
 ) -> None:
     def build(root: Path) -> None:
         jail = root / "jail" / "bin"
@@ -388,7 +420,7 @@ def test_a_process_that_chrooted_deeper_into_the_image_is_killed_too(
     payload = "setsid chroot /jail /bin/sleep 319 </dev/null >/dev/null 2>&1 &"
     job = inspect(make_job, attack_image(payload, build=build))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert sleepers("319") == []
@@ -463,12 +495,12 @@ def test_under_the_stand_in_alone_root_s_image_rewrites_a_host_kernel_setting(
 
 
 def test_root_s_image_cannot_change_a_host_kernel_setting(
-    make_job: JobFactory, attack_image: AttackImage, domainname: str
+    make_job: JobFactory, attack_image: AttackImage, domainname: str, inspection_path: str
 ) -> None:
     payload = f'{WRITE_DOMAINNAME}; echo "uid=$(id -u)" >>"$out"'
     job = inspect(make_job, attack_image(payload))
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     assert DOMAINNAME.read_text() == domainname
@@ -515,12 +547,12 @@ def test_under_the_stand_in_alone_the_survivors_outlive_enroot_start(
 
 
 def test_no_process_of_the_image_survives_the_job_whatever_its_leader_or_root(
-    make_job: JobFactory, attack_image: AttackImage, survivor: Path
+    make_job: JobFactory, attack_image: AttackImage, survivor: Path, inspection_path: str
 ) -> None:
     image = attack_image(leave_survivors("${out%/*}"), build=with_survivor(survivor))
     job = inspect(make_job, image)
 
-    result = job.run()
+    result = run(job, inspection_path)
 
     assert result.returncode == 0, result.stderr
     output = Path(job.paths.output_dir)
@@ -530,9 +562,6 @@ def test_no_process_of_the_image_survives_the_job_whatever_its_leader_or_root(
     assert {path.name: path.read_bytes() for path in output.iterdir()} == written
     assert list(written) == ["inspection.json"]
     assert job.leftover_scratch() == []
-
-
-ORDINARY_UID = 4242  # an id no account on the test machine has
 
 
 def test_an_ordinary_user_s_job_sandboxes_the_image_as_that_user(
@@ -568,3 +597,61 @@ def test_an_ordinary_user_s_job_sandboxes_the_image_as_that_user(
     time.sleep(1)
     assert survivors() == []
     assert job.leftover_scratch() == []
+
+
+def test_under_the_stand_in_alone_a_started_image_file_obeys_its_fstab_and_environment(
+    tmp_path: Path, standin: Standin, attack_image: AttackImage, world_readable_tmp: Path
+) -> None:
+    """The fixture of the overlay path: `enroot start IMAGE.sqsh` mounts the image (squashfuse
+    and fuse-overlayfs, as Enroot 4.1.2 does) and reads its etc/fstab and etc/environment from
+    that root, as a directory start does; the job's overlay path above gives them nothing."""
+    for tool in ("squashfuse", "fuse-overlayfs"):
+        need(shutil.which(tool) is not None, f"{tool} missing (apt-get install {tool})")
+    outside = host_directory(world_readable_tmp, "outside")
+
+    def build(root: Path) -> None:
+        (root / "etc" / "fstab").write_text(f"{outside} /mnt/outside none x-create=dir,bind,rw\n")
+
+    image = attack_image(
+        "echo planted >/mnt/outside/planted", environment=("FROM_IMAGE=yes",), build=build
+    )
+    runtime = tmp_path / "runtime"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ENROOT_DATA_PATH": str(tmp_path / "data"),
+        "ENROOT_CACHE_PATH": str(tmp_path / "cache"),
+        "ENROOT_RUNTIME_PATH": str(runtime),
+        "ENROOT_CONFIG_PATH": str(tmp_path / "config"),
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
+    rc = tmp_path / "rc"
+    rc.write_text('"$@"\n')
+    python = ["/usr/bin/python3", "-I", "-B", "/inspect_image.py", "serving", "0" * 64]
+    started = subprocess.run(
+        [str(standin.bin / "enroot"), "start", "--root", "--rc", str(rc), str(image), *python,
+         "/mnt/outside/result"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert started.returncode == 0, started.stderr
+    assert (outside / "planted").read_text() == "planted\n"
+    assert "FROM_IMAGE=yes" in (outside / "result").read_text().splitlines()
+    assert "create" not in standin.commands()
+    assert str(runtime) not in Path("/proc/self/mountinfo").read_text()
+    deadline = time.monotonic() + 10
+    while (daemons := processes_naming(image)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the orphaned FUSE daemons end on their SIGHUP
+    assert daemons == []
+
+
+def processes_naming(path: Path) -> list[int]:
+    """Live processes with ``path`` among their arguments."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if os.fsencode(path) in (entry / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found

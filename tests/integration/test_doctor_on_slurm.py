@@ -84,6 +84,10 @@ def test_doctor_reports_the_compute_nodes_enroot_and_the_submitters_reachability
     assert "GiB free" in checks["local_scratch"]["detail"]
     runs_as = "uid 65534, never as root" if os.geteuid() == 0 else "that uid"
     assert f"the image runs as {runs_as}" in checks["sandbox"]["detail"]
+    if os.geteuid() == 0:  # the local cluster runs the user's jobs as that user
+        assert checks["inspection_path"]["detail"] == (
+            "unpacked copy: root's job (its FUSE daemons would run as host root)"
+        )
     assert report["architecture"] == platform.machine()  # the local cluster's nodes are this host
     job = local_slurm.show_job(report["job_id"])
     assert (job["Partition"], job["JobState"]) == ("build", "COMPLETED")
@@ -108,9 +112,12 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "squashfs_tools",
         "local_scratch",
         "sandbox",
+        "inspection_path",
         "architecture",
     ]
-    assert [line.split()[0] for line in lines] == ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL", "ok"]
+    assert [line.split()[0] for line in lines] == (
+        ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL", "ok", "ok"]
+    )
     assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
     assert done.stderr == ""
 

@@ -41,6 +41,7 @@ GOOD_REPORT = (
     "slurm-image-doctor: job_uid=1000\n"
     "slurm-image-doctor: sandbox_uid=1000\n"
     "slurm-image-doctor: sandbox=ok\n"
+    "slurm-image-doctor: inspection_path=overlay: fuse-overlayfs\n"
     "slurm-image-doctor: architecture=x86_64\n"
     "slurm-image-doctor: runs_aarch64=ok\n"
     "slurm-image-doctor: runs_ppc64le=binfmt_misc is disabled (/proc/sys/fs/binfmt_misc/status)\n"
@@ -192,6 +193,34 @@ def test_a_node_that_cannot_sandbox_the_image_fails_the_sandbox_check(line: str)
     assert detail(report, "sandbox") == f"the image cannot run in a sandbox here: {found}"
 
 
+def test_a_node_with_the_overlay_tools_reports_the_overlay_path() -> None:
+    report = Site().run()
+    assert verdicts(report)["inspection_path"]
+    assert detail(report, "inspection_path") == "overlay above the mounted image (fuse-overlayfs)"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["root's job (its FUSE daemons would run as host root)", "no squashfuse on /usr/bin:/bin"],
+)
+def test_a_node_that_unpacks_says_why_and_still_passes(reason: str) -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace("overlay: fuse-overlayfs", f"unpacked: {reason}")
+    report = site.run()
+    assert report.ok, report.checks
+    assert detail(report, "inspection_path") == f"unpacked copy: {reason}"
+
+
+def test_a_node_that_says_nothing_of_the_inspection_path_fails_that_check() -> None:
+    site = Site()
+    site.stdout = GOOD_REPORT.replace(
+        "slurm-image-doctor: inspection_path=overlay: fuse-overlayfs\n", ""
+    )
+    report = site.run()
+    assert not verdicts(report)["inspection_path"]
+    assert detail(report, "inspection_path") == "the node did not say how it inspects: no report"
+
+
 def test_the_job_is_the_rendered_doctor_script_with_a_tiny_spec() -> None:
     site = Site()
     report = site.run()
@@ -218,6 +247,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "squashfs_tools": False,
         "local_scratch": False,
         "sandbox": False,
+        "inspection_path": False,
         "architecture": False,
     }
     assert "DOWN" in detail(report, "submitter")

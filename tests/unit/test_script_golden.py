@@ -24,9 +24,11 @@ from slurm_image.domain.plan import Plan
 from slurm_image.domain.script import (
     CHECK_STEPS,
     EXIT_CODES,
-    IMAGE_STEPS,
+    IMAGE_STEPS_AFTER_STAGE,
+    IMAGE_STEPS_BEFORE_STAGE,
     IMPORT_STEPS_AFTER_CURL,
     IMPORT_STEPS_BEFORE_CURL,
+    STAGE_STEPS,
     VERIFYING_CURL_MARKER,
     VERIFYING_CURL_STEPS,
     render_script,
@@ -164,7 +166,7 @@ def test_script_isolates_the_job_environment() -> None:
         "export ENROOT_MAX_PROCESSORS=",
         "SLURM_RESTART_COUNT",
         "enroot create -f --name",
-        "enroot start --root --rc",
+        'enroot start --root "${start_arguments[@]}"',
     ]:
         assert needed in script
 
@@ -203,7 +205,13 @@ def test_the_header_says_why_the_job_reexecutes_itself() -> None:
 
 def test_the_import_script_is_its_steps_in_order() -> None:
     script = render_script(make_plan())
-    names = (*CHECK_STEPS, *IMPORT_STEPS_BEFORE_CURL, *IMPORT_STEPS_AFTER_CURL, *IMAGE_STEPS)
+    names = (
+        *CHECK_STEPS,
+        *IMPORT_STEPS_BEFORE_CURL,
+        *IMPORT_STEPS_AFTER_CURL,
+        *IMAGE_STEPS_BEFORE_STAGE,
+        *IMAGE_STEPS_AFTER_STAGE,
+    )
     position = script.index("\ndie() {")
     for name in names:
         found = script.find(job_steps.step(name), position)
@@ -214,7 +222,10 @@ def test_the_import_script_is_its_steps_in_order() -> None:
 
 def test_the_inspect_script_is_its_steps_without_the_import() -> None:
     script = render_script(make_plan("inspect_sqsh", source=SQSH, role="serving"))
-    assert script.endswith("".join(job_steps.step(name) for name in (*CHECK_STEPS, *IMAGE_STEPS)))
+    before = "".join(job_steps.step(name) for name in (*CHECK_STEPS, *IMAGE_STEPS_BEFORE_STAGE))
+    after = "".join(job_steps.step(name) for name in IMAGE_STEPS_AFTER_STAGE)
+    assert script.endswith(after)
+    assert before in script
     for name in (*IMPORT_STEPS_BEFORE_CURL, *IMPORT_STEPS_AFTER_CURL):
         assert job_steps.step(name) not in script
 
@@ -225,8 +236,10 @@ def test_every_shipped_step_is_rendered_by_a_job() -> None:
         *CHECK_STEPS,
         *IMPORT_STEPS_BEFORE_CURL,
         *IMPORT_STEPS_AFTER_CURL,
-        *IMAGE_STEPS,
+        *IMAGE_STEPS_BEFORE_STAGE,
+        *IMAGE_STEPS_AFTER_STAGE,
         *VERIFYING_CURL_STEPS,
+        *STAGE_STEPS,
         *DOCTOR_STEPS,
     }
     assert job_steps.names() == rendered

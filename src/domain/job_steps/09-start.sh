@@ -12,25 +12,59 @@ for pair in "$SANDBOX/inspect_image.py:$INSPECTOR_SHA256" "$SANDBOX/enroot.rc:$R
     actual=$(hash_file <"$file") || die 70 "cannot hash $file"
     [ "$actual" = "${pair##*:}" ] || die 70 "$file does not match its digest"
 done
-start_environment=(-e SHELL=/bin/sh -e "PATH=$image_path")
-[ -z "$REQUIRE" ] || start_environment+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
+# `enroot start --root` takes these four, then -e PATH=<the image's PATH> (contain_root's, on the
+# overlay path the stage's), then the rest
+start_arguments=(--rc "$SANDBOX/enroot.rc" -e SHELL=/bin/sh)
+start_rest=()
+[ -z "$REQUIRE" ] || start_rest+=(-e "SLURM_IMAGE_REQUIRE=$REQUIRE")
 inspector_mount=$SANDBOX/inspect_image.py:$CONTAINER_PREFIX/inspect_image.py
 output_mount=$SANDBOX/output:$CONTAINER_PREFIX/output
-set +e
-(
-    cd / && exec "${as_sandbox[@]}" env "${sandbox_paths[@]}" "HOME=$SANDBOX/home" \
-        "TMPDIR=$SANDBOX/temp" "ENROOT_SYSCONF_PATH=$start_sysconf" \
-        "ENROOT_CONFIG_PATH=$start_config" "${sandbox[@]}" \
-        enroot start --root --rc "$SANDBOX/enroot.rc" "${start_environment[@]}" \
-        -m "$inspector_mount:x-create=file,bind,ro,nosuid,nodev,noexec" \
-        -m "$output_mount:x-create=dir,bind,rw,nosuid,nodev,noexec" \
-        "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
-) 9<&- </dev/null &
-sandbox_pid=$!
-wait "$sandbox_pid"
-status=$?
-sandbox_pid=""
-set -e
+start_rest+=(
+    -m "$inspector_mount:x-create=file,bind,ro,nosuid,nodev,noexec"
+    -m "$output_mount:x-create=dir,bind,rw,nosuid,nodev,noexec"
+    "$CONTAINER_NAME" -- "$ROLE" "$sqsh_sha256" "$CONTAINER_PREFIX/output/inspection.json"
+)
+start_environment=("${sandbox_paths[@]}" "HOME=$SANDBOX/home" "TMPDIR=$SANDBOX/temp"
+    "ENROOT_SYSCONF_PATH=$start_sysconf" "ENROOT_CONFIG_PATH=$start_config")
+# the sandbox runs in the background so that the job's TERM trap kills it at once
+run_sandbox() {
+    set +e
+    if [ "$inspected_by" = overlay ]; then
+        (
+            cd / && exec "${as_sandbox[@]}" env "${start_environment[@]}" \
+                "STAGE_OVERLAY=$overlay_kind" "STAGE_ROOTFS=$ROOTFS" \
+                "STAGE_LAYERS=$SANDBOX/layers" "STAGE_PREFIX=$CONTAINER_PREFIX" \
+                "${sandbox[@]}" /bin/bash -p "$STAGE" "${start_arguments[@]}" "${start_rest[@]}"
+        ) 8>"$STAGE_STATE" </dev/null &
+    else
+        (
+            cd / && exec "${as_sandbox[@]}" env "${start_environment[@]}" "${sandbox[@]}" \
+                enroot start --root "${start_arguments[@]}" -e "PATH=$image_path" \
+                "${start_rest[@]}"
+        ) 9<&- </dev/null &
+    fi
+    sandbox_pid=$!
+    wait "$sandbox_pid"
+    status=$?
+    sandbox_pid=""
+    set -e
+}
+if [ "$inspected_by" = overlay ]; then
+    say "inspecting the mounted image through an overlay ($inspection_reason)"
+else
+    say "inspecting an unpacked copy of the image ($inspection_reason)"
+fi
+run_sandbox
+if [ "$inspected_by" = overlay ] && [ "$(head -c 8 -- "$STAGE_STATE")" != mounted ]; then
+    # nothing of the image ran: it is unpacked instead
+    inspected_by=unpacked
+    inspection_reason="the overlay could not be mounted (status $status)"
+    say "inspecting an unpacked copy of the image ($inspection_reason)"
+    unpack_image
+    contain_root "$ROOTFS"
+    run_sandbox
+fi
+write_inspection_path_record
 ((status != 69)) || die 69 "the image has no usable python3 (3.8 or newer)"
 ((status == 0)) || die 76 "the inspection failed with status $status"
 

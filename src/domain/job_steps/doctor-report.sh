@@ -20,6 +20,7 @@ report job_uid "$EUID"
 report sandbox_uid "$SANDBOX_OWNER"
 problem=$(sandbox_problem)
 report sandbox "${problem:-ok}"
+report inspection_path "$(inspection_path)"
 report architecture "$node_architecture"
 for entry in "${ARCHITECTURES[@]}"; do
     name=${entry%%:*}
