@@ -29,6 +29,10 @@ cleanup() {
         env "${sandbox_paths[@]}" enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
     fi
+    if [ -n "${import_pid-}" ]; then
+        kill -TERM "$import_pid" 2>/dev/null && wait "$import_pid" 2>/dev/null
+        remove_own_tokens
+    fi
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
         rm -f -- "$PARTIAL"
     fi
