@@ -6,13 +6,10 @@ outlive the job."""
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
 import json
 import os
 import signal
 import subprocess
-import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +17,15 @@ from pathlib import Path
 import pytest
 from harness import HTTP, AuthRegistry, Job, JobFactory, Result, Standin
 
-from lying_registry import NOPYTHON, LyingRegistry, digest_of, lying_registry, pinned
+from lying_registry import (
+    NOPYTHON,
+    LyingRegistry,
+    blob_gets,
+    derived_image,
+    digest_of,
+    lying_registry,
+    pinned,
+)
 from slurm_image.domain.credentials import RegistryCredentials
 
 pytestmark = pytest.mark.e2e
@@ -36,47 +41,6 @@ def registry(registry_images: dict[str, str]) -> Iterator[LyingRegistry]:
 
 def source(registry: LyingRegistry, digest: str) -> str:
     return f"{registry.address}/{NOPYTHON}:1@{digest}"
-
-
-def top_layer(name: str) -> bytes:
-    """A small gzipped layer holding one file."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as archive:
-        data = f"the top layer of {name}\n".encode()
-        member = tarfile.TarInfo(f"etc/{name}")
-        member.size = len(data)
-        archive.addfile(member, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def derived_image(registry: LyingRegistry, pin: str, name: str) -> tuple[str, str, str]:
-    """An image of the nopython image's layers and one new top layer, with a config of its
-    own: (its manifest digest, the new layer's digest, the new config's digest)."""
-    manifest = json.loads(registry.manifest(NOPYTHON, pin))
-    config = registry.config(NOPYTHON, pin)
-    config.setdefault("config", {})["Labels"] = {"derived": name}
-    config_bytes = json.dumps(config).encode()
-    layer = top_layer(name)
-    layer_digest = registry.add_blob(NOPYTHON, layer)
-    config_digest = registry.add_blob(NOPYTHON, config_bytes)
-    manifest["config"] = {**manifest["config"], "digest": config_digest, "size": len(config_bytes)}
-    manifest["layers"].append(
-        {
-            "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-            "size": len(layer),
-            "digest": layer_digest,
-        }
-    )
-    digest = registry.add_manifest(NOPYTHON, json.dumps(manifest, indent=3).encode())
-    return digest, layer_digest, config_digest
-
-
-def blob_gets(registry: LyingRegistry) -> list[str]:
-    return [
-        path.rsplit("/", 1)[1]
-        for method, path, _ in registry.requests
-        if method == "GET" and "/blobs/" in path
-    ]
 
 
 def downloads(standin: Standin) -> list[str]:
@@ -109,7 +73,7 @@ def test_a_second_import_downloads_only_the_layer_it_does_not_share(
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
     for layer in shared:
         assert (cache / layer["digest"].removeprefix("sha256:")).is_file()
-    derived, new_layer, new_config = derived_image(registry, pin, "second")
+    derived, new_layer, new_config = derived_image(registry, NOPYTHON, pin, "second")
     first.standin.log.write_text("")
     registry.requests.clear()
 
