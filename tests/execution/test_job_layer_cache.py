@@ -25,6 +25,7 @@ from lying_registry import (
     digest_of,
     lying_registry,
     pinned,
+    with_config,
 )
 from slurm_image.domain.credentials import RegistryCredentials
 
@@ -129,6 +130,35 @@ def test_a_cached_config_that_is_not_the_digest_it_is_named_by_fails_the_job_wit
     found = digest_of(swapped.encode())
     assert f"the layer cache holds the image config {config} with {found}" in result.stderr
     assert not Path(second.paths.candidate).exists()
+
+
+def test_a_cached_config_whose_working_dir_leads_out_of_the_root_fails_the_job_with_79(
+    make_job: JobFactory,
+    registry: LyingRegistry,
+    registry_images: dict[str, str],
+    world_readable_tmp: Path,
+) -> None:
+    pin = pinned(registry_images, "nopython")
+    config = registry.config(NOPYTHON, pin)
+    escape = world_readable_tmp / "escaped"
+    config["config"]["WorkingDir"] = f"/../../../../../../..{escape}"
+    hostile = json.dumps(config).encode()
+    manifest = with_config(registry.manifest(NOPYTHON, pin), hostile)
+    digest = registry.add_manifest(NOPYTHON, manifest)
+    job = import_job(make_job, source(registry, digest))
+    cache = default_cache(job)
+    cache.mkdir(parents=True, mode=0o700)
+    compressed = subprocess.run(
+        ["zstd", "-q", "-c"], input=hostile, capture_output=True, check=True
+    )
+    (cache / digest_of(hostile).removeprefix("sha256:")).write_bytes(compressed.stdout)
+
+    result = job.run()
+
+    assert result.returncode == 79, result.stderr
+    assert f"the image config {digest_of(hostile)} names WorkingDir" in result.stderr
+    assert not escape.exists()
+    assert not Path(job.paths.candidate).exists()
 
 
 def test_with_the_cache_off_the_import_uses_its_scratch_and_keeps_nothing(
