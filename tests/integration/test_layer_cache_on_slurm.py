@@ -65,7 +65,11 @@ def import_(base: Path, env: dict[str, str], source: str, name: str) -> dict[str
         inherit=False,
         timeout=900,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    logs = "".join(
+        path.read_text(errors="replace")
+        for path in sorted((base / "ws" / "images" / ".tmp" / "jobs").glob("*/slurm-*.*"))
+    )
+    assert done.returncode == 0, done.stdout + done.stderr + logs[-3000:]
     result: dict[str, Any] = json.loads(done.stdout)
     assert result["state"] == "PUBLISHED" and result["from_store"] is False
     return result
