@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -365,3 +367,25 @@ def test_stale_tokens_go_at_the_start_and_a_peers_fresh_one_stays(
 
     assert result.returncode == 69, result.stderr  # imported; the image has no Python
     assert tokens(default_cache(job)) == [f".tokens.{os.geteuid()}/{peer.name}"]
+
+
+def test_two_imports_sharing_the_cache_at_once_both_succeed_and_leave_no_token(
+    make_job: JobFactory, standin: Standin, auth_registry: AuthRegistry
+) -> None:
+    jobs = [auth_import(make_job, standin, auth_registry) for _ in range(2)]
+    results: list[Result] = []
+    threads = [threading.Thread(target=lambda job=job: results.append(job.run())) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert [result.returncode for result in results] == [69, 69], [r.stderr for r in results]
+    for job in jobs:
+        assert Path(job.paths.candidate).is_file()
+    cache = default_cache(jobs[0])
+    assert tokens(cache) == []
+    downloads = [
+        path.name for path in cache.iterdir() if re.fullmatch(r"[0-9a-f]{64}\..*", path.name)
+    ]
+    assert downloads == []  # every temporary name was moved into place or removed

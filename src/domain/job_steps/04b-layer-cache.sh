@@ -30,13 +30,14 @@ cache_chain() {
         prefix=$prefix/$part
         [ "$prefix" != "$path" ] || break
         if [ ! -e "$prefix" ] && [ ! -L "$prefix" ]; then
-            mkdir -m 0700 -- "$prefix" ||
+            # a peer import may create it at the same moment: checked below either way
+            mkdir -m 0700 -- "$prefix" 2>/dev/null || [ -d "$prefix" ] ||
                 die 84 "the layer cache $LAYER_CACHE is refused: cannot create $prefix"
         fi
         cache_check "$prefix" shared
     done <<<"${path#/}/"
     if [ ! -e "$path" ] && [ ! -L "$path" ]; then
-        mkdir -m 0700 -- "$path" ||
+        mkdir -m 0700 -- "$path" 2>/dev/null || [ -d "$path" ] ||
             die 84 "the layer cache $LAYER_CACHE is refused: cannot create it"
     fi
     cache_check "$path" own
