@@ -162,3 +162,21 @@ def test_a_plan_whose_cache_is_not_the_profiles_is_refused(
 
 def test_the_default_bound_is_documented_in_the_domain() -> None:
     assert layer_cache.size_bytes(layer_cache.DEFAULT_MAX) == 100 << 30
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "problem"),
+    [
+        (0o40700, 1000, None),
+        (0o40750, 1000, None),
+        (0o40770, 1000, "is writable by group or others without the sticky bit"),
+        (0o41770, 1000, "is writable by group or others, who could plant a layer in it"),
+        (0o41703, 1000, "is writable by group or others, who could plant a layer in it"),
+        (0o40700, 0, "is owned by uid 0, not by uid 1000"),
+        (0o40700, 4242, "is owned by uid 4242, not by uid 1000"),
+    ],
+)
+def test_the_cache_directory_is_the_users_own_and_closed_to_others(
+    mode: int, owner: int, problem: str | None
+) -> None:
+    assert layer_cache.directory_problem(mode, owner, 1000) == problem
