@@ -340,10 +340,10 @@ def test_a_job_killed_during_its_import_leaves_no_token(
     assert ready.exists(), process.communicate()[1]
     assert tokens(default_cache(job)) != []  # the import holds its token now
 
-    os.kill(process.pid, signal.SIGTERM)  # the job's shell alone, as a test of its trap
+    os.killpg(process.pid, signal.SIGTERM)  # every process of the job, as scancel signals them
     process.wait(timeout=120)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)  # the hook's sleep, as Slurm would
+        os.killpg(process.pid, signal.SIGKILL)  # whatever ignored TERM, as Slurm's KillWait
     _, stderr = process.communicate(timeout=60)
 
     assert process.returncode == 143, stderr.decode()

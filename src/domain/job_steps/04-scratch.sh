@@ -29,15 +29,7 @@ cleanup() {
         env "${sandbox_paths[@]}" enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
     fi
-    if [ -n "${import_pid-}" ]; then
-        # Enroot's own trap removes its temporary files and tokens; a few seconds, then KILL
-        kill -TERM "$import_pid" 2>/dev/null
-        for _ in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$import_pid" 2>/dev/null || break
-            sleep 0.5
-        done
-        kill -KILL "$import_pid" 2>/dev/null
-        wait "$import_pid" 2>/dev/null
+    if declare -F remove_own_tokens >/dev/null; then
         remove_own_tokens
     fi
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then

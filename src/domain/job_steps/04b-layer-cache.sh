@@ -42,11 +42,14 @@ cache_chain() {
     fi
     cache_check "$path" own
 }
-import_pid=""
+readonly IMPORT_PID=$scratch/import.pid
 remove_own_tokens() {
-    # Enroot's tokens of the import this job ran: .tokens.<uid>/<registry>.<its pid>
-    [ -n "$import_pid" ] || return 0
-    rm -f -- "$ENROOT_CACHE_PATH/.tokens.$EUID/"*".$import_pid"
+    # Enroot's tokens of the import this job ran (.tokens.<uid>/<registry>.<its pid>), also
+    # when it was killed before its own trap could remove them; a peer import's stay
+    local pid
+    pid=$(cat -- "$IMPORT_PID" 2>/dev/null) || return 0
+    [[ $pid =~ ^[1-9][0-9]{0,9}$ ]] || return 0
+    rm -f -- "$ENROOT_CACHE_PATH/.tokens.$EUID/"*".$pid"
 }
 if [ -n "$LAYER_CACHE" ]; then
     cache_chain "$LAYER_CACHE"

@@ -25,15 +25,16 @@ run_import() {
     # curl is the verifying one of step 6c, for this command alone. -a always: without it
     # Enroot picks this node's architecture from an index.
     local status=0 log=$scratch/import.log
-    # In the background, so that its pid names its registry tokens (Enroot's <registry>.$$).
-    PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
-        SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
-        SLURM_IMAGE_CACHE=$ENROOT_CACHE_PATH \
-        enroot import -a "$architecture" -o "$PARTIAL" "$source_uri" 2>"$log" &
-    import_pid=$!
-    wait "$import_pid" || status=$?
+    # A subshell that records its pid, then becomes Enroot: that pid names Enroot's registry
+    # tokens (<registry>.$$), which step 4b removes.
+    (
+        export PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
+            SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
+            SLURM_IMAGE_CACHE=$ENROOT_CACHE_PATH
+        printf '%s\n' "$BASHPID" >"$IMPORT_PID"
+        exec enroot import -a "$architecture" -o "$PARTIAL" "$source_uri"
+    ) 2>"$log" || status=$?
     remove_credentials
-    import_pid=""
     cat -- "$log" >&2
     check_chain "$status"
     ((status == 0)) || import_failed "$status" "$log"
