@@ -90,6 +90,13 @@ class LocalHarness:
         finally:
             os.close(fd)
 
+    def chown_link(self, path: str, uid: int) -> None:
+        os.lchown(path, uid, uid)
+
+    def set_used(self, path: str, when: float) -> None:
+        """The times the layer cache reads (last read, last change) of the entry at ``path``."""
+        os.utime(path, (when, when), follow_symlinks=False)
+
     def append(self, path: str, data: bytes) -> None:
         with open(path, "ab") as handle:
             handle.write(data)
@@ -216,6 +223,16 @@ class MemoryHarness:
 
     def write(self, path: str, data: bytes) -> None:
         self.filesystem.write(path, data, uid=self.uid)
+
+    def chown_link(self, path: str, uid: int) -> None:
+        node = self.filesystem.lookup(path)
+        assert node is not None, path
+        node.uid = uid
+
+    def set_used(self, path: str, when: float) -> None:
+        node = self.filesystem.lookup(path)
+        assert node is not None, path
+        node.used_at = when
 
     def append(self, path: str, data: bytes) -> None:
         self.filesystem.append(path, data)

@@ -9,9 +9,12 @@ Bounded: it serves at most ``max_requests`` requests and stops itself after ``li
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
+import io
 import json
+import tarfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -217,3 +220,47 @@ def with_config(manifest: bytes, config: bytes) -> bytes:
     document = json.loads(manifest)
     document["config"] = {**document["config"], "digest": digest_of(config), "size": len(config)}
     return json.dumps(document, indent=3).encode()
+
+
+def top_layer(name: str) -> bytes:
+    """A small gzipped layer holding one file."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        data = f"the top layer of {name}\n".encode()
+        member = tarfile.TarInfo(f"etc/{name}")
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def derived_image(
+    registry: LyingRegistry, repository: str, pin: str, name: str
+) -> tuple[str, str, str]:
+    """Served by ``registry``: the image ``pin`` of ``repository`` with one new top layer and a
+    config of its own: (its manifest digest, the new layer's digest, the new config's)."""
+    manifest = json.loads(registry.manifest(repository, pin))
+    config = registry.config(repository, pin)
+    config.setdefault("config", {})["Labels"] = {"derived": name}
+    config_bytes = json.dumps(config).encode()
+    layer = top_layer(name)
+    layer_digest = registry.add_blob(repository, layer)
+    config_digest = registry.add_blob(repository, config_bytes)
+    manifest["config"] = {**manifest["config"], "digest": config_digest, "size": len(config_bytes)}
+    manifest["layers"].append(
+        {
+            "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+            "size": len(layer),
+            "digest": layer_digest,
+        }
+    )
+    digest = registry.add_manifest(repository, json.dumps(manifest, indent=3).encode())
+    return digest, layer_digest, config_digest
+
+
+def blob_gets(registry: LyingRegistry) -> list[str]:
+    """The digests of the blobs ``registry`` was asked for (GET)."""
+    return [
+        path.rsplit("/", 1)[1]
+        for method, path, _ in registry.requests
+        if method == "GET" and "/blobs/" in path
+    ]

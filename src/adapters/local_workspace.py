@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+from slurm_image.adapters import local_layer_cache
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.file_kinds import describe_mode
@@ -32,6 +33,7 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
+    CacheEntry,
     IdentityChanged,
     NotFound,
     NotRegularFile,
@@ -396,6 +398,17 @@ class LocalWorkspace:
                 os.fsync(parent)
             except OSError as error:
                 raise _error(error, path) from None
+
+    # -- the layer cache, which may lie outside the root -------------------------------------
+
+    def cache_problem(self, directory: str) -> str | None:
+        return local_layer_cache.cache_problem(directory, self._uid)
+
+    def cache_entries(self, directory: str) -> Sequence[CacheEntry]:
+        return local_layer_cache.cache_entries(directory, self._uid)
+
+    def remove_cache_file(self, directory: str, name: str) -> None:
+        local_layer_cache.remove_cache_file(directory, name, self._uid)
 
     def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         with self._parent(path, None) as (parent, name):

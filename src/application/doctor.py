@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_image.domain import layer_cache
 from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.doctor_script import (
     DOCTOR_ID_PREFIX,
@@ -33,7 +34,7 @@ from slurm_image.domain.doctor_script import (
     parse_report,
     render_doctor_script,
 )
-from slurm_image.domain.errors import InvalidPath
+from slurm_image.domain.errors import DomainError, InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobState, JobStatus
 from slurm_image.domain.partition import fit_problems
@@ -42,7 +43,7 @@ from slurm_image.domain.script import SANDBOX_ID
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.filesystem import FilesystemError, Filesystems
 from slurm_image.ports.submitter import BatchSubmitter, SubmitterError
-from slurm_image.ports.workspace import Workspace, WorkspaceError
+from slurm_image.ports.workspace import NotFound, Workspace, WorkspaceError
 
 _log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ PROFILE = "profile"
 SUBMITTER = "submitter"
 PARTITION = "partition"
 WORKSPACE = "workspace"
+LAYER_CACHE = "layer_cache"
 JOB = "job"
 ENROOT = "enroot"
 SQUASHFS_TOOLS = "squashfs_tools"
@@ -65,6 +67,7 @@ CHECKS = (
     SUBMITTER,
     PARTITION,
     WORKSPACE,
+    LAYER_CACHE,
     JOB,
     ENROOT,
     SQUASHFS_TOOLS,
@@ -163,7 +166,9 @@ class Doctor:
         clock: Clock,
         sleep: Callable[[float], None] = time.sleep,
         poll_s: float = 1.0,
+        home: str | None = None,
     ) -> None:
+        self._home = home
         self._workspace = workspace
         self._submitter = submitter
         self._filesystems = filesystems
@@ -187,6 +192,7 @@ class Doctor:
         if not reachable:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
+        self._check_layer_cache(run, profile)
         node_checks = (
             JOB,
             ENROOT,
@@ -279,6 +285,38 @@ class Doctor:
             return None
         run.add(WORKSPACE, True, f"{root} is writable, on {kind}")
         return directory
+
+    def _check_layer_cache(self, run: _Run, profile: SiteProfile) -> bool:
+        """The layer cache as the import job will check it (README, "The layer cache")."""
+        enroot = profile.enroot
+        try:
+            path = layer_cache.cache_path(enroot.layer_cache, profile.workspace_root, self._home)
+        except DomainError as error:
+            return run.add(LAYER_CACHE, False, f"{error.field}: {error.rule}")
+        if path is None:
+            return run.add(LAYER_CACHE, True, "off: every import downloads every layer")
+        problem = self._workspace.cache_problem(path)
+        if problem is not None:
+            return run.add(LAYER_CACHE, False, f"{path}: refused by the import job: {problem}")
+        bound = _size(enroot.cache_max_bytes)
+        try:
+            entries = self._workspace.cache_entries(path)
+        except NotFound:
+            return run.add(
+                LAYER_CACHE,
+                True,
+                f"{path}: not here (yet); the first import creates it 0700 (gc bounds it to"
+                f" {bound})",
+            )
+        except WorkspaceError as error:
+            return run.add(LAYER_CACHE, False, f"{path}: {_explain(error)}")
+        blobs = [e for e in entries if e.regular and layer_cache.BLOB_NAME.fullmatch(e.name)]
+        held = _size(sum(entry.size for entry in blobs))
+        return run.add(
+            LAYER_CACHE,
+            True,
+            f"{path}: yours alone; {len(blobs)} blobs, {held} of {bound} (layer_cache_max)",
+        )
 
     def _remove(self, job: DoctorJob, directory: FileIdentity) -> None:
         try:

@@ -17,7 +17,7 @@ from slurm_image.application.errors import (
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
-from slurm_image.domain import paths
+from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.lifecycle_state import LifecycleState
@@ -35,9 +35,19 @@ DEFAULT_LOCK_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
+class CacheBound:
+    """The layer cache ``gc`` bounds (README, "The layer cache"): its directory and the bytes
+    its blobs may take."""
+
+    path: str
+    max_bytes: int
+
+
+@dataclass(frozen=True)
 class Removed:
     kind: str
-    """``artifact``, ``source``, ``attempt`` or ``temporary``."""
+    """``artifact``, ``source``, ``attempt``, ``temporary``, ``credentials``; of the layer
+    cache ``layer`` (a blob), ``layer-temporary`` (a download never finished) or ``token``."""
     path: str
 
     def as_dict(self) -> dict[str, str]:
@@ -101,10 +111,13 @@ class Maintain:
             raise VerificationFailed(field=error.field, rule=error.rule) from None
         return lifecycle_id
 
-    def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
+    def gc(
+        self, *, older_than: timedelta, dry_run: bool = False, layer_cache: CacheBound | None = None
+    ) -> list[Removed]:
         """Remove artifacts no alias (or publication in progress) refers to, their source
         records, finished attempts created more than ``older_than`` ago, and the staged
-        registry credentials of ended attempts and of attempts never submitted that are older.
+        registry credentials of ended attempts and of attempts never submitted that are older;
+        and bound ``layer_cache`` (``_cache``).
 
         Holding the store lock alone means no publisher is at work (they hold it shared): a
         marker is a publication a crash interrupted, finished or dropped here first (not in a
@@ -121,6 +134,58 @@ class Maintain:
             if not dry_run:
                 for item in removed:
                     self._remove(item)
+        if layer_cache is not None:
+            removed += self._cache(layer_cache, self._clock.now() - older_than, dry_run)
+        return removed
+
+    def _cache(self, bound: CacheBound, before: datetime, dry_run: bool) -> list[Removed]:
+        """The layer cache's blobs last used before ``before``, then the oldest-used others
+        until the rest fit ``bound.max_bytes``; downloads never finished and registry tokens
+        older than ``before`` (a running import's are younger). Only regular files named as
+        Enroot names them; nothing is followed. A cache that is missing here (on a node's own
+        disk) is left alone, and so, with a warning, is one another user could change."""
+        try:
+            entries = self._store.cache_entries(bound.path)
+        except NotFound:
+            return []
+        except WorkspaceError as error:
+            log.warning("the layer cache is left alone: %s", error.rule)
+            return []
+        cutoff = before.timestamp()
+        blobs = sorted(
+            (
+                entry
+                for entry in entries
+                if entry.regular and layer_cache.BLOB_NAME.fullmatch(entry.name)
+            ),
+            key=lambda entry: (entry.used_at, entry.name),
+        )
+        chosen: list[tuple[str, str]] = []
+        total = sum(entry.size for entry in blobs)
+        for entry in blobs:
+            if entry.used_at < cutoff or total > bound.max_bytes:
+                chosen.append(("layer", entry.name))
+                total -= entry.size
+        for entry in entries:
+            if not entry.regular or entry.used_at >= cutoff:
+                continue
+            directory, _, name = entry.name.rpartition("/")
+            if not directory and layer_cache.TEMPORARY_NAME.fullmatch(name):
+                chosen.append(("layer-temporary", entry.name))
+            elif directory and layer_cache.TOKEN_DIRECTORY.fullmatch(directory):
+                chosen.append(("token", entry.name))
+        removed = []
+        for kind, name in chosen:
+            if not dry_run:
+                try:
+                    self._store.remove_cache_file(bound.path, name)
+                except NotFound:
+                    continue  # a peer's gc, or Enroot's own cleanup
+                except WorkspaceError as error:
+                    log.warning("gc kept %s/%s: %s", bound.path, name, error.rule)
+                    continue
+                log.info("gc removed %s %s/%s", kind, bound.path, name)
+            removed.append(Removed(kind, f"{bound.path}/{name}"))
         return removed
 
     def _attempts(self, before: datetime) -> list[Removed]:

@@ -89,11 +89,16 @@ class PlanLifecycle:
     """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this."""
 
     def __init__(
-        self, clock: Clock, runtime: RuntimeFiles, credentials: CredentialsFile | None = None
+        self,
+        clock: Clock,
+        runtime: RuntimeFiles,
+        credentials: CredentialsFile | None = None,
+        home: str | None = None,
     ) -> None:
         self._clock = clock
         self._runtime = runtime
         self._credentials = credentials
+        self._home = home
 
     def __call__(
         self,
@@ -111,6 +116,7 @@ class PlanLifecycle:
             created_at=self._clock.now(),
             runtime=self._runtime.digests(),
             credentials_host=credentials.host if credentials else None,
+            home=self._home,
         )
         return PlannedLifecycle(plan=plan, script=render_script(plan), credentials=credentials)
 
@@ -151,8 +157,9 @@ class Prepare:
         runtime: RuntimeFiles,
         workspace: Workspace,
         credentials: CredentialsFile | None = None,
+        home: str | None = None,
     ) -> None:
-        self._planner = PlanLifecycle(clock, runtime, credentials)
+        self._planner = PlanLifecycle(clock, runtime, credentials, home)
         self._runtime = runtime
         self._workspace = workspace
 

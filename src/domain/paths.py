@@ -80,6 +80,16 @@ def workspace_root(value: str, field: str = "workspace_root") -> str:
     return value
 
 
+def layer_cache(value: str, field: str = "enroot.layer_cache") -> str:
+    """The private layer cache: mountable like the node-local scratch (Enroot's other cache),
+    not the filesystem root; or ``~/`` and such a path (expanded when the plan is made)."""
+    path = value[1:] if value.startswith("~/") else value
+    mountable_path(field, path)
+    if path == "/":
+        raise InvalidPath(field=field, rule="must not be the filesystem root", value=value)
+    return value
+
+
 def sqsh_path(value: str, field: str = "source") -> str:
     """An existing image to inspect: absolute, normalized, ending in ``.sqsh``."""
     _absolute_normalized(field, value)

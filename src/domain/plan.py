@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 
-from slurm_image.domain import paths
+from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
@@ -110,6 +110,10 @@ class Plan(BaseModel):
     credentials_host: str | None = None
     """The registry host whose credentials the import uses (staged beside the plan, never in
     it); None: anonymous, and always None for an inspect."""
+    layer_cache: str | None = absent_when_none()
+    """The import's Enroot cache kept between jobs (the profile's ``enroot.layer_cache``, ``~``
+    expanded); None: the job's own, empty scratch cache (the cache is off, an inspect, or a
+    plan made before there was a cache)."""
 
     @model_validator(mode="after")
     def _invariants(self) -> Plan:
@@ -147,6 +151,8 @@ class Plan(BaseModel):
                 raise broken("paths.candidate", "an inspect plan has no candidate")
             if self.credentials_host is not None:
                 raise broken("credentials_host", "an inspect job never gets credentials")
+        if self.layer_cache is not None:
+            _check_layer_cache(self, self.layer_cache)
         wanted = self.request.architecture or self.profile.image_build.arch
         if self.architecture != wanted:
             raise broken("architecture", "must be the request's, else the profile's")
@@ -190,6 +196,24 @@ class Plan(BaseModel):
         )
 
 
+def _check_layer_cache(plan: Plan, cache: str) -> None:
+    setting = plan.profile.enroot.layer_cache
+    field = "layer_cache"
+    if plan.operation != "import_oci":
+        raise PlanInvariantViolation(field=field, rule="an inspect job uses no layer cache")
+    if setting is False:
+        raise PlanInvariantViolation(field=field, rule="the profile turns the layer cache off")
+    try:
+        paths.layer_cache(cache, field)
+    except DomainError as error:
+        raise PlanInvariantViolation(field=field, rule=error.rule) from None
+    if isinstance(setting, str) and setting.startswith("~/"):
+        if cache.startswith("~") or not cache.endswith(setting[1:]):
+            raise PlanInvariantViolation(field=field, rule="must be the profile's, ~ expanded")
+    elif cache != layer_cache.cache_path(setting, plan.profile.workspace_root, None):
+        raise PlanInvariantViolation(field=field, rule="must be the profile's enroot.layer_cache")
+
+
 def format_time(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise PlanInvariantViolation(
@@ -207,9 +231,11 @@ def derive_plan(
     created_at: datetime,
     runtime: RuntimeDigests,
     credentials_host: str | None = None,
+    home: str | None = None,
 ) -> Plan:
     """Derive the plan of one attempt. Pure: the id, the time and the digests are given, and
-    so is the host of the credentials an import will use (None: anonymous)."""
+    so is the host of the credentials an import will use (None: anonymous) and the home
+    directory a ``~/`` layer cache is expanded with."""
     paths.name(lifecycle_id, "lifecycle_id")
     reference = parse_reference(request.source) if request.operation == "import_oci" else None
     return Plan(
@@ -228,6 +254,11 @@ def derive_plan(
         created_at=format_time(created_at),
         architecture=request.architecture or profile.image_build.arch,
         credentials_host=credentials_host,
+        layer_cache=(
+            layer_cache.cache_path(profile.enroot.layer_cache, profile.workspace_root, home)
+            if reference
+            else None
+        ),
     )
 
 

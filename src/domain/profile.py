@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from slurm_image.domain import paths
+from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
@@ -137,6 +137,11 @@ class Inspection(BaseModel):
         return value
 
 
+def _cache_size(value: str) -> str:
+    layer_cache.size_bytes(value)
+    return value
+
+
 def _credentials_file(value: str) -> str:
     """The user's netrc: absolute, or below the home directory as ``~/...`` (expanded when read)."""
     if not (value.startswith("/") or value.startswith("~/")):
@@ -151,6 +156,27 @@ class Enroot(BaseModel):
 
     environment: dict[str, str] = Field(default_factory=dict)
     credentials_file: Annotated[str, AfterValidator(_credentials_file)] | None = None
+    layer_cache: str | bool | None = absent_when_none()
+    """Enroot's layer cache kept between jobs: a path (``~/`` expanded), ``False`` (off), or
+    None: ``<workspace_root>/images/layer-cache``."""
+    layer_cache_max: Annotated[str, AfterValidator(_cache_size)] | None = absent_when_none()
+    """The size ``gc`` bounds the cache to; None: ``layer_cache.DEFAULT_MAX``."""
+
+    @field_validator("layer_cache", mode="before")
+    @classmethod
+    def _cache(cls, value: object) -> object:
+        if value is True or not isinstance(value, str | bool):
+            raise ValueError("must be a path or false (the default needs no value)")
+        if isinstance(value, str):
+            try:
+                paths.layer_cache(value, layer_cache.FIELD)
+            except DomainError as error:
+                raise ValueError(error.rule) from None
+        return value
+
+    @property
+    def cache_max_bytes(self) -> int:
+        return layer_cache.size_bytes(self.layer_cache_max or layer_cache.DEFAULT_MAX)
 
     @field_validator("environment", mode="before")
     @classmethod

@@ -49,6 +49,8 @@ EXIT_CODES: dict[int, str] = {
     " of a binfmt_misc handler with flag F, e.g. qemu-user-static)",
     82: "the image is not of the architecture the job imported for (its config names another,"
     " or its index names no manifest for it)",
+    84: "the layer cache could be changed by another user (owner, mode, a symlink of another"
+    " user's, not a directory) or cannot be created",
 }
 
 
@@ -169,6 +171,8 @@ def _import_assignments(plan: Plan) -> list[str]:
         ("CREDENTIALS_HOST", plan.credentials_host or ""),
         ("CHAIN_RECORD", layout.chain_record),
         ("CHAIN_FORMAT", verified_chain.RECORD_FORMAT),
+        ("LAYER_CACHE", plan.layer_cache or ""),
+        ("TOKEN_MAX_AGE_MINUTES", str(plan.job_spec().time_limit_minutes)),
     ]
     return [f"readonly {key}={quote(value, key)}" for key, value in values]
 
@@ -269,11 +273,12 @@ CHECK_STEPS = (
     "architecture-rules",
     "05d-architecture",
 )
-# Import plans only (an inspect script holds no ``enroot import`` at all): 6a the URI form the
+# Import plans only (an inspect script holds no ``enroot import`` at all): 4b the layer cache
+# kept between the user's imports, held to the workspace's rules; 6a the URI form the
 # node's Enroot reads and the import run so that a failure says why; 6b the staged registry
 # credentials and curl kept to HTTP/1.1; 6c the verifying curl on Enroot's PATH (README, Threat
 # model) and what the job reads of it; 6 the import into the attempt.
-IMPORT_STEPS_BEFORE_CURL = ("06a-run-import", "06b-credentials", "06c-chain")
+IMPORT_STEPS_BEFORE_CURL = ("04b-layer-cache", "06a-run-import", "06b-credentials", "06c-chain")
 IMPORT_STEPS_AFTER_CURL = ("06c-check-chain", "06-import")
 # The inspection path (step ``inspection-path``, which the doctor reports with): the overlay
 # above the mounted image, else an unpacked copy. 8b: Enroot's `start` reads the root's

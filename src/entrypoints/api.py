@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_image.domain.architecture import check_architecture
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     # resolving an alias loads nothing of the scheduler's side.
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
-    from slurm_image.application.maintain import Removed
+    from slurm_image.application.maintain import CacheBound, Removed
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
@@ -228,4 +229,17 @@ class Lifecycles:
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         self._scheduler_side()
-        return self.container.maintain().gc(older_than=older_than, dry_run=dry_run)
+        return self.container.maintain().gc(
+            older_than=older_than, dry_run=dry_run, layer_cache=self.layer_cache_bound()
+        )
+
+    def layer_cache_bound(self) -> CacheBound | None:
+        """The layer cache as this machine reaches it (README, "The layer cache"), and the
+        bytes ``gc`` keeps it to; None when the profile turns it off."""
+        from slurm_image.application.maintain import CacheBound
+        from slurm_image.domain.layer_cache import cache_path
+
+        enroot = self.profile.enroot
+        home = str(Path("~").expanduser())
+        path = cache_path(enroot.layer_cache, self.profile.workspace_root, home)
+        return None if path is None else CacheBound(path, enroot.cache_max_bytes)

@@ -62,8 +62,13 @@ class Container(containers.DeclarativeContainer):
     )
     submitter_ready = providers.Callable(_submitter_ready, __self__, profile)
 
+    home = providers.Callable(os.path.expanduser, "~")
     plan_lifecycle = providers.Factory(
-        make.plan_lifecycle, clock=clock, runtime=runtime_files, credentials=credentials_file
+        make.plan_lifecycle,
+        clock=clock,
+        runtime=runtime_files,
+        credentials=credentials_file,
+        home=home,
     )
     prepare = providers.Factory(
         make.prepare,
@@ -71,6 +76,7 @@ class Container(containers.DeclarativeContainer):
         runtime=runtime_files,
         workspace=workspace,
         credentials=credentials_file,
+        home=home,
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
     observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)

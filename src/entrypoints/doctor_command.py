@@ -37,6 +37,7 @@ def exit_code(report: DoctorReport) -> int:
         ENROOT,
         INSPECTION_PATH,
         JOB,
+        LAYER_CACHE,
         LOCAL_SCRATCH,
         PARTITION,
         PROFILE,
@@ -49,6 +50,7 @@ def exit_code(report: DoctorReport) -> int:
     exit_for_check = {
         PROFILE: EXIT_INVALID,
         WORKSPACE: EXIT_INVALID,
+        LAYER_CACHE: EXIT_INVALID,
         SUBMITTER: EXIT_SCHEDULER,
         PARTITION: EXIT_SCHEDULER,
         JOB: EXIT_JOB_FAILED,
@@ -110,6 +112,7 @@ def _diagnose(options: Options, timeout_s: float) -> DoctorReport:
         submitter=submitter,
         filesystems=StatfsFilesystems(),
         clock=container.clock(),
+        home=container.home(),
     )
     return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)
 

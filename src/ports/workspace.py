@@ -91,6 +91,19 @@ class VerifiedRead:
     mode: int
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    """One entry of the layer cache as found, never followed: ``name`` relative to the cache
+    (``<digest>``, ``<digest>.XXXXXXXXXX``, ``.tokens.<uid>/<file>``, ...)."""
+
+    name: str
+    regular: bool
+    """A regular file (not a symlink, directory, FIFO, ...)."""
+    size: int
+    used_at: float
+    """Seconds since the epoch: the later of its last read and its last change."""
+
+
 @runtime_checkable
 class Workspace(Protocol):
     """Staged attempts under one workspace root (see the module docstring for the errors)."""
@@ -178,4 +191,25 @@ class Workspace(Protocol):
         no list of a directory's entries in memory. ``last``: names of entries directly below
         ``path`` that are removed after everything else, in that order, so that a removal
         interrupted by an error leaves them in place."""
+        ...
+
+    def cache_problem(self, directory: str) -> str | None:
+        """What would let another user change the layer cache ``directory``, which may lie
+        outside the root (README, "The layer cache"): the path at fault and why, or None. The
+        directories on its way, as written and as resolved, are held to
+        ``paths.shared_directory_problem`` and a symlink among them must be the user's or
+        root's; the directory itself to ``layer_cache.directory_problem``. What does not exist
+        yet is no problem (the job creates it). Nothing raises."""
+        ...
+
+    def cache_entries(self, directory: str) -> Sequence[CacheEntry]:
+        """The entries of the layer cache ``directory`` and of its ``.tokens.<uid>``
+        directories, never following a symlink. ``NotFound`` when it does not exist,
+        ``UnsafePath`` when it has a ``cache_problem``."""
+        ...
+
+    def remove_cache_file(self, directory: str, name: str) -> None:
+        """Remove the regular file ``name`` (as ``cache_entries`` names it) of the layer cache
+        ``directory``, never following a symlink: ``NotRegularFile`` for anything else,
+        ``NotFound`` when it is gone, ``UnsafePath`` when the cache has a ``cache_problem``."""
         ...

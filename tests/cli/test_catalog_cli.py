@@ -194,6 +194,23 @@ def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     assert not Path(site.layout.artifact(SHA)).exists()
 
 
+def test_gc_names_the_layer_cache_blobs_it_removes_and_a_dry_run_keeps_them(site: Site) -> None:
+    cache = Path(site.layout.images) / "layer-cache"
+    cache.mkdir(parents=True, mode=0o700)
+    old, recent = cache / ("1" * 64), cache / ("2" * 64)
+    for path in (old, recent):
+        path.write_bytes(b"layer")
+    os.utime(old, (1, 1))  # used last in 1970
+
+    planned = site.json("gc", "--dry-run")
+    assert planned["removed"] == [{"kind": "layer", "path": str(old)}]
+    assert old.exists()
+    done = site.json("gc")
+
+    assert done["removed"] == [{"kind": "layer", "path": str(old)}]
+    assert sorted(path.name for path in cache.iterdir()) == [recent.name]
+
+
 def _deep_tree(directory: str, depth: int) -> None:
     """``depth`` nested directories below ``directory``, as an image can leave in output/."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

@@ -67,6 +67,10 @@ def write_site(tmp_path: Path, case: str) -> list[str]:
             'kind = "rest"\n[submitter.rest]\nurl = "unix:///no/such.sock"\napi_version = "v0.0.39"'
         )
         profile.write_text(PROFILE.format(root=root).replace('kind = "fake"', rest))
+    elif case == "a layer cache that is no path":
+        profile.write_text(PROFILE.format(root=root) + '[enroot]\nlayer_cache = "cache"\n')
+    elif case == "a layer cache bound of no size":
+        profile.write_text(PROFILE.format(root=root) + '[enroot]\nlayer_cache_max = "lots"\n')
     elif case == "no cluster matches this host":
         profile.write_text(CATALOG.format(root=root))
     elif case == "unknown cluster":
@@ -82,6 +86,8 @@ CASES = {
         "submitter.rest.api_version",
         'must be "auto" or one of v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, v0.0.44, v0.0.45',
     ),
+    "a layer cache that is no path": ("enroot.layer_cache", "must be an absolute path"),
+    "a layer cache bound of no size": ("enroot.layer_cache_max", "must match ^[1-9][0-9]*[KMGT]$"),
     "no cluster matches this host": ("cluster", "no cluster matches host"),
     "unknown cluster": ("cluster", "'gamma' is not in the catalog"),
 }

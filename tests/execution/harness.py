@@ -138,6 +138,7 @@ class Job:
         credentials: RegistryCredentials | None = None,
         architecture: str | None = None,
         system_path: str = DEFAULT_JOB_PATH,
+        layer_cache: str | bool | None = None,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -155,8 +156,13 @@ class Job:
         if local_scratch:
             build["local_scratch"] = str(self.scratch)
         document: dict[str, Any] = {"workspace_root": str(self.workspace), "image_build": build}
+        enroot: dict[str, Any] = {}
         if environment:
-            document["enroot"] = {"environment": environment}
+            enroot["environment"] = environment
+        if layer_cache is not None:
+            enroot["layer_cache"] = layer_cache
+        if enroot:
+            document["enroot"] = enroot
         profile, selection = select_cluster(
             document, explicit=None, hostnames=["node1"], catalog_sha256="0" * 64
         )

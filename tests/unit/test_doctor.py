@@ -242,6 +242,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "submitter": False,
         "partition": False,
         "workspace": True,
+        "layer_cache": True,
         "job": False,
         "enroot": False,
         "squashfs_tools": False,
@@ -415,3 +416,65 @@ def test_the_doctor_runs_the_lifecycle_jobs_own_steps() -> None:
     assert "images/.tmp" not in job_steps.step("doctor-directories")
     with pytest.raises(ValueError):
         job_steps.step("a step the renderer does not have")
+
+
+# -- the layer cache (README, "The layer cache") ------------------------------------------
+
+CACHE = f"{ROOT}/images/layer-cache"
+
+
+def with_cache(site: Site, **enroot: object) -> Site:
+    data = site.profile.model_dump(mode="json")
+    data["enroot"].update(enroot)
+    site.profile = parse_profile(data)
+    return site
+
+
+def test_the_layer_cache_not_made_yet_passes_naming_its_path_and_bound() -> None:
+    report = Site().run()
+    assert verdicts(report)["layer_cache"]
+    assert detail(report, "layer_cache") == (
+        f"{CACHE}: not here (yet); the first import creates it 0700 (gc bounds it to 100.0 GiB)"
+    )
+
+
+def test_a_layer_cache_of_the_users_own_passes_with_what_it_holds() -> None:
+    site = with_cache(Site(), layer_cache_max="2G")
+    site.filesystem.makedirs(CACHE, mode=0o700, uid=1000)
+    site.filesystem.write(f"{CACHE}/{'a' * 64}", b"x" * 1024, uid=1000)
+    site.filesystem.write(f"{CACHE}/notes", b"x" * 4096, uid=1000)
+    report = site.run()
+    assert detail(report, "layer_cache") == (
+        f"{CACHE}: yours alone; 1 blobs, 0.0 GiB of 2.0 GiB (layer_cache_max)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "problem"),
+    [
+        (1000, 0o1770, "is writable by group or others, who could plant a layer in it"),
+        (1000, 0o777, "is writable by group or others without the sticky bit"),
+        (4242, 0o700, "is owned by uid 4242, not by uid 1000"),
+    ],
+)
+def test_a_layer_cache_another_user_could_change_fails_and_exits_2(
+    owner: int, mode: int, problem: str
+) -> None:
+    from slurm_image.entrypoints.doctor_command import exit_code
+
+    site = Site()
+    site.filesystem.makedirs(CACHE, mode=0o700, uid=1000)
+    site.filesystem.chown(CACHE, owner)
+    site.filesystem.chmod(CACHE, mode)
+    report = site.run()
+    assert not verdicts(report)["layer_cache"]
+    assert detail(report, "layer_cache") == (
+        f"{CACHE}: refused by the import job: {CACHE} {problem}"
+    )
+    assert report.first_failure is not None and report.first_failure.name == "layer_cache"
+    assert exit_code(report) == 2
+
+
+def test_a_layer_cache_turned_off_passes_and_says_so() -> None:
+    report = with_cache(Site(), layer_cache=False).run()
+    assert detail(report, "layer_cache") == "off: every import downloads every layer"

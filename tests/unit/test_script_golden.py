@@ -108,7 +108,8 @@ def test_import_script_asks_for_the_profile_resources_and_no_gpu() -> None:
     assert f"readonly SOURCE_URI='{PYTORCH_URI}'" in script
     assert f"readonly SOURCE_URI_TAG_DIGEST='docker://nvcr.io#nvidia/pytorch:{DIGEST}'" in script
     assert re.search(
-        r'^ +enroot import -a "\$architecture" -o "\$PARTIAL" "\$source_uri" 2>&1 >&3 3>&- \|$',
+        r'^ +exec enroot import -a "\$architecture" -o "\$PARTIAL" "\$source_uri"\n'
+        r' +\) 2>&1 >&3 3>&- \| progress_enroot "\$log"$',
         script,
         re.MULTILINE,
     )

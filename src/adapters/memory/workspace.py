@@ -9,13 +9,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn
 
-from slurm_image.domain import paths
+from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.file_kinds import WORDS
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
+    CacheEntry,
     IdentityChanged,
     NotFound,
     NotRegularFile,
@@ -43,6 +44,8 @@ class MemoryNode:
     data: bytearray = field(default_factory=bytearray)
     entries: dict[str, MemoryNode] = field(default_factory=dict)
     target: str = ""
+    used_at: float = 0.0
+    """The later of its last read and change, in seconds since the epoch (set by tests)."""
 
     @property
     def identity(self) -> FileIdentity:
@@ -438,6 +441,110 @@ class MemoryWorkspace:
                 raise WorkspaceError(field=path, rule="is a directory")
             self._writable(parent, path)
             del parent.entries[name]
+
+    # -- the layer cache, which may lie outside the root -------------------------------------
+
+    def cache_problem(self, directory: str) -> str | None:
+        with self.filesystem.lock:
+            real = self._real_path(directory)
+            for chain in (paths.ancestors(directory)[:-1], paths.ancestors(real)[:-1]):
+                for path in chain:
+                    link = self.filesystem.lookup(path)
+                    if link is None:
+                        return None
+                    if link.kind == "symlink" and link.uid not in (self._uid, 0):
+                        return (
+                            f"{path} is a symlink owned by uid {link.uid}, neither by uid"
+                            f" {self._uid} nor by root"
+                        )
+                    found = self._resolved(path)
+                    if found is None:
+                        return None
+                    if found.kind != "directory":
+                        return f"{path} is {found.describe()}, not a directory"
+                    problem = paths.shared_directory_problem(found.mode, found.uid, self._uid)
+                    if problem is not None:
+                        return f"{path} {problem}"
+            for path in dict.fromkeys((directory, real)):
+                node = self.filesystem.lookup(path)
+                if node is None:
+                    return None
+                if node.kind != "directory":
+                    return f"{path} is {node.describe()}, not a directory"
+                problem = layer_cache.directory_problem(node.mode, node.uid, self._uid)
+                if problem is not None:
+                    return f"{path} {problem}"
+            return None
+
+    def _real_path(self, path: str) -> str:
+        """``path`` with every symlink on the way resolved (as ``realpath``)."""
+        resolved = "/"
+        pending = self.filesystem.split(path)
+        for _ in range(400):
+            if not pending:
+                return resolved
+            part = pending.pop(0)
+            candidate = resolved.rstrip("/") + "/" + part
+            node = self.filesystem.lookup(candidate)
+            if node is not None and node.kind == "symlink":
+                target = node.target
+                pending = self.filesystem.split(target) + pending
+                if target.startswith("/"):
+                    resolved = "/"
+                continue
+            resolved = candidate
+        return resolved
+
+    def _cache(self, directory: str) -> MemoryNode:
+        problem = self.cache_problem(directory)
+        if problem is not None:
+            raise UnsafePath(field=directory, rule=problem)
+        node = self.filesystem.lookup(directory)
+        if node is None:
+            raise NotFound(field=directory, rule="does not exist")
+        return node
+
+    def cache_entries(self, directory: str) -> Sequence[CacheEntry]:
+        with self.filesystem.lock:
+            node = self._cache(directory)
+            found = []
+            for name in sorted(node.entries):
+                child = node.entries[name]
+                found.append(CacheEntry(name, child.kind == "file", len(child.data), child.used_at))
+                if child.kind == "directory" and layer_cache.TOKEN_DIRECTORY.fullmatch(name):
+                    found.extend(
+                        CacheEntry(
+                            f"{name}/{inner}", token.kind == "file", len(token.data), token.used_at
+                        )
+                        for inner, token in sorted(child.entries.items())
+                    )
+            return found
+
+    def remove_cache_file(self, directory: str, name: str) -> None:
+        field = f"{directory}/{name}"
+        parts = name.split("/")
+        if (
+            len(parts) > 2
+            or any(part in ("", ".", "..") for part in parts)
+            or (len(parts) == 2 and not layer_cache.TOKEN_DIRECTORY.fullmatch(parts[0]))
+        ):
+            raise UnsafePath(field=field, rule="is no entry of the layer cache")
+        with self.filesystem.lock:
+            parent = self._cache(directory)
+            if len(parts) == 2:
+                inner = parent.entries.get(parts[0])
+                if inner is None:
+                    raise NotFound(field=field, rule="does not exist")
+                if inner.kind != "directory":
+                    raise UnsafePath(field=field, rule=f"{parts[0]} is {inner.describe()}")
+                parent = inner
+            node = parent.entries.get(parts[-1])
+            if node is None:
+                raise NotFound(field=field, rule="does not exist")
+            if node.kind != "file":
+                raise NotRegularFile(field=field, rule=f"is {node.describe()}, not a regular file")
+            self._writable(parent, field)
+            del parent.entries[parts[-1]]
 
     def remove_tree(self, path: str, *, expected: FileIdentity, last: Sequence[str] = ()) -> None:
         with self.filesystem.lock:

@@ -29,6 +29,9 @@ cleanup() {
         env "${sandbox_paths[@]}" enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
     fi
+    if declare -F remove_own_tokens >/dev/null; then
+        remove_own_tokens
+    fi
     if ((partial_owned)) && [ -n "$PARTIAL" ]; then
         rm -f -- "$PARTIAL"
     fi

@@ -26,11 +26,17 @@ run_import() {
     # this command alone. -a always: without it Enroot picks this node's architecture from an
     # index.
     local status=0 log=$scratch/import.log
-    { PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
-        SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
-        SLURM_IMAGE_PROGRESS=$PROGRESS \
-        enroot import -a "$architecture" -o "$PARTIAL" "$source_uri" 2>&1 >&3 3>&- |
-        progress_enroot "$log"; } 3>&1 || status=$?
+    # A subshell that records its pid, then becomes Enroot: that pid names Enroot's registry
+    # tokens (<registry>.$$), which step 4b removes.
+    {
+        (
+            export PATH=$CHAIN/bin:$PATH SLURM_IMAGE_CHAIN=$CHAIN SLURM_IMAGE_CURL=$real_curl \
+                SLURM_IMAGE_PIN=$PINNED_HEX SLURM_IMAGE_ARCH=$architecture_oci \
+                SLURM_IMAGE_CACHE=$ENROOT_CACHE_PATH SLURM_IMAGE_PROGRESS=$PROGRESS
+            printf '%s\n' "$BASHPID" >"$IMPORT_PID"
+            exec enroot import -a "$architecture" -o "$PARTIAL" "$source_uri"
+        ) 2>&1 >&3 3>&- | progress_enroot "$log"
+    } 3>&1 || status=$?
     remove_credentials
     cat -- "$log" >&2
     check_chain "$status"

@@ -4,7 +4,10 @@
 staged_credentials=$JOB_ENROOT_CONFIG/.credentials
 remove_credentials() {
     rm -f -- "$staged_credentials"
-    rm -rf -- "$ENROOT_CACHE_PATH"/.tokens.*
+    remove_own_tokens
+    if [ -z "$LAYER_CACHE" ]; then
+        rm -rf -- "$ENROOT_CACHE_PATH"/.tokens.*
+    fi
 }
 if [ -n "$CREDENTIALS_HOST" ]; then
     if [ -L "$staged_credentials" ] || [ ! -f "$staged_credentials" ]; then

@@ -38,18 +38,13 @@ for ((i = 0; i < ${#options[@]}; i++)); do
     esac
 done
 
-if [ "$kind" = config ]; then
-    # docker::_download_extract: the blob to stdout, checked, then Enroot's mkdir -p of
-    # "${rootfs}${WorkingDir}" on the host: the path must stay inside the root.
-    # shellcheck disable=SC2015 # refuse when either fails: an -o, a -w or an -I is no download
-    [ -z "$output$format" ] && ((!head)) || refuse "curl for the image config $url: not a download"
-    body=$(mktemp "$chain/tmp/config.XXXXXX")
-    status=0
-    "$real" "${args[@]}" -- "$url" >"$body" || status=$?
-    ((status == 0)) || exit "$status"
+check_config() {
+    # check_config FILE DIGEST WHO: the config's sha256 and WorkingDir (Enroot's mkdir -p of
+    # "${rootfs}${WorkingDir}" runs on the host: the path must stay inside the root); its
+    # architecture (what Enroot compares with the one it imports for, its first line) is kept.
+    local body=$1 digest=$2 who=$3 actual workdir architecture
     actual=$(hash_file <"$body") || refuse "cannot hash the image config sha256:$digest"
-    [ "$actual" = "$digest" ] ||
-        refuse "the registry answered the image config sha256:$digest with sha256:$actual"
+    [ "$actual" = "$digest" ] || refuse "$who sha256:$digest with sha256:$actual"
     workdir=$(jq -r '(.config.WorkingDir)? // empty' <"$body" 2>/dev/null) ||
         refuse "the image config sha256:$digest is not JSON"
     if [ -n "$workdir" ] && [ "$workdir" != / ]; then
@@ -59,11 +54,35 @@ if [ "$kind" = config ]; then
                 "not a normalized absolute path (Enroot would create it outside the root)"
         fi
     fi
-    # what Enroot compares with the architecture it imports for (its first line)
     architecture=$(jq -r '(.architecture // .Architecture)? // empty' <"$body" 2>/dev/null) ||
         architecture=""
     architecture=${architecture%%$'\n'*}
     printf '%s\n' "${architecture:0:100}" >"$chain/checked/$digest"
+}
+check_cached_config() {
+    # A config the layer cache holds is never downloaded again (docker::_download skips it):
+    # it is checked here, as Enroot stores it (zstd), before Enroot sees the manifest.
+    local digest=$1 cached=$cache/$1 body
+    [ -e "$cached" ] || [ -L "$cached" ] || return 0
+    # shellcheck disable=SC2015 # refuse when either fails
+    [ -f "$cached" ] && [ ! -L "$cached" ] ||
+        refuse "the layer cache's image config $cached is not a regular file"
+    body=$(mktemp "$chain/tmp/config.XXXXXX")
+    zstd -q -d -c -- "$cached" >"$body" 2>/dev/null ||
+        refuse "the layer cache's image config sha256:$digest cannot be decompressed"
+    check_config "$body" "$digest" "the layer cache holds the image config"
+}
+
+if [ "$kind" = config ]; then
+    # docker::_download_extract: the blob to stdout, checked, then Enroot's mkdir -p of
+    # "${rootfs}${WorkingDir}" on the host: the path must stay inside the root.
+    # shellcheck disable=SC2015 # refuse when either fails: an -o, a -w or an -I is no download
+    [ -z "$output$format" ] && ((!head)) || refuse "curl for the image config $url: not a download"
+    body=$(mktemp "$chain/tmp/config.XXXXXX")
+    status=0
+    "$real" "${args[@]}" -- "$url" >"$body" || status=$?
+    ((status == 0)) || exit "$status"
+    check_config "$body" "$digest" "the registry answered the image config"
     exec cat -- "$body"
 fi
 
@@ -104,14 +123,22 @@ if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
     config='(.config.digest | ltrimstr("sha256:"))? // empty'
     layers='([.layers[].digest | ltrimstr("sha256:")] | reverse | @tsv)?'
     media='(.layers[0].mediaType)? // empty'
+    configs=()
     while IFS= read -r line; do
-        [[ $line =~ ^[0-9a-f]{64}$ ]] && printf '%s\n' "$digest" >"$chain/configs/$line"
+        [[ $line =~ ^[0-9a-f]{64}$ ]] || continue
+        printf '%s\n' "$digest" >"$chain/configs/$line"
+        configs+=("$line")
     done < <(
         for program in "$config" "$config, $layers" "$config, $media, $layers"; do
             jq -r "$program" <"$chain/manifests/$digest" 2>/dev/null | head -n 1
         done
         jq -r "$config" <"$chain/manifests/$digest" 2>/dev/null
     )
+    if [ -n "$cache" ]; then
+        for line in ${configs[@]+"${configs[@]}"}; do
+            check_cached_config "$line"
+        done
+    fi
     cat -- "$chain/manifests/$digest" >"$output"
 fi
 # Any other answer passes its code and never its body: an unverified error body must not reach
