@@ -51,7 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
@@ -435,33 +435,43 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
 # -- the run ---------------------------------------------------------------------------------
 
 
-def small_figures(
-    base: Path,
-    repetitions: int,
-    hash_mib: int,
-    aliases: int,
-    published: int,
-    hash_rounds: int,
-    job_rounds: int,
-) -> dict[str, Any]:
+class Sizes(NamedTuple):
+    """How much each part of the small workloads does."""
+
+    command_rounds: int
+    hash_mib: int
+    aliases: int
+    publications: int
+    hash_rounds: int
+    job_rounds: int
+
+
+SIZES = {
+    "smoke": Sizes(1, 16, 20, 3, 1, 1),
+    "quick": Sizes(5, 256, 1000, 20, 5, 5),
+    "full": Sizes(11, 1024, 1000, 100, 9, 9),
+}
+
+
+def small_figures(base: Path, sizes: Sizes) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     site = Site(base / "site")
     sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
     site.publish(site.publish_finished("alias0000", sqsh))
-    for i in range(1, aliases):
+    for i in range(1, sizes.aliases):
         site.alias(f"alias{i:04d}")
-    per_second, _ = publications(site, published)
+    per_second, _ = publications(site, sizes.publications)
     figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
-    startup, script = commands(site, repetitions, f"alias{aliases // 2:04d}")
+    startup, script = commands(site, sizes.command_rounds, f"alias{sizes.aliases // 2:04d}")
     figures |= startup
     big = base / "large.bin"
     with big.open("wb") as handle:
-        for _ in range(hash_mib):
+        for _ in range(sizes.hash_mib):
             handle.write(os.urandom(1 << 20))
-    figures |= hashing(big, script, hash_rounds)
+    figures |= hashing(big, script, sizes.hash_rounds)
     big.unlink()
     (base / "job").mkdir()
-    figures |= job_figures(base / "job", job_rounds)
+    figures |= job_figures(base / "job", sizes.job_rounds)
     figures["publish_per_second"] = per_second
     return figures
 
@@ -493,20 +503,7 @@ def main() -> int:
     missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
     if missing:
         raise SystemExit(f"bench/run.py needs: apt-get install {' '.join(missing)}")
-    if args.smoke:
-        repetitions, hash_mib, aliases, published, hash_rounds, job_rounds = 1, 16, 20, 3, 1, 1
-    elif args.quick:
-        repetitions, hash_mib, aliases, published, hash_rounds, job_rounds = 5, 256, 1000, 20, 5, 5
-    else:
-        repetitions, hash_mib, aliases, published, hash_rounds, job_rounds = (
-            11,
-            1024,
-            1000,
-            100,
-            9,
-            9,
-        )
-
+    sizes = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
     started = time.perf_counter()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slurm-image-bench-") as tmp:
@@ -514,9 +511,7 @@ def main() -> int:
         # A root job runs the image's side as an unprivileged id, which must reach the stand-in.
         base.chmod(0o755)
         if not args.big_only:
-            figures |= small_figures(
-                base, repetitions, hash_mib, aliases, published, hash_rounds, job_rounds
-            )
+            figures |= small_figures(base, sizes)
         if args.big or args.big_only:
             (base / "big").mkdir()
             figures |= big_figures(base / "big", args.big_rounds, log=_progress)
