@@ -1,19 +1,25 @@
 """One benchmark of the whole product: every figure a ratio against a baseline of the same run.
 
-Usage: .venv/bin/python bench/run.py [--quick] [--json]
+Usage: .venv/bin/python bench/run.py [--quick | --smoke] [--big | --big-only] [--json]
 
-Run it with the interpreter of the environment the product is installed in (``pip install -e
-'.[test]'``): it imports ``slurm_image`` as installed, times the ``slurm-image`` console script
-next to that interpreter, and borrows the execution tests' harness (tests/execution/harness.py)
-to run the rendered batch job as slurmd does, with the Enroot stand-in. Nothing needs the local
-Slurm cluster or the registry. Rounds run every contestant once in turn, so a noisy neighbour
-slows a figure and its baseline alike; each figure is a ratio of medians.
+Run it with the interpreter of the environment the product is installed in (``pip install
+.``; the test extra is not needed): it imports ``slurm_image`` as installed, times the
+``slurm-image`` console script next to that interpreter, and runs the batch job the product
+stages as slurmd does, with the Enroot stand-in of this repository (bench/batch.py). Nothing
+but ``--big`` needs the local registry, and nothing the local Slurm cluster. Rounds run every
+contestant once in turn, so a noisy neighbour slows a figure and its baseline alike; each
+figure is a ratio of medians.
+
+``--smoke`` is one round of everything on small inputs (a check that the bench runs, not a
+measurement); ``--big`` adds the big-image workload (bench/big_image.py: a generated image of
+about 2.2 GB in the local registry, minutes per round), ``--big-only`` runs it alone.
 
 Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
   hash_vs_openssl        Sha256Hasher's throughput / ``openssl dgst -sha256``'s, large file
   job_hash_vs_openssl    the rendered job's ``hash_file`` (bash) / openssl, same file
   cli_help_vs_python     ``slurm-image --help`` / ``python -c pass``
   show_vs_python         ``slurm-image show NAME --json`` (1,000 aliases published) / python
+  show_missing_vs_python ``slurm-image show NAME`` of an alias not published (exit 2) / python
   dry_run_vs_python      ``slurm-image import REF ... --dry-run --json`` / python
   submit_vs_python       ``slurm-image submit ID`` (recording sbatch stub) / python
   scheduler_calls_per_poll_100_jobs   scheduler calls in one poll of ``wait`` for 100 jobs
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -44,15 +51,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
-sys.path.insert(0, str(HERE))  # bench/workloads.py
-sys.path.insert(0, str(REPOSITORY / "tests" / "execution"))  # the job harness
-sys.path.insert(0, str(REPOSITORY / "tests"))  # support.py, which the harness uses
+sys.path.insert(0, str(HERE))  # bench/workloads.py, bench/batch.py
 
-from workloads import Site, bench_image  # noqa: E402
+from batch import JobSite, Staged, bare_scratch, remove, run_measured  # noqa: E402
+from workloads import BigImageSpec, Site, bench_image, big_images  # noqa: E402
 
 from slurm_image.adapters.local_store import LocalStore  # noqa: E402
 from slurm_image.adapters.memory import FakeSubmitter  # noqa: E402
@@ -66,11 +72,14 @@ GOALS: dict[str, tuple[str, float]] = {
     "job_hash_vs_openssl": (">=", 0.9),
     "cli_help_vs_python": ("<=", 10),
     "show_vs_python": ("<=", 8),
+    "show_missing_vs_python": ("<=", 8),
     "dry_run_vs_python": ("<=", 15),
     "submit_vs_python": ("<=", 15),
     "scheduler_calls_per_poll_100_jobs": ("<=", 1),
     "sqsh_reads_in_job": ("<=", 2),
     "job_vs_bare_enroot": ("<=", 1.2),
+    "big_job_vs_bare_import": ("<=", 1.10),
+    "big_second_vs_first_job": ("<=", 0.6),
 }
 
 BIN = Path(sys.executable).parent
@@ -161,8 +170,9 @@ Floor.model_validate({"name": "floor"})
 FLOOR_CONTAINER = "import dependency_injector.containers\n" + FLOOR_MODEL
 
 
-def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
-    """The CLI's commands against ``python -c pass``; also returns a rendered script."""
+def commands(site: Site, repetitions: int, alias: str) -> tuple[dict[str, float], str]:
+    """The CLI's commands against ``python -c pass`` (``show`` of the published ``alias``);
+    also returns a rendered script."""
     profile = ["--profile", str(site.sbatch_profile)]
     source = f"registry.example.org/team/other:1@sha256:{'7' * 64}"
     dry_run = [CLI, *profile, "import", source, "--name", "dry", "--role", "client"]
@@ -176,9 +186,16 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
             raise SystemExit(f"submit answered {out}")
 
     def show() -> None:
-        out = json.loads(_run([CLI, *profile, "show", "alias0500", "--json"]).stdout)
-        if out["name"] != "alias0500":
+        out = json.loads(_run([CLI, *profile, "show", alias, "--json"]).stdout)
+        if out["name"] != alias:
             raise SystemExit(f"show answered {out}")
+
+    def show_missing() -> None:
+        done = subprocess.run(
+            [CLI, *profile, "show", "missing"], env=ENV, capture_output=True, check=False
+        )
+        if done.returncode != 2 or b"no alias missing is published" not in done.stderr:
+            raise SystemExit(f"show of a missing alias answered {done}")
 
     contestants: dict[str, Callable[[], object]] = {
         "python": lambda: _run([PYTHON, "-c", "pass"]),
@@ -186,6 +203,7 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
         "container": lambda: _run([PYTHON, "-c", FLOOR_CONTAINER]),
         "help": lambda: _run([CLI, "--help"]),
         "show": show,
+        "show_missing": show_missing,
         "dry_run": lambda: _run(dry_run),
         "submit": submit,
     }
@@ -201,6 +219,7 @@ def commands(site: Site, repetitions: int) -> tuple[dict[str, float], str]:
         "floor_model_vs_python": times["model"] / base,
         "floor_container_vs_python": times["container"] / base,
         "show_vs_python": times["show"] / base,
+        "show_missing_vs_python": times["show_missing"] / base,
         "dry_run_vs_python": times["dry_run"] / base,
         "submit_vs_python": times["submit"] / base,
     }
@@ -264,80 +283,50 @@ def publications(site: Site, count: int) -> tuple[float, list[str]]:
 
 
 def job_figures(base: Path, repetitions: int) -> dict[str, float]:
-    from harness import Job, Standin
-
     image = bench_image(base)
     size = image.stat().st_size
-    counter = 0
-
-    def fresh_job() -> Job:
-        nonlocal counter
-        counter += 1
-        directory = base / f"job{counter}"
-        directory.mkdir(mode=0o755)
-        return Job(
-            directory,
-            Standin(directory / "standin"),
-            operation="inspect_sqsh",
-            role="client",
-            source=str(image),
-        )
+    site = JobSite(base / "site")
 
     def run_job() -> None:
-        job = fresh_job()
-        result = job.run()
-        if result.returncode != 0:
-            raise SystemExit(f"the job failed ({result.returncode}): {result.stderr}")
+        ran = site.run(site.stage("inspect_sqsh", str(image)))
+        if ran.returncode != 0:
+            raise SystemExit(f"the job failed ({ran.returncode}): {ran.stderr}")
 
     def bare() -> None:
-        nonlocal counter
-        counter += 1
-        directory = base / f"bare{counter}"
-        directory.mkdir()
-        standin = Standin(directory / "standin")
-        scratch = directory / "scratch"
-        scratch.mkdir(mode=0o700)
-        env = {
-            "PATH": f"{standin.bin}:/usr/bin:/bin",
-            "HOME": str(directory),
-            "ENROOT_TEMP_PATH": str(scratch),
-            "ENROOT_DATA_PATH": str(scratch / "data"),
-            "ENROOT_CACHE_PATH": str(scratch / "cache"),
-            "ENROOT_RUNTIME_PATH": str(scratch / "run"),
-        }
-        enroot = str(standin.bin / "enroot")
+        scratch = bare_scratch(site, f"bare{site.jobs}")
+        site.jobs += 1
+        env = site.enroot_environment(scratch)
+        enroot = str(site.bin / "enroot")
         _run([enroot, "create", "--name", "bare", str(image)], env=env)
         _run([enroot, "start", "--root", "bare", "python3", "-c", "pass"], env=env)
         _run([enroot, "remove", "-f", "bare"], env=env)
+        remove(scratch)
 
     run_job()
     bare()
     times = rounds({"job": run_job, "bare": bare}, repetitions)
     return {
         "job_vs_bare_enroot": times["job"] / times["bare"],
-        "sqsh_reads_in_job": sqsh_reads(fresh_job(), image, size),
+        "sqsh_reads_in_job": sqsh_reads(site, site.stage("inspect_sqsh", str(image)), image, size),
     }
 
 
 READ = re.compile(r"^\d+\s+(?:read|pread64|readv|preadv|preadv2)\((\d+)<([^>]*)>.*\)\s+=\s+(\d+)$")
 
 
-def sqsh_reads(job: Any, image: Path, size: int) -> float:
+def sqsh_reads(site: JobSite, staged: Staged, image: Path, size: int) -> float:
     """Bytes read from the image or any ``.sqsh`` the job made of it, per image size (strace:
     every process and thread of the job, Enroot's included)."""
-    trace = job.tmp / "strace.log"
-    spool = job.tmp / "spool" / f"job{job.job_id}" / "slurm_script"
-    spool.parent.mkdir(parents=True, mode=0o700)
-    spool.write_text(job.script)
-    spool.chmod(0o500)
+    trace = site.base / f"strace-{site.jobs}.log"
+    spool, job_id = site.spool(staged)
     done = subprocess.run(
         [
             *("strace", "-f", "-qq", "-y", "-s", "0"),
             *("-e", "trace=read,pread64,readv,preadv,preadv2", "-e", "signal=none"),
             *("-o", str(trace), str(spool)),
         ],
-        cwd=job.job_dir,
-        env=job.environment(),
+        cwd=staged.job_dir,
+        env=site.environment(job_id),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -353,7 +342,142 @@ def sqsh_reads(job: Any, image: Path, size: int) -> float:
     return total / size
 
 
+# -- the big image ---------------------------------------------------------------------------
+
+
+def layer_cache_offered() -> bool:
+    """Whether this build's profile knows ``[enroot] layer_cache`` (a private Enroot cache that
+    persists between the jobs of one workspace, on by default where it exists)."""
+    from slurm_image.domain.errors import InvalidProfile
+    from slurm_image.domain.profile import parse_profile
+
+    build = {"partition": "p", "cpus_per_task": 1, "memory": "1G", "time_limit": "1:00:00"}
+    document = {"workspace_root": "/srv/ws", "image_build": build, "enroot": {"layer_cache": False}}
+    try:
+        parse_profile(document)
+    except InvalidProfile:
+        return False
+    return True
+
+
+def _uri(reference: str) -> str:
+    host, _, rest = reference.partition("/")
+    return f"docker://{host}#{rest}"
+
+
+def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str, float]:
+    """The product's import job of a big image against a bare ``enroot import`` of it, and the
+    job of a second image sharing its bottom layer against the first's; every round in a fresh
+    workspace (so a layer cache, where the build has one, starts empty), the order of the job
+    and the bare import alternating (ABAB), the second import right after the first."""
+    spec = BigImageSpec()
+    images = big_images(spec, log)
+    cache = layer_cache_offered()
+    samples: dict[str, list[float]] = {"bare": [], "first": [], "second": []}
+    rss: dict[str, list[int]] = {name: [] for name in samples}
+
+    def job(site: JobSite, name: str, reference: str) -> None:
+        staged = site.stage("import_oci", reference)
+        ran = site.run(staged)
+        if ran.returncode != 0 or not staged.result.is_file():
+            raise SystemExit(
+                f"the import job of {reference} failed ({ran.returncode}): {ran.stderr}"
+            )
+        log(f"{name}: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")
+        samples[name].append(ran.seconds)
+        rss[name].append(ran.peak_rss_kib)
+        remove(staged.job_dir)
+
+    def bare(site: JobSite) -> None:
+        scratch = bare_scratch(site, "bare")
+        env = site.enroot_environment(scratch, ENROOT_ALLOW_HTTP="yes", ENROOT_MAX_PROCESSORS="2")
+        output = scratch / "bare.sqsh"
+        argv = [str(site.bin / "enroot"), "import", "-a", platform.machine(), "-o", str(output)]
+        ran = run_measured([*argv, _uri(images.first)], env=env, cwd=scratch)
+        if ran.returncode != 0 or not output.is_file():
+            raise SystemExit(f"the bare import failed ({ran.returncode}): {ran.stderr}")
+        log(f"bare: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")
+        samples["bare"].append(ran.seconds)
+        rss["bare"].append(ran.peak_rss_kib)
+        remove(scratch)
+
+    for number in range(count):
+        site = JobSite(
+            base / f"round{number}", enroot={"environment": {"ENROOT_ALLOW_HTTP": "yes"}}
+        )
+        log(f"round {number + 1} of {count} in {site.base}")
+        if number % 2 == 0:
+            bare(site)
+        job(site, "first", images.first)
+        job(site, "second", images.second)
+        if number % 2 == 1:
+            bare(site)
+        remove(site.base)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    peak = {name: statistics.median(values) / 1024 for name, values in rss.items()}
+    return {
+        "big_image_gb": images.tar_bytes / 1e9,
+        "big_image_entries": images.entries,
+        "big_image_compressed_gb": images.compressed_bytes / 1e9,
+        "big_rounds": count,
+        "big_layer_cache": int(cache),
+        "big_bare_import_s": median["bare"],
+        "big_job_s": median["first"],
+        "big_second_job_s": median["second"],
+        "big_job_vs_bare_import": median["first"] / median["bare"],
+        "big_second_vs_first_job": median["second"] / median["first"],
+        "big_bare_peak_rss_mib": peak["bare"],
+        "big_job_peak_rss_mib": peak["first"],
+        "big_second_peak_rss_mib": peak["second"],
+    }
+
+
 # -- the run ---------------------------------------------------------------------------------
+
+
+class Sizes(NamedTuple):
+    """How much each part of the small workloads does."""
+
+    command_rounds: int
+    hash_mib: int
+    aliases: int
+    publications: int
+    hash_rounds: int
+    job_rounds: int
+
+
+SIZES = {
+    "smoke": Sizes(1, 16, 20, 3, 1, 1),
+    "quick": Sizes(5, 256, 1000, 20, 5, 5),
+    "full": Sizes(11, 1024, 1000, 100, 9, 9),
+}
+
+
+def small_figures(base: Path, sizes: Sizes) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    site = Site(base / "site")
+    sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
+    site.publish(site.publish_finished("alias0000", sqsh))
+    for i in range(1, sizes.aliases):
+        site.alias(f"alias{i:04d}")
+    per_second, _ = publications(site, sizes.publications)
+    figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
+    startup, script = commands(site, sizes.command_rounds, f"alias{sizes.aliases // 2:04d}")
+    figures |= startup
+    big = base / "large.bin"
+    with big.open("wb") as handle:
+        for _ in range(sizes.hash_mib):
+            handle.write(os.urandom(1 << 20))
+    figures |= hashing(big, script, sizes.hash_rounds)
+    big.unlink()
+    (base / "job").mkdir()
+    figures |= job_figures(base / "job", sizes.job_rounds)
+    figures["publish_per_second"] = per_second
+    return figures
+
+
+def _progress(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
 NEEDED = {
@@ -367,40 +491,30 @@ NEEDED = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller files")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer rounds, smaller files")
+    size.add_argument("--smoke", action="store_true", help="one round, small inputs: runs?")
+    big = parser.add_mutually_exclusive_group()
+    big.add_argument("--big", action="store_true", help="add the big-image workload")
+    big.add_argument("--big-only", action="store_true", help="only the big-image workload")
+    parser.add_argument("--big-rounds", type=int, default=2, help="rounds of the big workload")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args()
     missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
     if missing:
         raise SystemExit(f"bench/run.py needs: apt-get install {' '.join(missing)}")
-    repetitions = 5 if args.quick else 11
-    hash_mib = 256 if args.quick else 1024
-    aliases = 1000
-
+    sizes = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
     started = time.perf_counter()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slurm-image-bench-") as tmp:
         base = Path(tmp)
         # A root job runs the image's side as an unprivileged id, which must reach the stand-in.
         base.chmod(0o755)
-        site = Site(base / "site")
-        sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
-        site.publish(site.publish_finished("alias0000", sqsh))
-        for i in range(1, aliases):
-            site.alias(f"alias{i:04d}")
-        per_second, _ = publications(site, 20 if args.quick else 100)
-        figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
-        startup, script = commands(site, repetitions)
-        figures |= startup
-        big = base / "large.bin"
-        with big.open("wb") as handle:
-            for _ in range(hash_mib):
-                handle.write(os.urandom(1 << 20))
-        figures |= hashing(big, script, 5 if args.quick else 9)
-        big.unlink()
-        (base / "job").mkdir()
-        figures |= job_figures(base / "job", 5 if args.quick else 9)
-        figures["publish_per_second"] = per_second
+        if not args.big_only:
+            figures |= small_figures(base, sizes)
+        if args.big or args.big_only:
+            (base / "big").mkdir()
+            figures |= big_figures(base / "big", args.big_rounds, log=_progress)
     figures["seconds"] = time.perf_counter() - started
     rounded = {key: round(value, 2) for key, value in figures.items()}
     if args.json:

@@ -10,11 +10,15 @@ Nothing here needs the local Slurm cluster or the registry.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sysconfig
+import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,3 +198,291 @@ def bench_image(base: Path) -> Path:
     )
     shutil.rmtree(root)
     return image
+
+
+# -- the big image -------------------------------------------------------------------------
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "slurm-image" / "bench"
+ROOTS = Path(
+    os.environ.get("SLURM_IMAGE_ROOTS_CACHE", Path.home() / ".cache" / "slurm-image" / "roots")
+)
+REGISTRY = os.environ.get("SLURM_IMAGE_TEST_REGISTRY", "localhost:5000")
+BENCH_REPOSITORY = "slurm-image-bench/big"
+V2S2_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+V2S2_CONFIG = "application/vnd.docker.container.image.v1+json"
+V2S2_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+ROOT_EXCLUDE = [
+    "./usr/share/doc/*",
+    "./usr/share/locale/*",
+    "./usr/share/man/*",
+    "./usr/share/info/*",
+    "./usr/share/zoneinfo/*",
+    "./var/lib/apt/lists/*",
+    "./var/cache/*",
+    "./var/log/*",
+    "./.slurm-image-root-complete",
+]
+
+
+@dataclass(frozen=True)
+class BigImageSpec:
+    """What the big image holds: the Debian root the e2e tests use (so the real inspector
+    runs), ``random_mib`` MiB of ``os.urandom`` in ``random_files`` files (incompressible, as
+    model weights are), and ``small_files`` text files of about ``small_bytes`` each (cut from
+    this interpreter's standard library sources: they compress as code does), all in one bottom
+    layer; two images each add a small top layer of their own above it."""
+
+    random_mib: int = 1536
+    random_files: int = 6
+    small_files: int = 40_000
+    small_bytes: int = 8192
+    files_per_directory: int = 500
+    root: str = str(ROOTS / "bookworm")
+    generator: int = 1
+    """Raised whenever the generation changes what it makes."""
+
+    def key(self) -> str:
+        text = json.dumps(self.__dict__, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        return (
+            f"Debian bookworm root + {self.random_mib} MiB os.urandom in {self.random_files}"
+            f" files + {self.small_files} text files of about {self.small_bytes} bytes"
+        )
+
+
+@dataclass(frozen=True)
+class BigLayer:
+    name: str
+    digest: str
+    """sha256 hex of the gzip'd blob"""
+    diff_id: str
+    """sha256 hex of the tar"""
+    size: int
+    tar_bytes: int
+
+
+@dataclass(frozen=True)
+class BigImages:
+    """The two images in the registry and what they hold."""
+
+    first: str
+    second: str
+    tar_bytes: int
+    """the first image's layers uncompressed (their tar streams)"""
+    entries: int
+    """entries (files, directories, links) of the first image's layers"""
+    compressed_bytes: int
+    """the first image's layers as the registry holds them"""
+
+
+class _HashingWriter:
+    """A binary sink that hashes and counts what passes to ``target``."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.sha256 = hashlib.sha256()
+        self.count = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.count += len(data)
+        return int(self.target.write(data))
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+def _tar_layer(name: str, tar_argv: list[str], directory: Path) -> BigLayer:
+    """``tar -c`` of ``tar_argv``, streamed into a gzip (level 1: the random part does not
+    compress at any level) in ``directory``; digests computed in the same pass."""
+    blob = directory / f"{name}.tar.gz"
+    command = ["tar", "--numeric-owner", "--sort=name", "--owner=0", "--group=0", "-cf", "-"]
+    with blob.open("wb") as raw:
+        digest = _HashingWriter(raw)
+        with subprocess.Popen([*command, *tar_argv], stdout=subprocess.PIPE) as tar:
+            assert tar.stdout is not None
+            diff = _HashingWriter(
+                gzip.GzipFile(fileobj=digest, mode="wb", mtime=0, compresslevel=1)
+            )
+            shutil.copyfileobj(tar.stdout, diff, 1 << 20)
+            diff.target.close()
+        if tar.returncode != 0:
+            raise SystemExit(f"tar of the {name} layer exited {tar.returncode}")
+    return BigLayer(
+        name, digest.sha256.hexdigest(), diff.sha256.hexdigest(), digest.count, diff.count
+    )
+
+
+def _text_corpus() -> bytes:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    parts = [path.read_bytes() for path in sorted(stdlib.glob("*.py"))]
+    return b"".join(parts)
+
+
+def _generate_content(spec: BigImageSpec, content: Path) -> None:
+    """``opt/bench`` of the bottom layer: the random part and the small files."""
+    random_dir = content / "opt" / "bench" / "weights"
+    random_dir.mkdir(parents=True)
+    per_file = spec.random_mib // spec.random_files
+    for index in range(spec.random_files):
+        with (random_dir / f"part{index}.bin").open("wb") as handle:
+            for _ in range(per_file):
+                handle.write(os.urandom(1 << 20))
+    corpus = _text_corpus()
+    small = content / "opt" / "bench" / "src"
+    for index in range(spec.small_files):
+        directory = small / f"d{index // spec.files_per_directory:04d}"
+        if index % spec.files_per_directory == 0:
+            directory.mkdir(parents=True)
+        size = spec.small_bytes // 8 + (index * 7919) % (spec.small_bytes * 7 // 4)
+        offset = (index * 104_729) % (len(corpus) - size)
+        header = f"# bench file {index}\n".encode()
+        (directory / f"f{index:05d}.py").write_bytes(header + corpus[offset : offset + size])
+
+
+def _entries(blob: Path) -> int:
+    """Entries (files, directories, links) of a layer, as ``tar -t`` lists them."""
+    with subprocess.Popen(["tar", "-tzf", str(blob)], stdout=subprocess.PIPE) as tar:
+        assert tar.stdout is not None
+        count = sum(1 for _ in tar.stdout)
+    if tar.returncode != 0:
+        raise SystemExit(f"tar -t of {blob} exited {tar.returncode}")
+    return count
+
+
+def generate_big_layers(spec: BigImageSpec, log: Any) -> Path:
+    """The layers of the two images, made once per ``spec`` into the cache
+    (``~/.cache/slurm-image/bench/big-KEY``: moved into place whole, so an interrupted
+    generation leaves nothing that a later run would take for done)."""
+    target = CACHE / f"big-{spec.key()}"
+    if (target / "layers.json").is_file():
+        return target
+    if not Path(spec.root, ".slurm-image-root-complete").is_file():
+        raise SystemExit(f"no Debian bookworm root at {spec.root} (scripts/debian-roots bookworm)")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"big-{spec.key()}.", dir=CACHE))
+    try:
+        log(f"generating the big image ({spec.describe()}) into {target}")
+        content = work / "content"
+        _generate_content(spec, content)
+        excludes = [f"--exclude={pattern}" for pattern in ROOT_EXCLUDE]
+        bottom = _tar_layer(
+            "bottom", [*excludes, "-C", spec.root, ".", "-C", str(content), "./opt/bench"], work
+        )
+        shutil.rmtree(content)
+        tops = []
+        for number in (1, 2):
+            top = work / f"top{number}"
+            (top / "opt" / "app").mkdir(parents=True)
+            (top / "opt" / "app" / "VERSION").write_text(f"{number}\n")
+            (top / "opt" / "app" / "build.bin").write_bytes(os.urandom(256 << 10))
+            tops.append(_tar_layer(f"top{number}", ["-C", str(top), "./opt/app"], work))
+            shutil.rmtree(top)
+        record = {
+            "spec": spec.__dict__,
+            "layers": [layer.__dict__ for layer in (bottom, *tops)],
+            "entries": _entries(work / "bottom.tar.gz") + _entries(work / "top1.tar.gz"),
+        }
+        (work / "layers.json").write_text(json.dumps(record, indent=2))
+        work.rename(target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return target
+
+
+def _registry_has(reference: str) -> bool:
+    name, _, digest = reference.partition("@")
+    host, _, path = name.partition("/")
+    repository = path.rsplit(":", 1)[0]
+    request = urllib.request.Request(
+        f"http://{host}/v2/{repository}/manifests/{digest}",
+        method="HEAD",
+        headers={"Accept": V2S2_MANIFEST},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 (http only)
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _push(directory: Path, layers: list[BigLayer], tag: str, work: Path) -> str:
+    """The image of ``layers`` (bottom first) as a Docker v2s2 manifest (registry 2.8 answers
+    Enroot's Accept-less probe with 404 for OCI manifests: docs/enroot.md), pushed with
+    skopeo from a directory layout of hard links to the cached blobs; its reference."""
+    layout = work / f"{tag}.dir"
+    layout.mkdir()
+    (layout / "version").write_text("Directory Transport Version: 1.1\n")
+    for layer in layers:
+        os.link(directory / f"{layer.name}.tar.gz", layout / layer.digest)
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "created": "2026-01-01T00:00:00Z",
+            "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["/bin/sh"]},
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{x.diff_id}" for x in layers]},
+            "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "bench/workloads.py"}],
+        },
+        sort_keys=True,
+    ).encode()
+    config_digest = hashlib.sha256(config).hexdigest()
+    (layout / config_digest).write_bytes(config)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": V2S2_MANIFEST,
+        "config": {
+            "mediaType": V2S2_CONFIG,
+            "size": len(config),
+            "digest": f"sha256:{config_digest}",
+        },
+        "layers": [
+            {"mediaType": V2S2_LAYER, "size": x.size, "digest": f"sha256:{x.digest}"}
+            for x in layers
+        ],
+    }
+    (layout / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    target = f"docker://{REGISTRY}/{BENCH_REPOSITORY}:{tag}"
+    copy = ["skopeo", "copy", "--quiet", "--format", "v2s2", "--dest-tls-verify=false"]
+    subprocess.run([*copy, f"dir:{layout}", target], check=True)
+    inspected = subprocess.run(
+        ["skopeo", "inspect", "--raw", "--tls-verify=false", target],
+        check=True,
+        capture_output=True,
+    ).stdout
+    shutil.rmtree(layout)
+    return f"{REGISTRY}/{BENCH_REPOSITORY}:{tag}@sha256:{hashlib.sha256(inspected).hexdigest()}"
+
+
+def big_images(spec: BigImageSpec, log: Any) -> BigImages:
+    """The two big images in the local registry: generated once per ``spec``, pushed again
+    only when the registry no longer holds them."""
+    directory = generate_big_layers(spec, log)
+    record = json.loads((directory / "layers.json").read_text())
+    layers = [BigLayer(**layer) for layer in record["layers"]]
+    pushed_file = directory / f"pushed-{REGISTRY.replace(':', '_')}.json"
+    pushed = json.loads(pushed_file.read_text()) if pushed_file.is_file() else {}
+    if not all(
+        _registry_has(pushed.get(tag, "")) for tag in (f"{spec.key()}-1", f"{spec.key()}-2")
+    ):
+        log(f"pushing the big images to {REGISTRY}/{BENCH_REPOSITORY}")
+        work = Path(tempfile.mkdtemp(prefix="push.", dir=directory))
+        try:
+            bottom, top1, top2 = layers
+            pushed = {
+                f"{spec.key()}-1": _push(directory, [bottom, top1], f"{spec.key()}-1", work),
+                f"{spec.key()}-2": _push(directory, [bottom, top2], f"{spec.key()}-2", work),
+            }
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        pushed_file.write_text(json.dumps(pushed, indent=2))
+    return BigImages(
+        first=pushed[f"{spec.key()}-1"],
+        second=pushed[f"{spec.key()}-2"],
+        tar_bytes=layers[0].tar_bytes + layers[1].tar_bytes,
+        entries=int(record["entries"]),
+        compressed_bytes=layers[0].size + layers[1].size,
+    )

@@ -21,11 +21,13 @@ controller that answers DOWN is ``SchedulerUnavailable`` after the retries, refu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from slurm_image.domain.errors import SlurmImageError
-from slurm_image.domain.job import JobSpec, JobStatus
-from slurm_image.domain.partition import PartitionLimits
+
+if TYPE_CHECKING:  # the errors alone load no model: every failing command maps them to a code
+    from slurm_image.domain.job import JobSpec, JobStatus
+    from slurm_image.domain.partition import PartitionLimits
 
 
 class SubmitterError(SlurmImageError):

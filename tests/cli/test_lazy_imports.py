@@ -60,6 +60,13 @@ SCHEDULER = (
 
 
 def loaded(tmp_path: Path, *args: str) -> set[str]:
+    modules, done = run_probe(tmp_path, *args)
+    assert done.returncode == 0, done.stderr
+    return modules
+
+
+def run_probe(tmp_path: Path, *args: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """The modules ``slurm-image ARGS`` loaded, and its process (its exit code, its stderr)."""
     report = tmp_path / "modules.json"
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_IMAGE_")}
     env.pop("PYTHONPATH", None)
@@ -73,8 +80,8 @@ def loaded(tmp_path: Path, *args: str) -> set[str]:
         timeout=120,
     )
     result = json.loads(report.read_text())
-    assert result["code"] in (0, None), done.stderr
-    return set(result["modules"])
+    done.returncode = result["code"] or 0
+    return set(result["modules"]), done
 
 
 def of(modules: set[str], *packages: str) -> list[str]:
@@ -145,6 +152,22 @@ def test_show_and_list_load_no_model_library_no_container_and_nothing_of_the_sch
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), *command)
     assert "slurm_image.application.catalog_reader" in modules
     assert "slurm_image.adapters.local_store" in modules
+    assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
+    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, *SCHEDULER) == []
+    assert of(modules, *LIFECYCLE_SIDE) == []
+
+
+@pytest.mark.parametrize("command", [["show", "missing"], ["show", "missing", "--json"]])
+def test_show_of_a_missing_alias_fails_as_cheaply_as_a_lookup(
+    tmp_path: Path, site: dict[str, Path], command: list[str]
+) -> None:
+    modules, done = run_probe(tmp_path, "--profile", str(site["sbatch"]), *command)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "slurm-image: error: name: no alias missing is published (see: slurm-image list)\n"
+    )
+    assert "slurm_image.application.catalog_reader" in modules
     assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
     assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
     assert of(modules, *SCHEDULER) == []

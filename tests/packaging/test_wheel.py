@@ -267,3 +267,30 @@ def test_the_example_site_submitter_passes_the_shipped_contract_as_its_own_packa
     assert facts["submitter"] == "spool_submitter.SpoolSubmitter"
     assert facts["ping"] == f"queue daemon at {spool} UP"
     assert facts["refused_field"] == "spool"
+
+
+BENCH_KEYS = {"job_vs_bare_enroot", "sqsh_reads_in_job", "show_vs_python", "show_missing_vs_python"}
+
+
+def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_path: Path) -> None:
+    """bench/run.py needs the product as installed and the repository's Enroot stand-in, not
+    the test harness: here pytest is not even importable."""
+    for tool in ("mksquashfs", "unsquashfs", "strace", "openssl"):
+        if shutil.which(tool) is None:
+            unavailable(f"{tool} missing (apt-get install squashfs-tools strace openssl)")
+    if not Path("/bin/busybox").is_file():
+        unavailable("/bin/busybox missing (apt-get install busybox-static)")
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+    python = venv / "bin" / "python"
+    _pip(python, "install", "-q", str(wheel))
+    no_pytest = _run([str(python), "-c", "import pytest"], cwd=tmp_path)
+    assert no_pytest.returncode != 0 and "No module named 'pytest'" in no_pytest.stderr
+
+    done = _run([str(python), str(ROOT / "bench" / "run.py"), "--smoke", "--json"], cwd=tmp_path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads(done.stdout)
+    assert set(figures) >= BENCH_KEYS, figures
+    assert figures["sqsh_reads_in_job"] > 0
+    assert figures["scheduler_calls_per_poll_100_jobs"] == 1

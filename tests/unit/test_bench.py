@@ -3,8 +3,10 @@ aliases, and the hashing code it cuts from the rendered job is the job's and has
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +85,59 @@ def test_the_floors_load_what_every_validating_container_command_loads(bench: Mo
     assert loaded["FLOOR_CONTAINER"] == (
         "['asyncio', 'dependency_injector.containers', 'importlib.metadata', 'pydantic.fields']"
     )
+
+
+def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
+    bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workloads = sys.modules[bench.big_images.__module__]
+    monkeypatch.setattr(workloads, "CACHE", tmp_path / "cache")
+    root = tmp_path / "root"
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "python3").write_text("#!/bin/sh\n")
+    (root / "usr" / "share" / "doc").mkdir(parents=True)
+    (root / "usr" / "share" / "doc" / "left-out").write_text("excluded as in the test images")
+    (root / ".slurm-image-root-complete").touch()
+    spec = bench.BigImageSpec(
+        random_mib=2, random_files=2, small_files=30, small_bytes=512, files_per_directory=10,
+        root=str(root),
+    )  # fmt: skip
+    directory = workloads.generate_big_layers(spec, log=lambda _: None)
+
+    assert directory == tmp_path / "cache" / f"big-{spec.key()}"
+    record = json.loads((directory / "layers.json").read_text())
+    names = [layer["name"] for layer in record["layers"]]
+    assert names == ["bottom", "top1", "top2"]
+    for layer in record["layers"]:
+        blob = (directory / f"{layer['name']}.tar.gz").read_bytes()
+        assert layer["digest"] == hashlib.sha256(blob).hexdigest()
+        assert layer["size"] == len(blob)
+        tar = gzip.decompress(blob)
+        assert layer["diff_id"] == hashlib.sha256(tar).hexdigest()
+        assert layer["tar_bytes"] == len(tar)
+    bottom = subprocess.run(
+        ["tar", "-tzf", str(directory / "bottom.tar.gz")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "./usr/bin/python3" in bottom
+    assert "./usr/share/doc/left-out" not in bottom
+    assert (
+        sum(1 for name in bottom if name.startswith("./opt/bench/src/d") and name.endswith(".py"))
+        == 30
+    )
+    assert sum(1 for name in bottom if name.startswith("./opt/bench/weights/part")) == 2
+    assert record["layers"][0]["tar_bytes"] > 2 << 20  # the random part does not compress
+    assert record["layers"][0]["size"] > 2 << 20
+
+    def regenerate(*_: object) -> None:
+        raise AssertionError("generated again")
+
+    monkeypatch.setattr(workloads, "_generate_content", regenerate)
+    assert workloads.generate_big_layers(spec, log=lambda _: None) == directory
+    other = bench.BigImageSpec(**{**spec.__dict__, "small_files": 31})
+    assert other.key() != spec.key()
+    with pytest.raises(AssertionError, match="generated again"):
+        workloads.generate_big_layers(other, log=lambda _: None)
+    assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == [directory.name]

@@ -1,0 +1,208 @@
+"""The product's batch job, staged by the product and run as slurmd runs it, with the Enroot
+stand-in: what ``bench/run.py`` times. It needs the repository's stand-in
+(tests/fixtures/enroot/enroot, an executable file) but nothing of the test harness, so that the
+bench runs from an install without the test extra.
+
+- ``install_standin``: the stand-in and its stock configuration in a directory of its own, as
+  Enroot is installed (readable by everyone: a root job runs the image's side as an
+  unprivileged id, README, Threat model);
+- ``JobSite``: a workspace and a profile whose ``job_path`` finds that stand-in first, a
+  node-local scratch, and the Enroot settings given; ``stage`` stages an attempt through the
+  Python API exactly as ``import --no-submit`` does, ``run`` executes a spool copy of its script
+  (its ``#!/bin/bash -p`` honoured, from the attempt directory, stdin /dev/null) with the
+  ``SLURM_*`` variables a batch step has, and reports its peak memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurm_image import Lifecycles
+from slurm_image.domain.request import make_request
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+STANDIN = REPOSITORY / "tests" / "fixtures" / "enroot" / "enroot"
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def install_standin(directory: Path, config: dict[str, Any] | None = None) -> Path:
+    """A copy of the stand-in, its ``sysconf/`` and its configuration file in ``directory``."""
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)
+    shutil.copy2(STANDIN, directory / "enroot")
+    (directory / "enroot").chmod(0o755)
+    shutil.copytree(STANDIN.parent / "sysconf", directory / "sysconf")
+    (directory / "enroot-standin.json").write_text(json.dumps(config or {}))
+    return directory
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One process run to its end: its wall time, its peak RSS (the largest of it and of
+    every descendant it waited for, as ``getrusage`` reports it) and its output."""
+
+    seconds: float
+    peak_rss_kib: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_measured(argv: list[str], *, env: dict[str, str], cwd: Path | None = None) -> Ran:
+    """``argv`` to its end, timed; its peak memory from ``wait4`` (of it and its descendants)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    return Ran(seconds, int(usage.ru_maxrss), process.returncode, stdout, stderr)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A staged attempt: its directory, its script and where its job writes the inspection."""
+
+    job_dir: Path
+    script: Path
+    result: Path
+
+
+JOB_PROFILE = """workspace_root = "{root}"
+
+[image_build]
+partition = "build"
+cpus_per_task = 2
+memory = "4G"
+time_limit = "1:00:00"
+local_scratch = "{scratch}"
+job_path = "{job_path}"
+
+[submitter]
+kind = "fake"
+"""
+
+
+class JobSite:
+    """A workspace, a node-local scratch and a stand-in under ``base`` (walkable by everyone),
+    and the in-memory scheduler's profile that points the job at them."""
+
+    def __init__(
+        self,
+        base: Path,
+        *,
+        standin_config: dict[str, Any] | None = None,
+        enroot: dict[str, Any] | None = None,
+    ) -> None:
+        self.base = base
+        base.mkdir(mode=0o755, exist_ok=True)
+        self.root = base / "ws"
+        self.root.mkdir(mode=0o700)
+        self.scratch = base / "scratch"
+        self.scratch.mkdir(mode=0o711)  # as /tmp: walkable by the sandbox
+        self.bin = install_standin(base / "standin", standin_config)
+        self.profile = base / "profile.toml"
+        text = JOB_PROFILE.format(
+            root=self.root, scratch=self.scratch, job_path=f"{self.bin}:{NODE_PATH}"
+        )
+        if enroot:
+            text += "\n[enroot]\n" + "".join(
+                f"{key} = {json.dumps(value)}\n"
+                for key, value in enroot.items()
+                if not isinstance(value, dict)
+            )
+            for key, value in enroot.items():
+                if isinstance(value, dict):
+                    text += f"\n[enroot.{key}]\n"
+                    text += "".join(f"{k} = {json.dumps(v)}\n" for k, v in value.items())
+        self.profile.write_text(text)
+        self.api = Lifecycles.from_profile(str(self.profile), environ={})
+        self.jobs = 0
+
+    def stage(self, operation: str, source: str, *, role: str = "client") -> Staged:
+        """An attempt staged as ``import``/``inspect --no-submit`` stages it."""
+        self.jobs += 1
+        request = make_request(
+            operation,  # type: ignore[arg-type]
+            name=f"bench{self.jobs}",
+            role=role,
+            source=source,
+        )
+        paths = self.api.stage(request).plan.paths
+        return Staged(Path(paths.job_dir), Path(paths.script), Path(paths.result))
+
+    def environment(self, job_id: str) -> dict[str, str]:
+        """What slurmd gives a batch step (the script re-executes itself under ``env -i``)."""
+        return {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(self.base),
+            "USER": "root",
+            "LANG": "C.UTF-8",
+            "SLURM_JOB_ID": job_id,
+            "SLURM_JOBID": job_id,
+            "SLURM_CPUS_ON_NODE": "2",
+            "SLURM_JOB_CPUS_PER_NODE": "2",
+            "SLURM_RESTART_COUNT": "0",
+            "SLURMD_NODENAME": "node1",
+            "SLURM_SUBMIT_DIR": str(self.base),
+        }
+
+    def spool(self, staged: Staged) -> tuple[Path, str]:
+        """A spool copy of the attempt's script, as slurmd keeps it; and the job's id."""
+        job_id = str(100 + self.jobs)
+        spool = self.base / "spool" / f"job{job_id}" / "slurm_script"
+        spool.parent.mkdir(parents=True, mode=0o700)
+        shutil.copyfile(staged.script, spool)
+        spool.chmod(0o500)
+        return spool, job_id
+
+    def run(self, staged: Staged) -> Ran:
+        spool, job_id = self.spool(staged)
+        return run_measured([str(spool)], env=self.environment(job_id), cwd=staged.job_dir)
+
+    def enroot_environment(self, scratch: Path, **extra: str) -> dict[str, str]:
+        """The stand-in's environment for a bare Enroot command on this node's scratch."""
+        return {
+            "PATH": f"{self.bin}:{NODE_PATH}",
+            "HOME": str(self.base),
+            "ENROOT_TEMP_PATH": str(scratch / "temp"),
+            "ENROOT_DATA_PATH": str(scratch / "data"),
+            "ENROOT_CACHE_PATH": str(scratch / "cache"),
+            "ENROOT_RUNTIME_PATH": str(scratch / "run"),
+            **extra,
+        }
+
+
+def bare_scratch(site: JobSite, name: str) -> Path:
+    """A fresh directory on the node's scratch for a bare Enroot command, with its temp dir."""
+    directory = site.scratch / name
+    directory.mkdir(mode=0o700)
+    (directory / "temp").mkdir(mode=0o700)
+    return directory
+
+
+def remove(path: Path) -> None:
+    """Everything under ``path``, also what an image made read-only."""
+    if not path.exists():
+        return
+    subprocess.run(["chmod", "-R", "u+rwX", str(path)], check=False, capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def free_disk_bytes(path: Path) -> int:
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
