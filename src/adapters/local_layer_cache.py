@@ -110,12 +110,8 @@ def cache_entries(directory: str, uid: int) -> list[CacheEntry]:
 
 def remove_cache_file(directory: str, name: str, uid: int) -> None:
     field = f"{directory}/{name}"
-    parts = name.split("/")
-    if (
-        len(parts) > 2
-        or any(part in ("", ".", "..") for part in parts)
-        or (len(parts) == 2 and not layer_cache.TOKEN_DIRECTORY.fullmatch(parts[0]))
-    ):
+    parts = layer_cache.entry_parts(name)
+    if parts is None:
         raise UnsafePath(field=field, rule="is no entry of the layer cache")
     fd = _open_cache(directory, uid)
     try:

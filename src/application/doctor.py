@@ -193,15 +193,7 @@ class Doctor:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
         self._check_layer_cache(run, profile)
-        node_checks = (
-            JOB,
-            ENROOT,
-            SQUASHFS_TOOLS,
-            LOCAL_SCRATCH,
-            SANDBOX,
-            INSPECTION_PATH,
-            ARCHITECTURE,
-        )
+        node_checks = CHECKS[CHECKS.index(JOB) :]
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
         elif not fits:

@@ -27,6 +27,19 @@ _SIZE = re.compile(r"[1-9][0-9]*[KMGT]")
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
+def entry_parts(name: str) -> list[str] | None:
+    """The parts of ``name`` if it can name an entry of the cache (a file in it, or one in its
+    token directory), else None."""
+    parts = name.split("/")
+    if (
+        len(parts) > 2
+        or any(part in ("", ".", "..") for part in parts)
+        or (len(parts) == 2 and not TOKEN_DIRECTORY.fullmatch(parts[0]))
+    ):
+        return None
+    return parts
+
+
 def size_bytes(value: str) -> int:
     """``layer_cache_max`` (the ``memory`` grammar, ``[1-9][0-9]*[KMGT]``) in bytes."""
     if not _SIZE.fullmatch(value):

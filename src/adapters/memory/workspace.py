@@ -522,12 +522,8 @@ class MemoryWorkspace:
 
     def remove_cache_file(self, directory: str, name: str) -> None:
         field = f"{directory}/{name}"
-        parts = name.split("/")
-        if (
-            len(parts) > 2
-            or any(part in ("", ".", "..") for part in parts)
-            or (len(parts) == 2 and not layer_cache.TOKEN_DIRECTORY.fullmatch(parts[0]))
-        ):
+        parts = layer_cache.entry_parts(name)
+        if parts is None:
             raise UnsafePath(field=field, rule="is no entry of the layer cache")
         with self.filesystem.lock:
             parent = self._cache(directory)
