@@ -107,6 +107,7 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "submitter",
         "partition",
         "workspace",
+        "layer_cache",
         "job",
         "enroot",
         "squashfs_tools",
@@ -116,9 +117,9 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "architecture",
     ]
     assert [line.split()[0] for line in lines] == (
-        ["ok"] * 5 + ["FAIL", "ok", "ok", "FAIL", "ok", "ok"]
+        ["ok"] * 6 + ["FAIL", "ok", "ok", "FAIL", "ok", "ok"]
     )
-    assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[5]
+    assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[6]
     assert done.stderr == ""
 
 
