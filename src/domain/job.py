@@ -10,6 +10,7 @@ import enum
 
 from pydantic import BaseModel
 
+from slurm_image.domain import sizes
 from slurm_image.domain.model_config import FROZEN
 
 
@@ -62,9 +63,7 @@ class JobSpec(BaseModel):
     @property
     def memory_mib(self) -> int:
         """``memory`` in MiB, as slurmrestd's ``memory_per_node`` wants it."""
-        number, unit = int(self.memory[:-1]), self.memory[-1]
-        factor = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
-        return max(1, int(number * factor))
+        return max(1, sizes.size_bytes(self.memory) >> 20)
 
     @property
     def time_limit_minutes(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from slurm_image.domain import paths
+from slurm_image.domain import paths, sizes
 from slurm_image.domain.errors import InvalidPath
 
 DEFAULT_MAX = "100G"
@@ -22,9 +22,6 @@ TEMPORARY_NAME = re.compile(r"[0-9a-f]{64}\.[A-Za-z0-9]{10}")
 """A download in progress (docker::_download_extract: ``mktemp DIGEST.XXXXXXXXXX``)."""
 TOKEN_DIRECTORY = re.compile(r"\.tokens\.[0-9]+")
 """Enroot's registry tokens of one uid (``.tokens.<uid>/<registry>.<pid>``)."""
-
-_SIZE = re.compile(r"[1-9][0-9]*[KMGT]")
-_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def entry_parts(name: str) -> list[str] | None:
@@ -42,9 +39,9 @@ def entry_parts(name: str) -> list[str] | None:
 
 def size_bytes(value: str) -> int:
     """``layer_cache_max`` (the ``memory`` grammar, ``[1-9][0-9]*[KMGT]``) in bytes."""
-    if not _SIZE.fullmatch(value):
+    if not sizes.SIZE_PATTERN.fullmatch(value):
         raise ValueError("must match ^[1-9][0-9]*[KMGT]$ (e.g. 200G)")
-    return int(value[:-1]) * _UNITS[value[-1]]
+    return sizes.size_bytes(value)
 
 
 def default_path(workspace_root: str) -> str:

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from slurm_image.domain import layer_cache, paths
+from slurm_image.domain import layer_cache, paths, sizes
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
@@ -24,7 +24,6 @@ from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_non
 from slurm_image.domain.profile_catalog import How, choose_profile
 from slurm_image.domain.rest_api import AUTO, REST_API_VERSIONS
 
-MEMORY_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
 ENROOT_ENVIRONMENT_ALLOWED = frozenset(
     {
@@ -58,7 +57,7 @@ MAX_TIME_LIMIT_HOURS = 8760
 
 
 def _memory(value: str) -> str:
-    if not MEMORY_PATTERN.fullmatch(value):
+    if not sizes.SIZE_PATTERN.fullmatch(value):
         raise ValueError("must match ^[1-9][0-9]*[KMGT]$ (e.g. 16G)")
     # sbatch rounds --mem up to whole MiB and slurmrestd takes whole MiB: only a value both
     # read alike is accepted (1500K would be 2M through one and 1M through the other).

@@ -1,0 +1,14 @@
+"""Sizes written as the profile writes them (``memory``, ``layer_cache_max``): a positive
+integer and one unit of K, M, G or T (powers of 1024)."""
+
+from __future__ import annotations
+
+import re
+
+SIZE_PATTERN = re.compile(r"[1-9][0-9]*[KMGT]")
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def size_bytes(value: str) -> int:
+    """``value`` (``SIZE_PATTERN``, already validated) in bytes."""
+    return int(value[:-1]) * _UNITS[value[-1]]
