@@ -10,7 +10,11 @@ bench runs from an install without the test extra.
   node-local scratch, and the Enroot settings given; ``stage`` stages an attempt through the
   Python API exactly as ``import --no-submit`` does, ``run`` executes a spool copy of its script
   (its ``#!/bin/bash -p`` honoured, from the attempt directory, stdin /dev/null) with the
-  ``SLURM_*`` variables a batch step has, and reports its peak memory.
+  ``SLURM_*`` variables a batch step has, and reports its peak memory and when the job's
+  progress record first named each phase. With ``user``, the bench (as root) runs the job and
+  the bare imports as that uid on a node whose /dev/fuse users may open
+  (tests/fixtures/run-as-fuse-user): an ordinary user's job, which inspects through the
+  overlay where the node allows it; root's job always unpacks.
 """
 
 from __future__ import annotations
@@ -20,16 +24,22 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slurm_image import Lifecycles
+from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.request import make_request
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 STANDIN = REPOSITORY / "tests" / "fixtures" / "enroot" / "enroot"
+RUN_AS_FUSE_USER = REPOSITORY / "tests" / "fixtures" / "run-as-fuse-user"
+ORDINARY_UID = 4242
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -54,23 +64,54 @@ class Ran:
     returncode: int
     stdout: str
     stderr: str
+    phases: dict[str, float]
+    """Seconds from the start to when the job's progress record first named each phase."""
 
 
-def run_measured(argv: list[str], *, env: dict[str, str], cwd: Path | None = None) -> Ran:
-    """``argv`` to its end, timed; its peak memory from ``wait4`` (of it and its descendants)."""
+@contextmanager
+def phase_clock(progress: Path | None, start: float) -> Iterator[dict[str, float]]:
+    """While the body runs, read ``progress`` (a job's progress record) every 0.1 s and note
+    when each phase first appears, in seconds from ``start``."""
+    seen: dict[str, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while progress is not None and not stop.wait(0.1):
+            try:
+                phase = json.loads(progress.read_bytes()).get("phase")
+            except (OSError, ValueError):
+                continue
+            if isinstance(phase, str) and phase not in seen:
+                seen[phase] = time.perf_counter() - start
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def run_measured(
+    argv: list[str], *, env: dict[str, str], cwd: Path | None = None, progress: Path | None = None
+) -> Ran:
+    """``argv`` to its end, timed; its peak memory from ``wait4`` (of it and its descendants);
+    with ``progress``, when the job's progress record named each phase."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
-        )
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
+        with phase_clock(progress, start) as phases:
+            process = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
+            _, status, usage = os.wait4(process.pid, 0)
+            seconds = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
-    return Ran(seconds, int(usage.ru_maxrss), process.returncode, stdout, stderr)
+    return Ran(seconds, int(usage.ru_maxrss), process.returncode, stdout, stderr, dict(phases))
 
 
 @dataclass(frozen=True)
@@ -80,6 +121,8 @@ class Staged:
     job_dir: Path
     script: Path
     result: Path
+    progress: Path
+    inspection_path: Path
 
 
 JOB_PROFILE = """workspace_root = "{root}"
@@ -107,8 +150,10 @@ class JobSite:
         *,
         standin_config: dict[str, Any] | None = None,
         enroot: dict[str, Any] | None = None,
+        user: int | None = None,
     ) -> None:
         self.base = base
+        self.user = user
         base.mkdir(mode=0o755, exist_ok=True)
         self.root = base / "ws"
         self.root.mkdir(mode=0o700)
@@ -142,8 +187,31 @@ class JobSite:
             role=role,
             source=source,
         )
-        paths = self.api.stage(request).plan.paths
-        return Staged(Path(paths.job_dir), Path(paths.script), Path(paths.result))
+        self._own(0)
+        plan = self.api.stage(request).plan
+        self._own(self.user)
+        layout = AttemptLayout(plan.profile.workspace_root, plan.lifecycle_id)
+        return Staged(
+            Path(plan.paths.job_dir),
+            Path(plan.paths.script),
+            Path(plan.paths.result),
+            Path(layout.progress_record),
+            Path(layout.inspection_path_record),
+        )
+
+    def _own(self, uid: int | None) -> None:
+        """The workspace and the scratch made ``uid``'s (root stages, the user's job runs)."""
+        if self.user is not None and uid is not None:
+            for path in (self.root, self.scratch):
+                subprocess.run(["chown", "-R", f"{uid}:{uid}", str(path)], check=True)
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` as this site's user runs it (as the bench's own user without one)."""
+        if self.user is None:
+            return argv
+        node = self.base / "fuse-node"
+        node.mkdir(exist_ok=True)
+        return [str(RUN_AS_FUSE_USER), str(node), str(self.user), *argv]
 
     def environment(self, job_id: str) -> dict[str, str]:
         """What slurmd gives a batch step (the script re-executes itself under ``env -i``)."""
@@ -165,14 +233,19 @@ class JobSite:
         """A spool copy of the attempt's script, as slurmd keeps it; and the job's id."""
         job_id = str(100 + self.jobs)
         spool = self.base / "spool" / f"job{job_id}" / "slurm_script"
-        spool.parent.mkdir(parents=True, mode=0o700)
+        spool.parent.mkdir(parents=True, mode=0o700 if self.user is None else 0o755)
         shutil.copyfile(staged.script, spool)
-        spool.chmod(0o500)
+        spool.chmod(0o500 if self.user is None else 0o555)
         return spool, job_id
 
     def run(self, staged: Staged) -> Ran:
         spool, job_id = self.spool(staged)
-        return run_measured([str(spool)], env=self.environment(job_id), cwd=staged.job_dir)
+        return run_measured(
+            self.command([str(spool)]),
+            env=self.environment(job_id),
+            cwd=staged.job_dir,
+            progress=staged.progress,
+        )
 
     def enroot_environment(self, scratch: Path, **extra: str) -> dict[str, str]:
         """The stand-in's environment for a bare Enroot command on this node's scratch."""
@@ -192,6 +265,8 @@ def bare_scratch(site: JobSite, name: str) -> Path:
     directory = site.scratch / name
     directory.mkdir(mode=0o700)
     (directory / "temp").mkdir(mode=0o700)
+    if site.user is not None:
+        subprocess.run(["chown", "-R", f"{site.user}:{site.user}", str(directory)], check=True)
     return directory
 
 

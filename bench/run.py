@@ -57,7 +57,15 @@ HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
 sys.path.insert(0, str(HERE))  # bench/workloads.py, bench/batch.py
 
-from batch import JobSite, Staged, bare_scratch, remove, run_measured  # noqa: E402
+from batch import (  # noqa: E402
+    ORDINARY_UID,
+    JobSite,
+    Ran,
+    Staged,
+    bare_scratch,
+    remove,
+    run_measured,
+)
 from workloads import BigImageSpec, Site, bench_image, big_images  # noqa: E402
 
 from slurm_image.adapters.local_store import LocalStore  # noqa: E402
@@ -365,16 +373,40 @@ def _uri(reference: str) -> str:
     return f"docker://{host}#{rest}"
 
 
-def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str, float]:
+def fuse_user() -> int | None:
+    """The uid the big jobs run as: an ordinary user's, on a node whose /dev/fuse users may
+    open (the overlay path), when the bench runs as root on a machine with the FUSE tools;
+    else None (the bench's own user: root's job unpacks)."""
+    tools = ("squashfuse", "fuse-overlayfs", "fusermount3", "setpriv", "unshare")
+    if os.geteuid() != 0 or not Path("/dev/fuse").exists():
+        return None
+    return ORDINARY_UID if all(shutil.which(tool) for tool in tools) else None
+
+
+def phase_seconds(ran: Ran) -> dict[str, float]:
+    """How long the job spent in each phase of its progress record (first seen to the next)."""
+    ordered = sorted(ran.phases.items(), key=lambda item: item[1])
+    ends = [start for _, start in ordered[1:]] + [ran.seconds] * bool(ordered)
+    return {phase: end - start for (phase, start), end in zip(ordered, ends, strict=True)}
+
+
+def big_figures(
+    base: Path, count: int, log: Callable[[str], None], *, as_root: bool = False
+) -> dict[str, float]:
     """The product's import job of a big image against a bare ``enroot import`` of it, and the
     job of a second image sharing its bottom layer against the first's; every round in a fresh
     workspace (so a layer cache, where the build has one, starts empty), the order of the job
-    and the bare import alternating (ABAB), the second import right after the first."""
+    and the bare import alternating (ABAB), the second import right after the first. The jobs
+    and bare imports run as an ordinary user where the node allows (``fuse_user``), or as root
+    with ``as_root``."""
     spec = BigImageSpec()
     images = big_images(spec, log)
     cache = layer_cache_offered()
+    user = None if as_root else fuse_user()
     samples: dict[str, list[float]] = {"bare": [], "first": [], "second": []}
     rss: dict[str, list[int]] = {name: [] for name in samples}
+    phases: dict[str, dict[str, list[float]]] = {"first": {}, "second": {}}
+    paths: set[str] = set()
 
     def job(site: JobSite, name: str, reference: str) -> None:
         staged = site.stage("import_oci", reference)
@@ -383,9 +415,17 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
             raise SystemExit(
                 f"the import job of {reference} failed ({ran.returncode}): {ran.stderr}"
             )
-        log(f"{name}: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")
+        path = json.loads(staged.inspection_path.read_text())["path"]
+        paths.add(path)
+        spent = phase_seconds(ran)
+        log(
+            f"{name}: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB, {path} path; "
+            + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in spent.items())
+        )
         samples[name].append(ran.seconds)
         rss[name].append(ran.peak_rss_kib)
+        for phase, seconds in spent.items():
+            phases[name].setdefault(phase, []).append(seconds)
         remove(staged.job_dir)
 
     def bare(site: JobSite) -> None:
@@ -393,7 +433,7 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
         env = site.enroot_environment(scratch, ENROOT_ALLOW_HTTP="yes", ENROOT_MAX_PROCESSORS="2")
         output = scratch / "bare.sqsh"
         argv = [str(site.bin / "enroot"), "import", "-a", platform.machine(), "-o", str(output)]
-        ran = run_measured([*argv, _uri(images.first)], env=env, cwd=scratch)
+        ran = run_measured(site.command([*argv, _uri(images.first)]), env=env, cwd=scratch)
         if ran.returncode != 0 or not output.is_file():
             raise SystemExit(f"the bare import failed ({ran.returncode}): {ran.stderr}")
         log(f"bare: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")
@@ -403,9 +443,11 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
 
     for number in range(count):
         site = JobSite(
-            base / f"round{number}", enroot={"environment": {"ENROOT_ALLOW_HTTP": "yes"}}
+            base / f"round{number}",
+            enroot={"environment": {"ENROOT_ALLOW_HTTP": "yes"}},
+            user=user,
         )
-        log(f"round {number + 1} of {count} in {site.base}")
+        log(f"round {number + 1} of {count} in {site.base}, as uid {user or 0}")
         if number % 2 == 0:
             bare(site)
         job(site, "first", images.first)
@@ -415,12 +457,13 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
         remove(site.base)
     median = {name: statistics.median(values) for name, values in samples.items()}
     peak = {name: statistics.median(values) / 1024 for name, values in rss.items()}
-    return {
+    figures = {
         "big_image_gb": images.tar_bytes / 1e9,
         "big_image_entries": images.entries,
         "big_image_compressed_gb": images.compressed_bytes / 1e9,
         "big_rounds": count,
         "big_layer_cache": int(cache),
+        "big_overlay_path": int(paths == {"overlay"}),
         "big_bare_import_s": median["bare"],
         "big_job_s": median["first"],
         "big_second_job_s": median["second"],
@@ -430,6 +473,10 @@ def big_figures(base: Path, count: int, log: Callable[[str], None]) -> dict[str,
         "big_job_peak_rss_mib": peak["first"],
         "big_second_peak_rss_mib": peak["second"],
     }
+    for name, spent in phases.items():
+        for phase, values in spent.items():
+            figures[f"big_{name}_{phase.replace('-', '_')}_s"] = statistics.median(values)
+    return figures
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -498,6 +545,11 @@ def main() -> int:
     big.add_argument("--big", action="store_true", help="add the big-image workload")
     big.add_argument("--big-only", action="store_true", help="only the big-image workload")
     parser.add_argument("--big-rounds", type=int, default=2, help="rounds of the big workload")
+    parser.add_argument(
+        "--big-as-root",
+        action="store_true",
+        help="run the big jobs as root (the unpack path) even where an ordinary user's would mount",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args()
     missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
@@ -514,7 +566,9 @@ def main() -> int:
             figures |= small_figures(base, sizes)
         if args.big or args.big_only:
             (base / "big").mkdir()
-            figures |= big_figures(base / "big", args.big_rounds, log=_progress)
+            figures |= big_figures(
+                base / "big", args.big_rounds, log=_progress, as_root=args.big_as_root
+            )
     figures["seconds"] = time.perf_counter() - started
     rounded = {key: round(value, 2) for key, value in figures.items()}
     if args.json:

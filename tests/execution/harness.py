@@ -309,12 +309,9 @@ class Job:
 INSPECTION_PATHS = ("unpacked", "overlay")
 ORDINARY_UID = 4242  # an id no account on the test machine has
 FUSE_TOOLS = ("squashfuse", "fuse-overlayfs", "fusermount3")
-# In a mount namespace of the test's own: a /dev/fuse users may open, as udev makes it (a node
-# of the same device on a tmpfs, bound over it), then the command as ORDINARY_UID.
-_USER_FUSE = (
-    'mount -t tmpfs -o size=64k,mode=0755 tmpfs "$1" && mknod -m 0666 "$1/fuse" c "$2" "$3" && '
-    'mount --bind "$1/fuse" /dev/fuse && shift 3 && exec "$@"'
-)
+# Runs a command as another uid in a mount namespace whose /dev/fuse users may open (as udev
+# makes it); bench/ runs the same file.
+RUN_AS_FUSE_USER = Path(__file__).resolve().parents[1] / "fixtures" / "run-as-fuse-user"
 
 
 def need_user_fuse() -> None:
@@ -339,15 +336,9 @@ def path_without(directory: Path, *tools: str) -> str:
 
 def as_user_with_fuse(tmp: Path, command: list[str]) -> list[str]:
     need_user_fuse()
-    device = os.stat("/dev/fuse").st_rdev
     node = tmp / "fuse-node"
     node.mkdir(exist_ok=True)
-    return [
-        *("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _USER_FUSE, "sh"),
-        *(str(node), str(os.major(device)), str(os.minor(device))),
-        *("setpriv", f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups"),
-        *command,
-    ]
+    return [str(RUN_AS_FUSE_USER), str(node), str(ORDINARY_UID), *command]
 
 
 # The stand-in and the jobs live where everyone may walk (pytest's tmp_path is 0700 for root): a

@@ -141,3 +141,30 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
     with pytest.raises(AssertionError, match="generated again"):
         workloads.generate_big_layers(other, log=lambda _: None)
     assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == [directory.name]
+
+
+def test_phase_seconds_are_the_spans_between_the_phases_first_sightings(
+    bench: ModuleType,
+) -> None:
+    ran = bench.Ran(10.0, 0, 0, "", "", {"import": 1.5, "checks": 0.2, "hash": 8.0})
+    assert bench.phase_seconds(ran) == pytest.approx({"checks": 1.3, "import": 6.5, "hash": 2.0})
+    assert bench.phase_seconds(bench.Ran(3.0, 0, 0, "", "", {})) == {}
+
+
+def test_the_phase_clock_notes_each_phase_once_when_it_first_appears(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    import time
+
+    import batch  # bench/batch.py, on sys.path while bench/run.py loads
+
+    record = tmp_path / "progress.json"
+    start = time.perf_counter()
+    with batch.phase_clock(record, start) as seen:
+        for phase in ("checks", "import", "checks", "done"):
+            record.write_text(json.dumps({"format": 1, "phase": phase}))
+            time.sleep(0.35)
+        record.write_text("not json")
+        time.sleep(0.25)
+    assert list(seen) == ["checks", "import", "done"]
+    assert 0 <= seen["checks"] < seen["import"] < seen["done"]
