@@ -39,7 +39,7 @@ from slurm_image.domain.request import make_request
 REPOSITORY = Path(__file__).resolve().parent.parent
 STANDIN = REPOSITORY / "tests" / "fixtures" / "enroot" / "enroot"
 RUN_AS_FUSE_USER = REPOSITORY / "tests" / "fixtures" / "run-as-fuse-user"
-ORDINARY_UID = 4242
+ORDINARY_UID = 4343  # not the execution tests' 4242: they wait for that uid's processes to end
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
