@@ -168,3 +168,33 @@ def test_the_phase_clock_notes_each_phase_once_when_it_first_appears(
         time.sleep(0.25)
     assert list(seen) == ["checks", "import", "done"]
     assert 0 <= seen["checks"] < seen["import"] < seen["done"]
+
+
+def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
+    import tomllib
+
+    from slurm_image.domain.profile import parse_profile
+
+    saved = list(sys.path)
+    spec = importlib.util.spec_from_file_location("slurm_image_bench_slurm", BENCH / "on_slurm.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
+    text = module.PROFILE.format(
+        root="/srv/ws", partition="build", scratch="/tmp", job_path="/opt/enroot:/usr/bin"
+    )
+    profile = parse_profile(tomllib.loads(text))
+    assert profile.submitter.kind == "sbatch"
+    assert profile.image_build.partition == "build"
+    script = tmp_path / "bare.sh"
+    script.write_text(
+        module.BARE.format(
+            scratch=tmp_path / "s", path="/usr/bin", home=tmp_path, arch="x86_64", uri="docker://x"
+        )
+    )
+    checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    assert module.uri("localhost:5000/a/b@sha256:00") == "docker://localhost:5000#a/b@sha256:00"
