@@ -39,6 +39,7 @@ from batch import NODE_PATH, install_standin, remove
 from workloads import BigImageSpec, big_images
 
 from slurm_image.domain.paths import AttemptLayout
+from slurm_image.domain.reference import parse_reference
 
 CLI = str(Path(sys.executable).parent / "slurm-image")
 PROFILE = """workspace_root = "{root}"
@@ -107,11 +108,6 @@ def slurm_times(job_id: str) -> tuple[datetime, datetime]:
     return datetime.fromisoformat(fields["StartTime"]), datetime.fromisoformat(fields["EndTime"])
 
 
-def uri(reference: str) -> str:
-    host, _, rest = reference.partition("/")
-    return f"docker://{host}#{rest}"
-
-
 class Round:
     """One round's workspace, scratch, stand-in and profile, the account's own."""
 
@@ -167,7 +163,7 @@ class Round:
                 path=f"{self.bin}:{NODE_PATH}",
                 home=self.base,
                 arch=platform.machine(),
-                uri=uri(reference),
+                uri=parse_reference(reference).enroot_uri,
             )
         )
         script.chmod(0o755)

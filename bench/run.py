@@ -74,6 +74,7 @@ from slurm_image.adapters.sha256_hasher import Sha256Hasher  # noqa: E402
 from slurm_image.adapters.system_clock import SystemClock  # noqa: E402
 from slurm_image.application.observe import Observe  # noqa: E402
 from slurm_image.application.wait import Wait  # noqa: E402
+from slurm_image.domain.reference import parse_reference  # noqa: E402
 
 GOALS: dict[str, tuple[str, float]] = {
     "hash_vs_openssl": (">=", 0.9),
@@ -368,11 +369,6 @@ def layer_cache_offered() -> bool:
     return True
 
 
-def _uri(reference: str) -> str:
-    host, _, rest = reference.partition("/")
-    return f"docker://{host}#{rest}"
-
-
 def fuse_user() -> int | None:
     """The uid the big jobs run as: an ordinary user's, on a node whose /dev/fuse users may
     open (the overlay path), when the bench runs as root on a machine with the FUSE tools;
@@ -433,7 +429,9 @@ def big_figures(
         env = site.enroot_environment(scratch, ENROOT_ALLOW_HTTP="yes", ENROOT_MAX_PROCESSORS="2")
         output = scratch / "bare.sqsh"
         argv = [str(site.bin / "enroot"), "import", "-a", platform.machine(), "-o", str(output)]
-        ran = run_measured(site.command([*argv, _uri(images.first)]), env=env, cwd=scratch)
+        ran = run_measured(
+            site.command([*argv, parse_reference(images.first).enroot_uri]), env=env, cwd=scratch
+        )
         if ran.returncode != 0 or not output.is_file():
             raise SystemExit(f"the bare import failed ({ran.returncode}): {ran.stderr}")
         log(f"bare: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")

@@ -17,11 +17,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    """bench/run.py, loaded under a name of its own; sys.path as it was afterwards."""
+def load_bench(file: str) -> ModuleType:
+    """bench/FILE, loaded under a name of its own; sys.path as it was afterwards."""
     saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location("slurm_image_bench_run", BENCH / "run.py")
+    spec = importlib.util.spec_from_file_location(f"slurm_image_bench_{file[:-3]}", BENCH / file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     try:
@@ -29,6 +28,11 @@ def bench() -> ModuleType:
     finally:
         sys.path[:] = saved
     return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_bench("run.py")
 
 
 def test_the_site_builder_publishes_aliases_the_catalog_resolves(
@@ -175,14 +179,7 @@ def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
 
     from slurm_image.domain.profile import parse_profile
 
-    saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location("slurm_image_bench_slurm", BENCH / "on_slurm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
+    module = load_bench("on_slurm.py")
     text = module.PROFILE.format(
         root="/srv/ws", partition="build", scratch="/tmp", job_path="/opt/enroot:/usr/bin"
     )
@@ -197,4 +194,3 @@ def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
     )
     checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    assert module.uri("localhost:5000/a/b@sha256:00") == "docker://localhost:5000#a/b@sha256:00"
