@@ -68,6 +68,8 @@ TOP = layer(
     ("fresh/", None),
     ("fresh/f", "f"),
     ("fresh/.wh.ghost", ""),
+    ("keep/.wh..", ""),  # whiteouts of "." and "..": nothing to hide
+    (".wh...", ""),
 )
 
 
