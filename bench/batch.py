@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
@@ -93,19 +93,69 @@ def phase_clock(progress: Path | None, start: float) -> Iterator[dict[str, float
         watcher.join()
 
 
+ENROOT_IMPORT_MARKERS = {
+    "Extracting image layers...": "extract",
+    "Creating squashfs filesystem...": "squash",
+}
+"""The lines of ``enroot import``'s output that begin a phase, as the job's progress reads them
+(its step progress_enroot), for a bare import's phases."""
+
+
+def stderr_phases(
+    stream: IO[bytes],
+    sink: IO[bytes],
+    markers: dict[str, str],
+    start: float,
+    seen: dict[str, float],
+) -> None:
+    """Copy ``stream`` to ``sink`` line by line, noting when a line first holds each marker
+    (seconds from ``start``) as the phase it names."""
+    for line in iter(stream.readline, b""):
+        sink.write(line)
+        text = line.decode(errors="replace")
+        for marker, phase in markers.items():
+            if marker in text and phase not in seen:
+                seen[phase] = time.perf_counter() - start
+
+
 def run_measured(
-    argv: list[str], *, env: dict[str, str], cwd: Path | None = None, progress: Path | None = None
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    progress: Path | None = None,
+    markers: dict[str, str] | None = None,
+    first_phase: str = "",
 ) -> Ran:
     """``argv`` to its end, timed; its peak memory from ``wait4`` (of it and its descendants);
-    with ``progress``, when the job's progress record named each phase."""
+    with ``progress``, when the job's progress record named each phase; with ``markers``, when
+    its error output first printed each (``first_phase`` from the start)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         with phase_clock(progress, start) as phases:
+            if first_phase:
+                phases[first_phase] = 0.0
             process = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.PIPE if markers else err,
             )
+            reader = None
+            if markers:
+                assert process.stderr is not None
+                reader = threading.Thread(
+                    target=stderr_phases, args=(process.stderr, err, markers, start, phases)
+                )
+                reader.start()
             _, status, usage = os.wait4(process.pid, 0)
             seconds = time.perf_counter() - start
+            if reader is not None:
+                reader.join()
+                assert process.stderr is not None
+                process.stderr.close()
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)

@@ -58,6 +58,7 @@ REPOSITORY = HERE.parent
 sys.path.insert(0, str(HERE))  # bench/workloads.py, bench/batch.py
 
 from batch import (  # noqa: E402
+    ENROOT_IMPORT_MARKERS,
     ORDINARY_UID,
     JobSite,
     Ran,
@@ -401,7 +402,7 @@ def big_figures(
     user = None if as_root else fuse_user()
     samples: dict[str, list[float]] = {"bare": [], "first": [], "second": []}
     rss: dict[str, list[int]] = {name: [] for name in samples}
-    phases: dict[str, dict[str, list[float]]] = {"first": {}, "second": {}}
+    phases: dict[str, dict[str, list[float]]] = {"bare": {}, "first": {}, "second": {}}
     paths: set[str] = set()
 
     def job(site: JobSite, name: str, reference: str) -> None:
@@ -430,11 +431,21 @@ def big_figures(
         output = scratch / "bare.sqsh"
         argv = [str(site.bin / "enroot"), "import", "-a", platform.machine(), "-o", str(output)]
         ran = run_measured(
-            site.command([*argv, parse_reference(images.first).enroot_uri]), env=env, cwd=scratch
+            site.command([*argv, parse_reference(images.first).enroot_uri]),
+            env=env,
+            cwd=scratch,
+            markers=ENROOT_IMPORT_MARKERS,
+            first_phase="download",
         )
         if ran.returncode != 0 or not output.is_file():
             raise SystemExit(f"the bare import failed ({ran.returncode}): {ran.stderr}")
-        log(f"bare: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB")
+        spent = phase_seconds(ran)
+        log(
+            f"bare: {ran.seconds:.1f} s, peak RSS {ran.peak_rss_kib // 1024} MiB; "
+            + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in spent.items())
+        )
+        for phase, seconds in spent.items():
+            phases["bare"].setdefault(phase, []).append(seconds)
         samples["bare"].append(ran.seconds)
         rss["bare"].append(ran.peak_rss_kib)
         remove(scratch)

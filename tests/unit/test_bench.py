@@ -174,6 +174,31 @@ def test_the_phase_clock_notes_each_phase_once_when_it_first_appears(
     assert 0 <= seen["checks"] < seen["import"] < seen["done"]
 
 
+def test_a_bare_import_is_phased_by_the_lines_enroot_prints(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    import batch  # bench/batch.py, on sys.path while bench/run.py loads
+
+    script = (
+        "echo '[INFO] Querying registry' >&2; sleep 0.3;"
+        " echo '[INFO] Extracting image layers...' >&2; sleep 0.3;"
+        " echo '[INFO] Extracting image layers...' >&2;"
+        " echo '[INFO] Creating squashfs filesystem...' >&2; sleep 0.3; echo out"
+    )
+    ran = batch.run_measured(
+        ["sh", "-c", script],
+        env={"PATH": "/usr/bin:/bin"},
+        markers=batch.ENROOT_IMPORT_MARKERS,
+        first_phase="download",
+    )
+    assert ran.returncode == 0 and ran.stdout == "out\n"
+    assert ran.stderr.count("Extracting image layers...") == 2  # the whole output is kept
+    assert list(ran.phases) == ["download", "extract", "squash"]
+    spent = bench.phase_seconds(ran)
+    assert spent["download"] >= 0.25 and spent["squash"] >= 0.25
+    assert sum(spent.values()) == pytest.approx(ran.seconds)
+
+
 def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
     import tomllib
 
