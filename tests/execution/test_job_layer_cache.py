@@ -163,6 +163,43 @@ def test_a_cached_config_whose_working_dir_leads_out_of_the_root_fails_the_job_w
     assert not Path(job.paths.candidate).exists()
 
 
+def test_the_cached_blobs_an_import_uses_are_marked_used_before_enroot_reads_them(
+    make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
+) -> None:
+    # gc takes blobs by when they were last used (the later of atime and mtime): an old blob
+    # that Enroot found in the cache must not look unused until Enroot has read it
+    pin = pinned(registry_images, "nopython")
+    first = import_job(make_job, source(registry, pin))
+    imported(first, first.run())
+    cache = default_cache(first)
+    month_ago = time.time() - 30 * 86400
+    for blob in cache.iterdir():
+        if blob.is_file():
+            os.utime(blob, (month_ago, month_ago))
+    seen = first.standin.bin.parent / "cache-when-downloaded"
+    first.standin.configure(
+        hooks={
+            "import_downloaded": f'find "$ENROOT_CACHE_PATH" -maxdepth 1 -type f'
+            f" -printf '%f %A@ %T@\\n' >{seen}"
+        }
+    )
+    manifest = json.loads(registry.manifest(NOPYTHON, pin))
+    used = [blob["digest"].removeprefix("sha256:") for blob in manifest["layers"]]
+    used.append(manifest["config"]["digest"].removeprefix("sha256:"))
+    started = time.time()
+
+    second = import_job(make_job, source(registry, pin))
+    imported(second, second.run())
+
+    times = {
+        name: max(float(atime), float(mtime))
+        for name, atime, mtime in (line.split() for line in seen.read_text().splitlines())
+    }
+    assert sorted(times) == sorted(used)  # all of them cached: nothing was downloaded
+    for digest in used:
+        assert times[digest] >= started - 1, (digest, times[digest])
+
+
 def test_with_the_cache_off_the_import_uses_its_scratch_and_keeps_nothing(
     make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
 ) -> None:

@@ -73,6 +73,21 @@ check_cached_config() {
     check_config "$body" "$digest" "the layer cache holds the image config"
 }
 
+keep_cached() {
+    # keep_cached MANIFEST: the blobs it names that the layer cache holds are marked used now,
+    # before Enroot looks for them there, so that a `gc` meanwhile (by age, or oldest first by
+    # size) does not take them between Enroot finding them and reading them
+    local digest blob
+    while IFS= read -r digest; do
+        [[ $digest =~ ^[0-9a-f]{64}$ ]] || continue
+        blob=$cache/$digest
+        if [ -f "$blob" ] && [ ! -L "$blob" ]; then
+            touch -c -a -- "$blob" 2>/dev/null || :
+        fi
+    done < <(jq -r '(.config.digest, .layers[]?.digest) | strings | ltrimstr("sha256:")' \
+        <"$1" 2>/dev/null)
+}
+
 if [ "$kind" = config ]; then
     # docker::_download_extract: the blob to stdout, checked, then Enroot's mkdir -p of
     # "${rootfs}${WorkingDir}" on the host: the path must stay inside the root.
@@ -138,6 +153,7 @@ if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
         for line in ${configs[@]+"${configs[@]}"}; do
             check_cached_config "$line"
         done
+        keep_cached "$chain/manifests/$digest"
     fi
     cat -- "$chain/manifests/$digest" >"$output"
 fi
