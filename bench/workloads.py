@@ -126,7 +126,8 @@ class Site:
         Path(paths.job_dir, "chain.json").write_bytes(chain_record(f"sha256:{SOURCE_DIGEST}"))
         Path(paths.job_dir, "architecture").write_bytes(b"x86_64\n")
         self.fake.container.submitter().finish(submission.job_id, 0)
-        return prepared.lifecycle_id
+        lifecycle_id: str = prepared.lifecycle_id
+        return lifecycle_id
 
     def publish(self, lifecycle_id: str) -> None:
         self.fake.publish(lifecycle_id)
