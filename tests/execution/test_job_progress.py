@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,8 @@ def test_the_hash_phase_counts_the_bytes_read_through_the_jobs_descriptor(tmp_pa
 
 
 FAKE_CURL = r"""#!/bin/bash
-# answers with $FAKE/body and $FAKE/status (a manifest: into -o, with -w's code 200)
+# answers with $FAKE/body and $FAKE/status (a manifest: into -o, with -w's code 200); with
+# $FAKE/hold holding N, writes N bytes of the body, then the rest once $FAKE/hold is gone
 out=/dev/stdout
 while (($#)); do
     case $1 in
@@ -208,73 +210,139 @@ while (($#)); do
     esac
     shift
 done
-cat "$FAKE/body" >"$out"
+if [ -f "$FAKE/hold" ]; then
+    read -r held <"$FAKE/hold"
+    head -c "$held" "$FAKE/body" >"$out"
+    while [ -e "$FAKE/hold" ]; do sleep 0.1; done
+    tail -c +$((held + 1)) "$FAKE/body" >>"$out"
+else
+    cat "$FAKE/body" >"$out"
+fi
 exit "$(cat "$FAKE/status")"
 """
 REGISTRY = "https://registry.example.org/v2/team/app"
 
 
-def test_the_verifying_curl_counts_the_manifests_layers_cached_and_fetched(
-    tmp_path: Path,
-) -> None:
-    chain, fake, cache = tmp_path / "chain", tmp_path / "fake", tmp_path / "cache"
-    for directory in ("bin", "tmp", "manifests", "named", "configs", "checked"):
-        (chain / directory).mkdir(parents=True)
-    fake.mkdir()
-    cache.mkdir()
-    (chain / "bin" / "curl").write_text(verifying_curl())
-    (chain / "bin" / "curl").chmod(0o700)
-    (tmp_path / "real").write_text(FAKE_CURL)
-    (tmp_path / "real").chmod(0o700)
-    layers = [
-        (hashlib.sha256(bytes([n])).hexdigest(), size) for n, size in ((1, 100), (2, 200), (3, 300))
-    ]
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "config": {"digest": "sha256:" + "c" * 64, "size": 2},
-            "layers": [{"digest": f"sha256:{d}", "size": s} for d, s in layers],
-        }
-    ).encode()
-    pin = hashlib.sha256(manifest).hexdigest()
-    (cache / layers[0][0]).write_bytes(b"cached")  # Enroot fetches no layer it has
-    record = tmp_path / "progress.json"
+class CurlWorld:
+    """The verifying curl alone, in front of FAKE_CURL, for a manifest of three layers (100,
+    200 and 300 bytes) of which the cache holds the first."""
 
-    def curl(*args: str, body: bytes = b"", status: int = 0) -> int:
-        (fake / "body").write_bytes(body)
-        (fake / "status").write_text(str(status))
-        environment = {
+    def __init__(self, tmp_path: Path) -> None:
+        self.chain, self.fake, cache = tmp_path / "chain", tmp_path / "fake", tmp_path / "cache"
+        for directory in ("bin", "tmp", "manifests", "named", "configs", "checked"):
+            (self.chain / directory).mkdir(parents=True)
+        self.fake.mkdir()
+        cache.mkdir()
+        (self.chain / "bin" / "curl").write_text(verifying_curl())
+        (self.chain / "bin" / "curl").chmod(0o700)
+        (tmp_path / "real").write_text(FAKE_CURL)
+        (tmp_path / "real").chmod(0o700)
+        self.layers = [
+            (hashlib.sha256(bytes([n])).hexdigest(), size)
+            for n, size in ((1, 100), (2, 200), (3, 300))
+        ]
+        self.manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "config": {"digest": "sha256:" + "c" * 64, "size": 2},
+                "layers": [{"digest": f"sha256:{d}", "size": s} for d, s in self.layers],
+            }
+        ).encode()
+        self.pin = hashlib.sha256(self.manifest).hexdigest()
+        (cache / self.layers[0][0]).write_bytes(b"cached")  # Enroot fetches no layer it has
+        self.record = tmp_path / "progress.json"
+        self.environment = {
             "PATH": os.environ["PATH"],
-            "FAKE": str(fake),
-            "SLURM_IMAGE_CHAIN": str(chain),
+            "FAKE": str(self.fake),
+            "SLURM_IMAGE_CHAIN": str(self.chain),
             "SLURM_IMAGE_CURL": str(tmp_path / "real"),
-            "SLURM_IMAGE_PIN": pin,
+            "SLURM_IMAGE_PIN": self.pin,
             "SLURM_IMAGE_ARCH": "amd64",
-            "SLURM_IMAGE_PROGRESS": str(record),
+            "SLURM_IMAGE_PROGRESS": str(self.record),
             "ENROOT_CACHE_PATH": str(cache),
         }
+
+    def answer(self, body: bytes, status: int = 0) -> None:
+        (self.fake / "body").write_bytes(body)
+        (self.fake / "status").write_text(str(status))
+
+    def curl(self, *args: str, body: bytes = b"", status: int = 0) -> int:
+        self.answer(body, status)
         done = subprocess.run(
-            [str(chain / "bin" / "curl"), *args], env=environment, capture_output=True, timeout=30
+            [str(self.chain / "bin" / "curl"), *args],
+            env=self.environment,
+            capture_output=True,
+            timeout=30,
         )
         return done.returncode
 
-    def counters() -> tuple[Any, ...]:
-        document = json.loads(record.read_text())
+    def fetch_manifest(self, tmp_path: Path) -> int:
+        url = f"{REGISTRY}/manifests/sha256:{self.pin}"
+        output = tmp_path / "manifest"
+        return self.curl(
+            "-o", str(output), "-w", "%{http_code}", "-SsL", "--", url, body=self.manifest
+        )
+
+    def counters(self) -> tuple[Any, ...]:
+        document = json.loads(self.record.read_text())
         names = ("phase", "layers_done", "layers_total", "bytes_done", "bytes_total")
         return tuple(document[name] for name in names)
 
-    output = tmp_path / "manifest"
-    url = f"{REGISTRY}/manifests/sha256:{pin}"
-    assert curl("-o", str(output), "-w", "%{http_code}", "-SsL", "--", url, body=manifest) == 0
-    assert counters() == ("download", 1, 3, 100, 600)
 
-    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{layers[2][0]}", body=b"x") == 0
-    assert counters() == ("download", 2, 3, 400, 600)
+def test_the_verifying_curl_counts_the_manifests_layers_cached_and_fetched(
+    tmp_path: Path,
+) -> None:
+    world = CurlWorld(tmp_path)
+    layers = world.layers
+    assert world.fetch_manifest(tmp_path) == 0
+    assert world.counters() == ("download", 1, 3, 100, 600)
+
+    assert world.curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{layers[2][0]}", body=b"x") == 0
+    assert world.counters() == ("download", 2, 3, 400, 600)
 
     # a blob curl fails for is not counted, and Enroot gets curl's status
-    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{layers[1][0]}", status=22) == 22
-    assert counters() == ("download", 2, 3, 400, 600)
+    url = f"{REGISTRY}/blobs/sha256:{layers[1][0]}"
+    assert world.curl("-SsL", "-f", "--", url, status=22) == 22
+    assert world.counters() == ("download", 2, 3, 400, 600)
     # a blob the manifest does not list passes through uncounted
-    assert curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{'e' * 64}", body=b"x") == 0
-    assert counters() == ("download", 2, 3, 400, 600)
+    assert world.curl("-SsL", "-f", "--", f"{REGISTRY}/blobs/sha256:{'e' * 64}", body=b"x") == 0
+    assert world.counters() == ("download", 2, 3, 400, 600)
+    assert not list(tmp_path.glob("progress.json.*"))
+
+
+def test_a_layer_being_fetched_counts_what_its_curl_has_written_so_far(tmp_path: Path) -> None:
+    world = CurlWorld(tmp_path)
+    assert world.fetch_manifest(tmp_path) == 0
+    digest, size = world.layers[2]
+    body = os.urandom(size)
+    world.answer(body)
+    (world.fake / "hold").write_text("120")
+    fetching = subprocess.Popen(
+        [
+            str(world.chain / "bin" / "curl"),
+            "-SsL",
+            "-f",
+            "--",
+            f"{REGISTRY}/blobs/sha256:{digest}",
+        ],
+        env=world.environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        partial = None
+        for _ in range(100):  # the counter is read every second
+            if world.counters() == ("download", 1, 3, 100 + 120, 600):
+                partial = world.counters()
+                break
+            time.sleep(0.1)
+        assert partial is not None, world.counters()
+    finally:
+        (world.fake / "hold").unlink()
+    out, err = fetching.communicate(timeout=30)
+
+    assert fetching.returncode == 0, err
+    assert out == body  # Enroot reads the layer as curl wrote it
+    assert world.counters() == ("download", 2, 3, 400, 600)
+    assert list((world.chain / "progress" / "fetching").iterdir()) == []
     assert not list(tmp_path.glob("progress.json.*"))
