@@ -53,20 +53,28 @@ progress_end() {
 progress_reading() {
     # progress_reading PHASE FD TOTAL: PHASE with bytes_done, the offset of this shell's
     # descriptor FD (shared with whatever reads from it), every second until the next phase
-    local phase=$1 fd=$2 total=$3 key value
+    local phase=$1 fd=$2 total=$3 value
     progress "$phase" bytes_done=0 bytes_total="$total"
     (
         while sleep 1; do
-            value=""
-            key=""
-            while read -r key value; do
-                [ "$key" != pos: ] || break
-            done <"/proc/$$/fdinfo/$fd" || exit 0
-            [[ $key == pos: && $value =~ ^[0-9]+$ ]] || exit 0
+            value=$(proc_field "/proc/$$/fdinfo/$fd" pos:) || exit 0
             progress "$phase" bytes_done="$value" bytes_total="$total"
         done
     ) 8<&- 9<&- &
     progress_watcher=$!
+}
+proc_field() {
+    # proc_field FILE KEY: the number of the line "KEY VALUE" of FILE (/proc/PID/io,
+    # /proc/PID/fdinfo/FD); fails when FILE cannot be read or holds no such number
+    local key value
+    while read -r key value; do
+        if [ "$key" = "$2" ]; then
+            [[ $value =~ ^[0-9]{1,18}$ ]] || return 1
+            printf '%s\n' "$value"
+            return 0
+        fi
+    done <"$1"
+    return 1
 }
 progress_stop_watch() {
     [ -n "$progress_watcher" ] || return 0

@@ -74,18 +74,17 @@ check_cached_config() {
 }
 
 keep_cached() {
-    # keep_cached MANIFEST: the blobs it names that the layer cache holds are marked used now,
-    # before Enroot looks for them there, so that a `gc` meanwhile (by age, or oldest first by
-    # size) does not take them between Enroot finding them and reading them
+    # keep_cached MANIFEST CONFIG...: its layers and configs that the layer cache holds are
+    # marked used now, before Enroot looks for them there, so that a `gc` meanwhile (by age, or
+    # oldest first by size) does not take them between Enroot finding them and reading them
     local digest blob
-    while IFS= read -r digest; do
+    while IFS=$'\t' read -r digest _; do
         [[ $digest =~ ^[0-9a-f]{64}$ ]] || continue
         blob=$cache/$digest
         if [ -f "$blob" ] && [ ! -L "$blob" ]; then
             touch -c -a -- "$blob" 2>/dev/null || :
         fi
-    done < <(jq -r '(.config.digest, .layers[]?.digest) | strings | ltrimstr("sha256:")' \
-        <"$1" 2>/dev/null)
+    done < <(manifest_layers "$1"; shift; printf '%s\n' "$@")
 }
 
 if [ "$kind" = config ]; then
@@ -153,7 +152,7 @@ if ((status == 0)) && [[ $code =~ ^2[0-9][0-9]$ ]]; then
         for line in ${configs[@]+"${configs[@]}"}; do
             check_cached_config "$line"
         done
-        keep_cached "$chain/manifests/$digest"
+        keep_cached "$chain/manifests/$digest" ${configs[@]+"${configs[@]}"}
     fi
     cat -- "$chain/manifests/$digest" >"$output"
 fi

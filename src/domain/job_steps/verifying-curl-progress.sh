@@ -2,11 +2,15 @@
 # (digest and size), those already in Enroot's cache (which it does not fetch) and those
 # fetched whole so far; bytes count those whole and, of a layer being fetched, what its curl has
 # written so far (read every second from /proc/PID/io, never above the layer's size).
+manifest_layers() {
+    # manifest_layers MANIFEST: "DIGEST<tab>SIZE" (hex, bytes) of each layer it lists
+    jq -r '(.layers[]? | [(.digest | strings | ltrimstr("sha256:")),
+        ((.size | numbers) // 0)] | @tsv)' <"$1" 2>/dev/null
+}
 progress_layers() {
     # progress_layers MANIFEST: after a manifest is verified; an index lists no layers
     local listing digest size
-    listing=$(jq -r '(.layers[]? | [(.digest | strings | ltrimstr("sha256:")),
-        ((.size | numbers) // 0)] | @tsv)' <"$1" 2>/dev/null) || return 0
+    listing=$(manifest_layers "$1") || return 0
     [ -n "$listing" ] && mkdir -p -- "$chain/progress/fetched" "$chain/progress/fetching" \
         2>/dev/null || return 0
     printf '%s\n' "$listing" >"$chain/progress/layers"
@@ -46,14 +50,9 @@ progress_blob() {
 }
 progress_fetching() {
     # progress_fetching DIGEST PID: every second, what curl PID has written of the layer so far
-    local digest=$1 pid=$2 key value last=0
+    local digest=$1 pid=$2 value last=0
     while sleep 1; do
-        value=""
-        key=""
-        while read -r key value; do
-            [ "$key" != wchar: ] || break
-        done <"/proc/$pid/io" || return 0
-        [[ $key == wchar: && $value =~ ^[0-9]{1,18}$ ]] || return 0
+        value=$(proc_field "/proc/$pid/io" wchar:) || return 0
         ((value > last)) || continue
         last=$value
         printf '%s\n' "$value" >"$chain/progress/fetching/$digest.$BASHPID" &&
