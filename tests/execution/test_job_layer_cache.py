@@ -61,6 +61,16 @@ def imported(job: Job, result: Result) -> None:
     assert Path(job.paths.candidate).is_file()
 
 
+def import_nopython(
+    make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
+) -> tuple[str, Job]:
+    """The pinned nopython image imported once through the lying registry: its pin and job."""
+    pin = pinned(registry_images, "nopython")
+    job = import_job(make_job, source(registry, pin))
+    imported(job, job.run())
+    return pin, job
+
+
 def default_cache(job: Job) -> Path:
     return job.workspace / "images" / "layer-cache"
 
@@ -68,9 +78,7 @@ def default_cache(job: Job) -> Path:
 def test_a_second_import_downloads_only_the_layer_it_does_not_share(
     make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
 ) -> None:
-    pin = pinned(registry_images, "nopython")
-    first = import_job(make_job, source(registry, pin))
-    imported(first, first.run())
+    pin, first = import_nopython(make_job, registry, registry_images)
     shared = json.loads(registry.manifest(NOPYTHON, pin))["layers"]
     cache = default_cache(first)
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
@@ -94,9 +102,7 @@ def test_a_second_import_downloads_only_the_layer_it_does_not_share(
 def test_an_import_of_a_cached_image_downloads_no_blob_and_verifies_the_cached_config(
     make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
 ) -> None:
-    pin = pinned(registry_images, "nopython")
-    first = import_job(make_job, source(registry, pin))
-    imported(first, first.run())
+    pin, first = import_nopython(make_job, registry, registry_images)
     config = json.loads(registry.manifest(NOPYTHON, pin))["config"]["digest"]
     first.standin.log.write_text("")
     registry.requests.clear()
@@ -114,9 +120,7 @@ def test_an_import_of_a_cached_image_downloads_no_blob_and_verifies_the_cached_c
 def test_a_cached_config_that_is_not_the_digest_it_is_named_by_fails_the_job_with_79(
     make_job: JobFactory, registry: LyingRegistry, registry_images: dict[str, str]
 ) -> None:
-    pin = pinned(registry_images, "nopython")
-    first = import_job(make_job, source(registry, pin))
-    imported(first, first.run())
+    pin, first = import_nopython(make_job, registry, registry_images)
     config = json.loads(registry.manifest(NOPYTHON, pin))["config"]["digest"]
     cached = default_cache(first) / config.removeprefix("sha256:")
     swapped = json.dumps({"architecture": "amd64", "config": {"WorkingDir": "/../../x"}})
@@ -168,9 +172,7 @@ def test_the_cached_blobs_an_import_uses_are_marked_used_before_enroot_reads_the
 ) -> None:
     # gc takes blobs by when they were last used (the later of atime and mtime): an old blob
     # that Enroot found in the cache must not look unused until Enroot has read it
-    pin = pinned(registry_images, "nopython")
-    first = import_job(make_job, source(registry, pin))
-    imported(first, first.run())
+    pin, first = import_nopython(make_job, registry, registry_images)
     cache = default_cache(first)
     month_ago = time.time() - 30 * 86400
     for blob in cache.iterdir():
