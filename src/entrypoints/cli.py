@@ -289,22 +289,42 @@ def wait_command(options: Options, args: Namespace) -> None:
 
 
 def logs_command(options: Options, args: Namespace) -> None:
-    """Print the job's output and error logs (--follow: until the job has ended)."""
-    out = sys.stdout.buffer
+    """Print the job's output and error logs (--follow: until the job has ended), their control
+    characters escaped whoever wrote them; --json: one object with the text as it is."""
+    from slurm_image.domain.log_text import LogDecoder
+
+    out = sys.stdout
     current: list[str] = []
+    decoders: dict[str, LogDecoder] = {}
+    read: dict[str, list[bytes]] = {}
+
+    def end_piece() -> None:
+        if current:
+            out.write(decoders[current[0]].text(b"", final=True))
 
     def write(path: str, data: bytes) -> None:
+        if options.json:
+            read.setdefault(path, []).append(data)
+            return
         if current != [path]:
-            header = f"{chr(10) if current else ''}==> {path} <==\n"
-            out.write(header.encode())
+            end_piece()
+            out.write(f"{chr(10) if current else ''}==> {path} <==\n")
             current[:] = [path]
-        out.write(data)
+        out.write(decoders.setdefault(path, LogDecoder()).text(data))
         out.flush()
 
     try:
         _lifecycles(options).logs(args.lifecycle_id, write, follow=args.follow)
     except Exception as error:
         raise CommandFailed(error, _next_step(error)) from error
+    end_piece()
+    out.flush()
+    if options.json:
+        logs = [
+            {"path": path, "text": b"".join(pieces).decode("utf-8", "replace")}
+            for path, pieces in read.items()
+        ]
+        _emit(options, {"lifecycle_id": args.lifecycle_id, "logs": logs}, "")
 
 
 def cancel_command(options: Options, args: Namespace) -> None:

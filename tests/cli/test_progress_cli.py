@@ -102,6 +102,68 @@ def test_logs_prints_both_logs_under_their_paths(
     assert out == (f"==> {out_log} <==\nstdout line\n\n==> {err_log} <==\nslurm-image: importing\n")
 
 
+HOSTILE_LOG = (
+    "slurm-image: image sha256 " + "c" * 64 + "\n"
+    "\x1b]0;owned\x07\x1b[2J\x1b[1A\rslurm-image: verified chain\tok\x00\x7f\n"
+    "\u202egnp.exe \u00e9\u20ac\x9b[31m\n"
+).encode() + b"\xe2\x82\n"
+
+
+def test_logs_escapes_every_control_character_whoever_wrote_it(
+    scheduler: FakeSubmitter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lifecycle_id, layout = imported(capsys)
+    (job,) = scheduler.jobs
+    Path(layout.job_logs(job)[1]).write_bytes(HOSTILE_LOG)
+
+    code, out, err = run(capsys, "logs", lifecycle_id)
+
+    assert code == 0, err
+    printed = out.split(" <==\n")[-1]
+    assert printed == (
+        "slurm-image: image sha256 " + "c" * 64 + "\n"
+        "\\x1b]0;owned\\x07\\x1b[2J\\x1b[1A\\x0dslurm-image: verified chain\tok\\x00\\x7f\n"
+        "\\u202egnp.exe \u00e9\u20ac\\x9b[31m\n"
+        "\ufffd\n"
+    )
+    assert all(c.isprintable() or c in "\t\n" for c in out)
+
+
+def test_logs_follow_escapes_a_character_split_between_two_reads(
+    scheduler: FakeSubmitter, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import slurm_image.application.logs as logs
+
+    monkeypatch.setattr(logs, "CHUNK", 3)
+    lifecycle_id, layout = imported(capsys)
+    (job,) = scheduler.jobs
+    scheduler.finish(job, 0)
+    Path(layout.job_logs(job)[1]).write_bytes("ab\u20ac\x1b[2J\n".encode())
+
+    code, out, _ = run(capsys, "logs", lifecycle_id, "--follow")
+
+    assert code == 0
+    assert out.endswith("ab\u20ac\\x1b[2J\n")
+
+
+def test_logs_json_carries_the_text_as_it_is(
+    scheduler: FakeSubmitter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lifecycle_id, layout = imported(capsys)
+    (job,) = scheduler.jobs
+    err_log = layout.job_logs(job)[1]
+    Path(err_log).write_bytes(HOSTILE_LOG)
+
+    code, out, err = run(capsys, "logs", lifecycle_id, "--json")
+
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["lifecycle_id"] == lifecycle_id
+    texts = {entry["path"]: entry["text"] for entry in data["logs"]}
+    assert texts[err_log] == HOSTILE_LOG.decode("utf-8", "replace")
+    assert "\x1b]0;owned\x07" in texts[err_log]
+
+
 def test_logs_follow_of_an_ended_job_prints_the_rest_and_exits_0(
     scheduler: FakeSubmitter, capsys: pytest.CaptureFixture[str]
 ) -> None:
