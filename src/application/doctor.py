@@ -5,8 +5,9 @@ through the configured adapter), ``partition`` (exists, is UP, and the profile's
 time fit its limits), ``workspace`` (the root is writable, and which filesystem holds it), then a
 tiny job through the same isolation as real jobs: ``job`` (it ran), ``enroot`` (the compute
 node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``),
-``local_scratch`` (where Enroot's scratch goes, its filesystem and free space), ``sandbox``
-(the image can run in user and PID namespaces of its own, as which host id: never root) and
+``local_scratch`` (where Enroot's scratch goes, its filesystem and free space, and whether the
+job's scratch was gone after it), ``sandbox`` (the image can run in user, PID and network
+namespaces of its own, as which host id: never root) and
 ``architecture`` (the node's, the others it runs through binfmt_misc, and whether it runs the
 profile's ``image_build.arch``). A check that cannot run because an earlier one failed is
 reported as failed, saying which.
@@ -415,20 +416,27 @@ class Doctor:
                 f"{report.scratch} is on {report.scratch_filesystem}: Enroot's scratch must be"
                 " node-local (set image_build.local_scratch)",
             )
+        elif report.scratch_removed != "ok":
+            found = report.scratch_removed or "no report"
+            run.add(
+                LOCAL_SCRATCH,
+                False,
+                f"the job's scratch in {report.scratch} was not removed after it: {found}",
+            )
         else:
             run.add(
                 LOCAL_SCRATCH,
                 True,
                 f"{report.scratch} on {report.scratch_filesystem},"
-                f" {_size(report.scratch_free_bytes)} free",
+                f" {_size(report.scratch_free_bytes)} free; the job's scratch removed after it",
             )
         _judge_sandbox(run, report)
         _judge_inspection_path(run, report)
 
 
 def _judge_sandbox(run: _Run, report: NodeReport) -> None:
-    """The containment the node gives the image: its own user and PID namespaces, and as which
-    host id its root runs (root's jobs: the unprivileged sandbox id, never root)."""
+    """The containment the node gives the image: its own user, PID and network namespaces, and as
+    which host id its root runs (root's jobs: the unprivileged sandbox id, never root)."""
     if report.sandbox != "ok":
         found = report.sandbox or "no report"
         run.add(SANDBOX, False, f"the image cannot run in a sandbox here: {found}")
@@ -439,7 +447,7 @@ def _judge_sandbox(run: _Run, report: NodeReport) -> None:
         who += f"the image runs as uid {report.sandbox_uid}, never as root"
     else:
         who += f"the image runs as that uid (root's jobs: uid {SANDBOX_ID}, never root)"
-    run.add(SANDBOX, True, f"user and PID namespaces of its own; {who}")
+    run.add(SANDBOX, True, f"user, PID and network namespaces of its own; {who}")
 
 
 def _judge_inspection_path(run: _Run, report: NodeReport) -> None:

@@ -40,6 +40,7 @@ REPORT_KEYS = (
     "scratch",
     "scratch_free_bytes",
     "scratch_filesystem",
+    "scratch_removed",
     "job_uid",
     "sandbox_uid",
     "sandbox",
@@ -63,6 +64,7 @@ DOCTOR_STEPS = (
     "01-job-id",
     "01b-directory-rules",
     "doctor-directories",
+    "image-output",
     "04-scratch",
     "05b-sandbox",
     "inspection-path",
@@ -167,6 +169,9 @@ class NodeReport(BaseModel):
     scratch: str = ""
     scratch_free_bytes: int | None = None
     scratch_filesystem: str = ""
+    scratch_removed: str = ""
+    """``ok`` when the job's EXIT trap removed its scratch (mode-0 directories and all), else
+    what was left."""
     job_uid: str = ""
     sandbox_uid: str = ""
     sandbox: str = ""

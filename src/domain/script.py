@@ -44,7 +44,7 @@ EXIT_CODES: dict[int, str] = {
     " needs 3.4.1, inspect 3.5.0)",
     79: "the registry's answer does not match the pinned digest (or the image config names a"
     " path outside the root)",
-    80: "the node cannot sandbox the image (setpriv, unshare, user and PID namespaces)",
+    80: "the node cannot sandbox the image (setpriv, unshare, user, PID and network namespaces)",
     81: "the node cannot run executables of the architecture asked for (neither its own nor one"
     " of a binfmt_misc handler with flag F, e.g. qemu-user-static)",
     82: "the image is not of the architecture the job imported for (its config names another,"
@@ -266,6 +266,7 @@ CHECK_STEPS = (
     "hash-file",
     "02-staged-files",
     "03-cpus",
+    "image-output",
     "04-scratch",
     "05-enroot-version",
     "05b-sandbox",

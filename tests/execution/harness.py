@@ -334,6 +334,26 @@ def path_without(directory: Path, *tools: str) -> str:
     return str(directory)
 
 
+FAILING_RM = """#!/bin/sh
+# rm of a node that cannot remove a path whose last component starts with @PREFIX@
+for argument in "$@"; do
+    case ${argument##*/} in
+    @PREFIX@*) echo "rm: cannot remove '$argument': Operation not permitted" >&2; exit 1 ;;
+    esac
+done
+exec /bin/rm "$@"
+"""
+
+
+def install_failing_rm(directory: Path, prefix: str) -> Path:
+    """An ``rm`` in ``directory`` (first on a job's PATH) that fails for the paths whose name
+    starts with ``prefix`` and is the system's for every other."""
+    rm = directory / "rm"
+    rm.write_text(FAILING_RM.replace("@PREFIX@", prefix))
+    rm.chmod(0o755)
+    return rm
+
+
 def as_user_with_fuse(tmp: Path, command: list[str]) -> list[str]:
     need_user_fuse()
     node = tmp / "fuse-node"

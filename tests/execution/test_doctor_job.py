@@ -16,8 +16,8 @@ from harness import (
     as_user_with_fuse,
     binfmt_handler,
     fake_binfmt_misc,
+    install_failing_rm,
     need,
-    path_without,
     point_at_binfmt_misc,
 )
 
@@ -203,12 +203,26 @@ def test_an_ordinary_user_s_doctor_job_reports_the_overlay_path(
     assert parse_report(stdout).inspection_path == "overlay: fuse-overlayfs"
 
 
-def test_a_node_without_squashfuse_reports_the_unpack_path_and_why(
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "ordinary-user"])
+def test_the_doctor_job_removes_a_scratch_holding_a_mode_0_directory_and_says_so(
+    world_readable_tmp: Path, standin: Standin, as_user: bool
+) -> None:
+    # the job plants what Enroot and fuse-overlayfs leave in a real job's scratch
+    _, stdout = run_doctor_job(world_readable_tmp, standin, as_user=as_user)
+
+    report = parse_report(stdout)
+    assert report.scratch_removed == "ok"
+    assert list(Path(report.scratch).glob("slurm-image-42.*")) == []
+
+
+def test_the_doctor_job_reports_a_scratch_it_could_not_remove(
     world_readable_tmp: Path, standin: Standin
 ) -> None:
-    system = path_without(world_readable_tmp / "bin", "squashfuse")
-    _, stdout = run_doctor_job(world_readable_tmp, standin, system_path=system, as_user=True)
+    # a node whose rm cannot remove the scratch (first on job_path)
+    install_failing_rm(standin.bin, "slurm-image-42.")
 
-    assert parse_report(stdout).inspection_path == (
-        f"unpacked: no squashfuse on {standin.bin}:{system}"
-    )
+    _, stdout = run_doctor_job(world_readable_tmp, standin, as_user=True)
+
+    report = parse_report(stdout)
+    assert report.scratch_removed.startswith("no: ")
+    assert report.scratch_removed.endswith(" entries left")

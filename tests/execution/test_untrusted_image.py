@@ -44,7 +44,25 @@ out=$6
 { echo "--- env"; env; } >>"$out"
 """
 DEFAULT_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-APPLETS = ["cp", "ln", "grep", "id", "cat", "sleep", "setsid", "sh", "rm", "chroot"]
+APPLETS = [
+    "cp",
+    "ln",
+    "grep",
+    "id",
+    "cat",
+    "sleep",
+    "setsid",
+    "sh",
+    "rm",
+    "chroot",
+    "head",
+    "tr",
+    "yes",
+    "truncate",
+    "nc",
+    "wc",
+    "dd",
+]
 
 Build = Callable[[Path], None]
 AttackImage = Callable[..., Path]

@@ -38,6 +38,7 @@ GOOD_REPORT = (
     "slurm-image-doctor: scratch=/local/scratch\n"
     "slurm-image-doctor: scratch_free_bytes=107374182400\n"
     "slurm-image-doctor: scratch_filesystem=xfs\n"
+    "slurm-image-doctor: scratch_removed=ok\n"
     "slurm-image-doctor: job_uid=1000\n"
     "slurm-image-doctor: sandbox_uid=1000\n"
     "slurm-image-doctor: sandbox=ok\n"
@@ -114,10 +115,12 @@ def test_a_ready_site_passes_every_check_in_order() -> None:
     assert detail(report, "workspace") == f"{ROOT} is writable, on lustre"
     assert detail(report, "job") == "job 1 ran on node07 through the job's isolation"
     assert detail(report, "enroot") == "Enroot 4.1.2 at /opt/enroot/bin/enroot: import and inspect"
-    assert detail(report, "local_scratch") == "/local/scratch on xfs, 100.0 GiB free"
+    assert detail(report, "local_scratch") == (
+        "/local/scratch on xfs, 100.0 GiB free; the job's scratch removed after it"
+    )
     assert detail(report, "sandbox") == (
-        "user and PID namespaces of its own; this job ran as uid 1000; the image runs as that"
-        " uid (root's jobs: uid 65534, never root)"
+        "user, PID and network namespaces of its own; this job ran as uid 1000; the image runs as"
+        " that uid (root's jobs: uid 65534, never root)"
     )
     assert detail(report, "architecture") == (
         "x86_64 node; runs aarch64 through binfmt_misc; builds for x86_64 natively"

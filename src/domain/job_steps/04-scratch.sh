@@ -11,6 +11,7 @@ unset NODE_TMPDIR
 scratch=""
 container_created=0
 sandbox_pid=""
+image_output_pid=""
 partial_owned=0
 succeeded=0
 cleanup() {
@@ -25,6 +26,8 @@ cleanup() {
         kill -KILL "$sandbox_pid" 2>/dev/null
         wait "$sandbox_pid" 2>/dev/null
     fi
+    # the last writer of the image's output is gone: what it wrote is in the log before the rest
+    end_image_output
     if ((container_created)); then
         env "${sandbox_paths[@]}" enroot remove -f "$CONTAINER_NAME" 9<&- >/dev/null 2>&1 ||
             say "could not remove container $CONTAINER_NAME"
@@ -40,10 +43,27 @@ cleanup() {
         rm -f -- "$RESULT"
     fi
     if [ -n "$scratch" ]; then
-        rm -rf --one-file-system -- "$scratch"
+        remove_scratch
+    fi
+    if declare -F report_scratch_removed >/dev/null; then
+        report_scratch_removed
     fi
     progress_end "$status"
     exit "$status"
+}
+# Enroot makes every mount point with mode 0 (enroot-mount's create_file), in the unpacked root
+# or the overlay's upper layer, where fuse-overlayfs puts its opaque marker into it: rm alone
+# cannot empty such a directory. Every directory is made searchable and writable first, in the
+# order find walks them (-P: no symlink is followed; -xdev: nothing outside the scratch's file
+# system), with no process of the image left to change them. What still stays is one line.
+remove_scratch() {
+    local left
+    rm -rf --one-file-system -- "$scratch" 2>/dev/null && return 0
+    find "$scratch" -xdev -type d ! -perm -u=rwx -exec chmod u+rwx -- {} \; 2>/dev/null
+    rm -rf --one-file-system -- "$scratch" 2>/dev/null && return 0
+    left=$(find "$scratch" -xdev -depth -print 2>/dev/null | head -n 1) || :
+    say "could not remove the job's scratch $scratch: $(find "$scratch" -xdev 2>/dev/null |
+        wc -l) entries are left, the first ${left//[[:cntrl:]]/?}"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM

@@ -26,8 +26,10 @@ start_rest+=(
 )
 start_environment=("${sandbox_paths[@]}" "HOME=$SANDBOX/home" "TMPDIR=$SANDBOX/temp"
     "ENROOT_SYSCONF_PATH=$start_sysconf" "ENROOT_CONFIG_PATH=$start_config")
-# the sandbox runs in the background so that the job's TERM trap kills it at once
+# the sandbox runs in the background so that the job's TERM trap kills it at once; its stdin is
+# /dev/null, its stdout and stderr the pipe of the image's output (step image-output)
 run_sandbox() {
+    start_image_output
     set +e
     if [ "$inspected_by" = overlay ]; then
         (
@@ -35,18 +37,19 @@ run_sandbox() {
                 "STAGE_OVERLAY=$overlay_kind" "STAGE_ROOTFS=$ROOTFS" \
                 "STAGE_LAYERS=$SANDBOX/layers" "STAGE_PREFIX=$CONTAINER_PREFIX" \
                 "${sandbox[@]}" /bin/bash -p "$STAGE" "${start_arguments[@]}" "${start_rest[@]}"
-        ) 8>"$STAGE_STATE" </dev/null &
+        ) 8>"$STAGE_STATE" </dev/null >&7 2>&7 7>&- &
     else
         (
             cd / && exec "${as_sandbox[@]}" env "${start_environment[@]}" "${sandbox[@]}" \
                 enroot start --root "${start_arguments[@]}" -e "PATH=$image_path" \
                 "${start_rest[@]}"
-        ) 9<&- </dev/null &
+        ) 9<&- </dev/null >&7 2>&7 7>&- &
     fi
     sandbox_pid=$!
     wait "$sandbox_pid"
     status=$?
     sandbox_pid=""
+    end_image_output
     set -e
 }
 if [ "$inspected_by" = overlay ]; then

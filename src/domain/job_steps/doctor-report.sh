@@ -28,4 +28,16 @@ for entry in "${ARCHITECTURES[@]}"; do
     problem=$(architecture_problem "$name")
     report "runs_$name" "${problem:-ok}"
 done
+# What Enroot and fuse-overlayfs leave in a real job's scratch: a mount point of mode 0 with the
+# overlay's opaque marker in it. The EXIT trap removes the scratch all the same, and says so.
+mkdir -p -- "$scratch/temp/upper/mountpoint"
+: >"$scratch/temp/upper/mountpoint/.wh..wh..opq"
+chmod 0 -- "$scratch/temp/upper/mountpoint"
+report_scratch_removed() {
+    if [ -e "$scratch" ]; then
+        report scratch_removed "no: $(find "$scratch" -xdev 2>/dev/null | wc -l) entries left"
+    else
+        report scratch_removed ok
+    fi
+}
 succeeded=1
