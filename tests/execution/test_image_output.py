@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Job, JobFactory, need
+from harness import Job, JobFactory, Standin, need
 from test_untrusted_image import AttackImage, attack_image, inspect, inspection_path
 
 __all__ = ["attack_image", "inspection_path"]  # fixtures of the attacks, on both paths
@@ -163,3 +163,32 @@ def test_the_image_reaches_no_service_of_the_node_and_sees_none_of_its_sockets(
     assert received == [b"from-the-node\n"]
     assert "unix=1" in report  # the header alone: no socket of the node's
     assert host_sockets > 1
+
+
+NO_NETWORK_NAMESPACE = """#!/bin/sh
+# unshare of a node that makes no network namespace (user.max_net_namespaces = 0)
+for argument in "$@"; do
+    if [ "$argument" = --net ]; then
+        echo "unshare: unshare failed: No space left on device" >&2
+        exit 1
+    fi
+done
+exec /usr/bin/unshare "$@"
+"""
+
+
+def test_a_node_that_cannot_make_a_network_namespace_runs_no_image_and_says_so(
+    make_job: JobFactory, attack_image: AttackImage, standin: Standin
+) -> None:
+    unshare = standin.bin / "unshare"
+    unshare.write_text(NO_NETWORK_NAMESPACE)
+    unshare.chmod(0o755)
+    job = inspect(make_job, attack_image("echo ran >>/tmp/ran"))
+
+    result = job.run()
+
+    assert result.returncode == 80, result.stderr
+    assert "user and network namespaces" in result.stderr
+    assert "unshare failed: No space left on device" in result.stderr
+    assert "start" not in standin.commands()
+    assert job.leftover_scratch() == []
