@@ -9,11 +9,19 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness import HTTP, INSPECTION_PATHS, Job, JobFactory, Result, install_failing_rm
+from harness import (
+    HTTP,
+    INSPECTION_PATHS,
+    Job,
+    JobFactory,
+    Result,
+    Standin,
+    install_failing_rm,
+)
 from test_untrusted_image import AttackImage, attack_image
 
 from lying_registry import CLIENT, NOPYTHON, Answer, LyingRegistry, lying_registry, pinned
@@ -50,13 +58,24 @@ def test_a_successful_import_leaves_nothing_in_the_node_s_scratch(
     nothing_left(job, result)
 
 
-def test_an_image_the_inspector_refuses_leaves_nothing_in_the_node_s_scratch(
-    make_job: JobFactory, image, inspection_path: str, world_readable_tmp: Path
-) -> None:
+@pytest.fixture
+def shelved(image, world_readable_tmp: Path) -> Callable[[str], Path]:
+    """A copy of a busybox image where an ordinary user's job may read it too."""
     shelf = world_readable_tmp / "shelf"
-    shelf.mkdir(mode=0o755, exist_ok=True)
-    source = shelf / "refused.sqsh"
-    source.write_bytes(image("fail-after-writing").read_bytes())
+    shelf.mkdir(mode=0o755)
+
+    def copy(name: str) -> Path:
+        target = shelf / f"{name}.sqsh"
+        target.write_bytes(image(name).read_bytes())
+        return target
+
+    return copy
+
+
+def test_an_image_the_inspector_refuses_leaves_nothing_in_the_node_s_scratch(
+    make_job: JobFactory, shelved: Callable[[str], Path], inspection_path: str
+) -> None:
+    source = shelved("fail-after-writing")
     job = make_job(operation="inspect_sqsh", role="client", source=str(source))
 
     result = job.run(inspection_path=inspection_path)
@@ -138,12 +157,9 @@ def test_a_job_cancelled_during_the_inspection_leaves_nothing_in_the_node_s_scra
 
 
 def test_a_scratch_that_cannot_be_removed_is_one_line_and_the_exit_code_stays(
-    make_job: JobFactory, image, standin, inspection_path: str, world_readable_tmp: Path
+    make_job: JobFactory, shelved: Callable[[str], Path], standin: Standin, inspection_path: str
 ) -> None:
-    shelf = world_readable_tmp / "shelf"
-    shelf.mkdir(mode=0o755, exist_ok=True)
-    source = shelf / "report.sqsh"
-    source.write_bytes(image("report").read_bytes())
+    source = shelved("report")
     job = make_job(operation="inspect_sqsh", role="serving", source=str(source))
     install_failing_rm(standin.bin, f"slurm-image-{job.job_id}.")
 
