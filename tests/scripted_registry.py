@@ -88,7 +88,7 @@ class Seen:
     authorization: str | None
 
 
-class _Server:
+class Server:
     """A threading HTTP(S) server on ``host``, answering through ``respond``."""
 
     def __init__(
@@ -207,7 +207,7 @@ class TokenService:
         self.service = service
         self.lifetime = lifetime
         self.issued: dict[str, _Issued] = {}
-        self.server = _Server(host, self._respond, tls, server_lifetime)
+        self.server = Server(host, self._respond, tls, server_lifetime)
 
     @property
     def realm(self) -> str:
@@ -224,7 +224,7 @@ class TokenService:
         if url.path != "/token" or query.get("service", [self.service])[0] != self.service:
             send(handler, 400, b'{"errors": [{"code": "UNSUPPORTED"}]}')
             return
-        login = _basic_login(handler.headers.get("Authorization"), self.accounts)
+        login = basic_login(handler.headers.get("Authorization"), self.accounts)
         if login is False:
             send(handler, 401, b'{"errors": [{"code": "UNAUTHORIZED"}]}')
             return
@@ -241,7 +241,7 @@ class TokenService:
         self.server.close()
 
 
-def _basic_login(header: str | None, accounts: dict[str, str]) -> str | bool | None:
+def basic_login(header: str | None, accounts: dict[str, str]) -> str | bool | None:
     """The login of a good Basic header; None without one; False for a bad one."""
     if header is None:
         return None
@@ -285,7 +285,7 @@ class ScriptedRegistry:
         self.manifests: dict[str, tuple[bytes, str]] = {}
         self.scripted: dict[str, Scripted] = {}
         self.sent_bytes: dict[str, int] = {}
-        self.server = _Server(host, self._respond, tls, lifetime)
+        self.server = Server(host, self._respond, tls, lifetime)
 
     @property
     def address(self) -> str:
@@ -321,7 +321,7 @@ class ScriptedRegistry:
         if self.auth == "anonymous":
             return True
         if self.auth == "basic":
-            return isinstance(_basic_login(header, self.accounts), str)
+            return isinstance(basic_login(header, self.accounts), str)
         assert self.tokens is not None
         if header is None or not header.startswith("Bearer "):
             return False
@@ -388,7 +388,7 @@ class Sink:
                 headers["Content-Encoding"] = encoding
             send(handler, status, body, headers)
 
-        self.server = _Server(host, respond, tls, lifetime)
+        self.server = Server(host, respond, tls, lifetime)
 
     @property
     def url(self) -> str:
