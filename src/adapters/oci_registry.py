@@ -213,15 +213,15 @@ class _Call:
         """The first request: with a token still valid from an earlier challenge of this
         registry and repository, else anonymous; a refused token is dropped."""
         key = self.owner._realms.get((self._origin_text, self.request.repository, self.login))
-        token = self.owner._tokens.get(key) if key else None
-        if token is not None and token.expires_at > self.owner._monotonic():
-            authorization = f"Bearer {token.value}"
-            reply = self._get(self._manifest_url(), authorization)
-            if reply.status != 401:
-                return reply, authorization
-            self.owner._tokens.pop(key, None)  # type: ignore[arg-type]
+        token = self.owner._tokens.get(key) if key is not None else None
+        if key is None or token is None or token.expires_at <= self.owner._monotonic():
+            return self._get(self._manifest_url(), None), None
+        authorization = f"Bearer {token.value}"
+        reply = self._get(self._manifest_url(), authorization)
+        if reply.status == 401:
+            del self.owner._tokens[key]  # refused: the challenge decides again
             return reply, None
-        return self._get(self._manifest_url(), None), None
+        return reply, authorization
 
     @property
     def _origin_text(self) -> str:

@@ -63,10 +63,27 @@ class MemoryRegistry:
     token_requests: int = 0
     _tokens: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
 
-    def host(self, registry: str, **settings: object) -> MemoryRegistryHost:
-        """The registry ``registry``, created with ``settings`` when new."""
+    def host(
+        self,
+        registry: str,
+        *,
+        tls: bool = True,
+        auth: Auth = "anonymous",
+        accounts: dict[str, str] | None = None,
+        public: set[str] | None = None,
+        token_lifetime_s: int = 300,
+        realm: str = "",
+    ) -> MemoryRegistryHost:
+        """The registry ``registry``, created with these settings when new."""
         if registry not in self.hosts:
-            self.hosts[registry] = MemoryRegistryHost(**settings)  # type: ignore[arg-type]
+            self.hosts[registry] = MemoryRegistryHost(
+                tls=tls,
+                auth=auth,
+                accounts=dict(accounts or {}),
+                public=set(public or ()),
+                token_lifetime_s=token_lifetime_s,
+                realm=realm or f"auth.{registry}",
+            )
         return self.hosts[registry]
 
     def put(
