@@ -263,6 +263,8 @@ class Scripted:
     chunked_size: int | None = None
     failures: list[tuple[int, str | None]] = field(default_factory=list)
     """(status, Retry-After) answered, in order, before the real answer."""
+    stall_after: int | None = None
+    """Send this many bytes of the manifest, then nothing more until the server stops."""
 
 
 class ScriptedRegistry:
@@ -285,6 +287,7 @@ class ScriptedRegistry:
         self.manifests: dict[str, tuple[bytes, str]] = {}
         self.scripted: dict[str, Scripted] = {}
         self.sent_bytes: dict[str, int] = {}
+        self.stopped = threading.Event()
         self.server = Server(host, self._respond, tls, lifetime)
 
     @property
@@ -359,9 +362,20 @@ class ScriptedRegistry:
             return
         data, media_type = found
         digest = scripted.content_digest or digest_of(data)
+        if scripted.stall_after is not None:
+            handler.send_response(200)
+            handler.send_header("Content-Type", media_type)
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data[: scripted.stall_after])
+            handler.wfile.flush()
+            self.stopped.wait(120)
+            handler.close_connection = True
+            return
         send(handler, 200, data, {"Content-Type": media_type, "Docker-Content-Digest": digest})
 
     def close(self) -> None:
+        self.stopped.set()
         self.server.close()
 
 

@@ -15,7 +15,8 @@ way the registry's ``WWW-Authenticate`` challenge asks:
 - a registry that does not speak TLS on its port (the handshake fails, but not on its
   certificate) is asked again over plain HTTP when ``allow_http`` is set, anonymously only;
 - bodies are read raw (``Accept-Encoding: identity``; an encoded one is refused) and stop at
-  the bound, whatever ``Content-Length`` says; an error answer is read to 64 KiB at most;
+  the bound, whatever ``Content-Length`` says, or at the deadline; an error answer is read to
+  64 KiB at most; a redirect to a URL holding credentials is refused;
 - transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are retried
   with tenacity within the request's ``timeout_s``, exponentially from 0.5 s, and a 429's
   ``Retry-After`` is waited for when it is at most ``retry_after_max_s``; a certificate that
@@ -469,6 +470,11 @@ class _Call:
                 raise AnswerRefused(
                     field=self.registry, rule=f"redirected to a {target.scheme or 'relative'} URL"
                 )
+            if target.userinfo:
+                raise AnswerRefused(
+                    field=self.registry,
+                    rule=f"redirected to a URL with credentials in it ({target.host})",
+                )
             if target.scheme == "http" and not self.request.allow_http:
                 raise AnswerRefused(
                     field=self.registry,
@@ -528,6 +534,11 @@ class _Call:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_raw(_CHUNK):
+            if self.owner._monotonic() > self.deadline:
+                raise _Transient(
+                    f"{response.url.host} did not finish its answer within"
+                    f" {self.request.timeout_s:g} s"
+                )
             size += len(chunk)
             if size > limit:
                 if refuse:

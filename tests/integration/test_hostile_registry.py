@@ -148,6 +148,37 @@ def test_a_redirect_to_plain_http_is_refused_and_the_other_host_hears_nothing(
         assert sink.seen == []
 
 
+def test_a_redirect_to_a_url_holding_credentials_is_refused(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    sink = Sink("127.0.0.2", tls.server_context(), answer=(200, DATA, V2S2))
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(sink, registry):
+        registry.put(REPOSITORY, "1", DATA)
+        host_port = sink.url.split("://", 1)[1]
+        registry.script(REPOSITORY, "1", redirect=f"https://planted:pw@{host_port}/manifest")
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1"
+        )
+        assert resolved.returncode == 8, resolved.stderr
+        assert "credentials in it" in resolved.stderr
+        assert sink.seen == []
+
+
+def test_a_registry_that_stalls_mid_answer_is_given_up_on_within_the_timeout(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(registry):
+        registry.put(REPOSITORY, "1", DATA)
+        registry.script(REPOSITORY, "1", stall_after=10)
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1", "--timeout", "2"
+        )
+        assert resolved.returncode == 3, resolved.stderr
+        assert "within 2 s" in resolved.stderr
+
+
 def test_another_host_asking_for_credentials_after_a_redirect_gets_none(
     tmp_path: Path, tls: TlsMaterial
 ) -> None:
