@@ -37,13 +37,15 @@ def digest_of(data: bytes) -> str:
 @dataclass(frozen=True)
 class Answer:
     """What to answer for GETs of ``path`` (and HEADs, headers only); ``accept``: only when the
-    request's Accept header holds this text."""
+    request's Accept header holds this text; ``content_digest``: the Docker-Content-Digest of
+    a 200 answer (None: the body's own)."""
 
     path: str
     body: bytes
     status: int = 200
     media_type: str = V2S2
     accept: str | None = None
+    content_digest: str | None = None
 
 
 class LyingRegistry:
@@ -138,7 +140,7 @@ class LyingRegistry:
             if rule.path == handler.path and (rule.accept is None or rule.accept in accept):
                 headers = {"Content-Type": rule.media_type}
                 if rule.status == 200:
-                    headers["Docker-Content-Digest"] = digest_of(rule.body)
+                    headers["Docker-Content-Digest"] = rule.content_digest or digest_of(rule.body)
                 self._send(handler, rule.status, headers, rule.body, body)
                 return
         candidates = [handler.path]

@@ -24,6 +24,7 @@ from slurm_image.application.submit import Submit
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import AliasRecord, load_alias
 from slurm_image.domain.request import make_request
+from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
@@ -170,6 +171,7 @@ class PublishLab:
         operation: str = "import_oci",
         source: str | None = None,
         arch: str | None = None,
+        resolved_from: ResolvedFrom | None = None,
     ) -> Plan:
         if source is None:
             source = SOURCE if operation == "import_oci" else self.outside("image.sqsh")
@@ -179,6 +181,7 @@ class PublishLab:
             role=role,
             source=source,
             architecture=arch,
+            resolved_from=resolved_from,
         )
         prepared = Prepare(self.clock, self.runtime, self.store)(
             request, self.profile, self.selection, lifecycle_id

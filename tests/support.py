@@ -85,6 +85,7 @@ def make_plan(
     profile: dict[str, Any] | None = None,
     lifecycle_id: str = LIFECYCLE_ID,
     architecture: str | None = None,
+    resolved_from: Any = None,
 ) -> Plan:
     site = parse_profile(copy.deepcopy(profile if profile is not None else PROFILE))
     request = make_request(
@@ -93,6 +94,7 @@ def make_plan(
         role=role,
         source=source,
         architecture=architecture,
+        resolved_from=resolved_from,
     )
     return derive_plan(
         request,

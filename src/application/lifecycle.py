@@ -175,4 +175,5 @@ class Lifecycle:
             role=request.role,
             source=artifact,
             architecture=architecture,
+            resolved_from=request.resolved_from,
         )

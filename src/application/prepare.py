@@ -6,16 +6,15 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
+from slurm_image.application.credentials import read_registry_credentials
 from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import ATTEMPT_RECORD_MODE, StagedRecord
 from slurm_image.domain.canonical import sha256_hex
 from slurm_image.domain.credentials import (
-    CREDENTIALS_MAX_BYTES,
     CREDENTIALS_MODE,
     CREDENTIALS_NAME,
     RegistryCredentials,
-    select_credentials,
 )
 from slurm_image.domain.errors import InvalidPath
 from slurm_image.domain.identity import FileIdentity
@@ -26,8 +25,7 @@ from slurm_image.domain.request import Request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
 from slurm_image.ports.clock import Clock
-from slurm_image.ports.credentials import FIELD as CREDENTIALS_FIELD
-from slurm_image.ports.credentials import CredentialsFile, CredentialsFileError
+from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -59,15 +57,10 @@ def registry_credentials(
     """The credentials an import of ``request`` uses: the entry of the profile's
     ``credentials_file`` for the source's registry host as Enroot contacts it. None for an
     inspect, without a file, or without an entry (the import then runs anonymously)."""
-    path = profile.enroot.credentials_file
-    if request.operation != "import_oci" or path is None:
+    if request.operation != "import_oci":
         return None
-    if credentials_file is None:
-        raise CredentialsFileError(
-            field=CREDENTIALS_FIELD, rule="no reader for credentials files was configured"
-        )
-    data = credentials_file.read_credentials_file(path, max_bytes=CREDENTIALS_MAX_BYTES)
-    return select_credentials(data, parse_reference(request.source).enroot_registry)
+    registry = parse_reference(request.source).enroot_registry
+    return read_registry_credentials(profile, credentials_file, registry)
 
 
 def require_unchangeable_image(workspace: Workspace, source: str) -> None:

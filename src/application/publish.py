@@ -57,6 +57,8 @@ from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspect
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import (
+    RECORD_SCHEMA_VERSION,
+    TAGGED_SCHEMA_VERSION,
     AliasDocument,
     AliasRecord,
     PublicationMarker,
@@ -65,6 +67,7 @@ from slurm_image.domain.publication import (
     facts_of,
 )
 from slurm_image.domain.request import Request
+from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.store_layout import ARTIFACT_MODE
 from slurm_image.domain.verified_chain import (
     CHAIN_RECORD_MAX_BYTES,
@@ -95,7 +98,16 @@ def _same_binding(one: AliasRecord, other: AliasRecord) -> bool:
         "facts",
         "lifecycle_id",
     )
-    return all(getattr(one, key) == getattr(other, key) for key in keys)
+    return all(getattr(one, key) == getattr(other, key) for key in keys) and _same_tag(
+        one.resolved_from, other.resolved_from
+    )
+
+
+def _same_tag(one: ResolvedFrom | None, other: ResolvedFrom | None) -> bool:
+    """The same tag pinned to the same digest, whenever it was resolved."""
+    if one is None or other is None:
+        return one is other
+    return (one.tag, one.digest) == (other.tag, other.digest)
 
 
 def no_checkpoint(step: str) -> None:
@@ -255,12 +267,14 @@ class Publish:
     ) -> AliasRecord:
         """The one way an alias entry is made: ``request``'s name and role bound, for
         ``architecture``, to the file at ``path`` as hashed (``digest``), with the facts of the
-        lifecycle that inspected it."""
+        lifecycle that inspected it, and the tag the request's source was resolved from."""
         if architecture is None:
             raise VerificationFailed(
                 field="architecture", rule="is unknown: only an image of a known one is published"
             )
+        tagged = request.resolved_from is not None
         return AliasRecord(
+            schema_version=TAGGED_SCHEMA_VERSION if tagged else RECORD_SCHEMA_VERSION,
             name=request.name,
             role=request.role,
             path=path,
@@ -277,6 +291,7 @@ class Publish:
             published_at=format_time(self._clock.now()),
             chain=chain,
             architecture=architecture,
+            resolved_from=request.resolved_from,
         )
 
     # -- steps ---------------------------------------------------------------------------

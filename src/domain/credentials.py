@@ -44,11 +44,17 @@ def registry_host(registry: str) -> str:
 
 @dataclass(frozen=True)
 class RegistryCredentials:
-    """One login for one registry host, as Enroot will match it."""
+    """One login for one registry host, as Enroot will match it; ``machine`` is the entry's
+    ``machine`` as written in the user's file (``HOST`` or ``HOST:PORT``)."""
 
     host: str
     login: str
     password: str = field(repr=False)
+    machine: str | None = field(default=None, compare=False)
+
+    def describe(self) -> str:
+        """The entry named without its password: ``machine M login L``."""
+        return f"machine {self.machine or self.host} login {self.login}"
 
     def netrc_bytes(self) -> bytes:
         """The staged file: one line in the form Enroot (curl) matches."""
@@ -145,4 +151,4 @@ def select_credentials(data: bytes, registry: str) -> RegistryCredentials | None
             raise InvalidProfile(
                 field=FIELD, rule=f"the {what} for {found.machine} holds a control character"
             )
-    return RegistryCredentials(host=host, login=login, password=password)
+    return RegistryCredentials(host=host, login=login, password=password, machine=found.machine)

@@ -61,3 +61,8 @@ class InvalidRecord(DomainError):
 
 class NoImageForArchitecture(DomainError):
     """An alias that has no image for the architecture asked for (or the machine's)."""
+
+
+class InvalidRegistryAnswer(DomainError):
+    """A registry's answer that is refused: a ``Docker-Content-Digest`` that disagrees with the
+    bytes sent, an answer too large, or one that is no manifest or index an import reads."""

@@ -16,9 +16,13 @@ from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
+from slurm_image.domain.resolution import utc_time_text
 
-SCHEMA_VERSION = 2
-"""Version 2 adds ``architecture``; a version 1 plan (no architecture) is still read."""
+SCHEMA_VERSION = 3
+"""The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
+import was resolved from). A plan is written in the oldest version that holds it, so a plan
+without ``resolved_from`` is version 2, byte for byte what it was before version 3 existed (its
+digest, and the script that names it, unchanged); plans of versions 1 to 3 are read."""
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
@@ -92,7 +96,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2]
+    schema_version: Literal[1, 2, 3]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -158,6 +162,11 @@ class Plan(BaseModel):
             raise broken("architecture", "must be the request's, else the profile's")
         if self.schema_version == 1 and self.architecture is not None:
             raise broken("architecture", "a schema version 1 plan has no architecture")
+        if self.schema_version < 3 and self.request.resolved_from is not None:
+            raise broken(
+                "request.resolved_from",
+                f"a schema version {self.schema_version} plan records no tag resolution",
+            )
         if self.profile_selection.profile_sha256 != self.profile.sha256():
             raise broken("profile_selection.profile_sha256", "must be the profile's digest")
         try:
@@ -219,7 +228,7 @@ def format_time(moment: datetime) -> str:
         raise PlanInvariantViolation(
             field="created_at", rule="the clock must give an aware UTC time"
         )
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_time_text(moment)
 
 
 def derive_plan(
@@ -239,7 +248,7 @@ def derive_plan(
     paths.name(lifecycle_id, "lifecycle_id")
     reference = parse_reference(request.source) if request.operation == "import_oci" else None
     return Plan(
-        schema_version=SCHEMA_VERSION,
+        schema_version=SCHEMA_VERSION if request.resolved_from is not None else 2,
         lifecycle_id=lifecycle_id,
         operation=request.operation,
         request=request,

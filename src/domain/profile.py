@@ -49,6 +49,8 @@ ENROOT_ENVIRONMENT_RESERVED = frozenset(
         "ENROOT_MOUNT_HOME",
     }
 )
+ENROOT_YES = frozenset({"y", "yes", "true", "1", "on"})
+"""The values Enroot reads as yes in a boolean setting (the others are no)."""
 SUBMITTER_KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
@@ -176,6 +178,14 @@ class Enroot(BaseModel):
     @property
     def cache_max_bytes(self) -> int:
         return layer_cache.size_bytes(self.layer_cache_max or layer_cache.DEFAULT_MAX)
+
+    @property
+    def allows_http(self) -> bool:
+        """Whether ``ENROOT_ALLOW_HTTP`` holds one of the values Enroot reads as yes: the job's
+        Enroot then asks registries over plain HTTP, and ``resolve`` may ask one that does not
+        speak TLS (anonymously; docs/design.md, "Registry authentication")."""
+        value = self.environment.get("ENROOT_ALLOW_HTTP", "")
+        return value.strip().lower() in ENROOT_YES
 
     @field_validator("environment", mode="before")
     @classmethod

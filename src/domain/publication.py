@@ -12,6 +12,10 @@ Schema version 3 adds ``architecture`` (``domain.architecture``): an alias file 
 (source digest, architecture). A version 1 or 2 alias file is one record of unknown
 architecture (read as a document of that one entry, never written in that form again); a
 version 1 or 2 source record never answers an import for an architecture.
+
+Schema version 4 of an alias entry adds ``resolved_from``: the tag its source was resolved from
+(``domain.resolution``). An entry is written in version 4 only when it carries one, so every
+other entry keeps the bytes of version 3.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS, check_alias_fields
+from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
@@ -38,13 +43,23 @@ if TYPE_CHECKING:
 
 _Record = TypeVar("_Record", bound=BaseModel)
 RECORD_SCHEMA_VERSION: Literal[3] = 3
-"""The version alias and source records are written in."""
+"""The version alias and source records are written in (an alias entry with a tag: 4)."""
+TAGGED_SCHEMA_VERSION: Literal[4] = 4
+"""The version of an alias entry that records the tag it was resolved from."""
 MARKER_SCHEMA_VERSION: Literal[2] = 2
 
 
 def _check_version(
-    schema_version: int, chain: VerifiedChain | None, architecture: str | None
+    schema_version: int,
+    chain: VerifiedChain | None,
+    architecture: str | None,
+    resolved_from: ResolvedFrom | None = None,
 ) -> None:
+    if (schema_version == TAGGED_SCHEMA_VERSION) != (resolved_from is not None):
+        raise InvalidRecord(
+            field="resolved_from",
+            rule=f"is recorded exactly in schema version {TAGGED_SCHEMA_VERSION} entries",
+        )
     if schema_version == 1 and chain is not None:
         raise InvalidRecord(field="chain", rule="a schema version 1 record carries no chain")
     if schema_version >= 3 and architecture is None:
@@ -66,12 +81,14 @@ class AliasRecord(BaseModel):
     ``facts`` and ``inspector_version`` are the inspection record as the host validated it at
     publication; ``identity`` is the artifact's ``(st_dev, st_ino)`` on the publishing host;
     ``chain`` the verified chain of the source, when the artifact came from a verified import;
-    ``architecture`` what the image runs on (None: published before it was recorded).
+    ``architecture`` what the image runs on (None: published before it was recorded);
+    ``resolved_from`` the tag the source was resolved from (``import --resolve``; schema
+    version 4), None when it was given pinned.
     """
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = RECORD_SCHEMA_VERSION
     name: str
     role: Role
     path: str
@@ -88,6 +105,7 @@ class AliasRecord(BaseModel):
     published_at: str
     chain: VerifiedChain | None = None
     architecture: str | None = absent_when_none()
+    resolved_from: ResolvedFrom | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> AliasRecord:
@@ -99,7 +117,7 @@ class AliasRecord(BaseModel):
             self.source_digest,
             self.chain,
         )
-        _check_version(self.schema_version, self.chain, self.architecture)
+        _check_version(self.schema_version, self.chain, self.architecture, self.resolved_from)
         return self
 
     def canonical_bytes(self) -> bytes:

@@ -4,8 +4,10 @@ record as a launcher reads it: as it was written, without the model library.
 The record was validated when it was published and ``show --verify`` validates it again
 (``publication.load_alias``), so a plain read checks the printed keys' types and the alias
 fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too), not the rest
-of the record. ``chain`` is printed as null for a record written before it existed, and
-``architecture`` as null ("unknown") for one written before architectures were recorded.
+of the record. ``chain`` is printed as null for a record written before it existed,
+``architecture`` as null ("unknown") for one written before architectures were recorded, and
+``resolved_from`` (the tag the source was resolved from) as null for an entry whose source was
+given pinned.
 
 An alias file holds one entry per architecture (``publication.AliasDocument``); ``show``
 resolves one of them (``choose_entry``), ``list`` prints each.
@@ -34,12 +36,15 @@ SUMMARY_KEYS = (
     "source",
     "source_digest",
     "published_at",
+    "resolved_from",
 )
 """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
 DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
 """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
-_OPTIONAL_KEYS = ("chain", "architecture")
-"""Printed as null when absent: older records have no chain, no architecture."""
+_OPTIONAL_KEYS = ("chain", "architecture", "resolved_from")
+"""Printed as null when absent: older records have no chain, no architecture, and an entry
+whose source was given pinned no tag."""
+_RESOLVED_FROM_KEYS = ("digest", "resolved_at", "tag")
 _TEXT_KEYS = (
     "name",
     "role",
@@ -177,6 +182,16 @@ def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
         raise InvalidRecord(field=f"{where}.size", rule="must be an integer")
     if not isinstance(record["facts"], dict):
         raise InvalidRecord(field=f"{where}.facts", rule="must be an object")
+    resolved_from = record.get("resolved_from")
+    if resolved_from is not None and (
+        not isinstance(resolved_from, dict)
+        or sorted(resolved_from) != list(_RESOLVED_FROM_KEYS)
+        or not all(isinstance(value, str) for value in resolved_from.values())
+    ):
+        raise InvalidRecord(
+            field=f"{where}.resolved_from",
+            rule=f"must be null or an object of the strings {', '.join(_RESOLVED_FROM_KEYS)}",
+        )
     if record["role"] not in ROLES:
         raise InvalidRecord(field=f"{where}.role", rule=f"must be one of {', '.join(ROLES)}")
     if record["name"] != name:

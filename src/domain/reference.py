@@ -1,4 +1,9 @@
-"""OCI image references: the distribution grammar, our rules, and Enroot's URI form."""
+"""OCI image references: the distribution grammar, our rules, and Enroot's URI form.
+
+One grammar, two forms: ``parse_reference`` reads the digest-pinned reference an import takes,
+``parse_tag_reference`` the reference by tag that ``resolve`` pins (the same rules, the digest
+refused and the tag required).
+"""
 
 from __future__ import annotations
 
@@ -42,15 +47,11 @@ class OciReference(BaseModel):
 
     @property
     def enroot_registry(self) -> str:
-        if self.registry is None or self.registry.lower() in _DOCKER_HUB_ALIASES:
-            return DOCKER_HUB
-        return self.registry
+        return _enroot_registry(self.registry)
 
     @property
     def enroot_repository(self) -> str:
-        if self.enroot_registry == DOCKER_HUB and "/" not in self.repository:
-            return f"library/{self.repository}"
-        return self.repository
+        return _enroot_repository(self.registry, self.repository)
 
     @property
     def enroot_uri(self) -> str:
@@ -70,6 +71,50 @@ class OciReference(BaseModel):
         prefix = f"{self.registry}/" if self.registry else ""
         tag = f":{self.tag}" if self.tag else ""
         return f"{prefix}{self.repository}{tag}@{self.digest}"
+
+
+class TagReference(BaseModel):
+    """A reference by tag, ``registry/repo:TAG``: what ``resolve`` turns into an
+    ``OciReference`` pinned by the digest the registry answers for the tag now."""
+
+    model_config = FROZEN
+
+    registry: str | None
+    """The registry host[:port] as written, or None for Docker Hub's implicit default."""
+    repository: str
+    tag: str
+
+    @property
+    def enroot_registry(self) -> str:
+        """The host the registry API is asked (and netrc entries are matched) at: Docker Hub's
+        names become ``registry-1.docker.io``, as for Enroot."""
+        return _enroot_registry(self.registry)
+
+    @property
+    def enroot_repository(self) -> str:
+        """The repository path the registry API is asked for (``library/`` added for Docker
+        Hub's one-component names)."""
+        return _enroot_repository(self.registry, self.repository)
+
+    def pinned(self, digest: str) -> OciReference:
+        """This reference pinned by ``digest``: exactly what a user typing it would import."""
+        return parse_reference(f"{self}@{digest}")
+
+    def __str__(self) -> str:
+        prefix = f"{self.registry}/" if self.registry else ""
+        return f"{prefix}{self.repository}:{self.tag}"
+
+
+def _enroot_registry(registry: str | None) -> str:
+    if registry is None or registry.lower() in _DOCKER_HUB_ALIASES:
+        return DOCKER_HUB
+    return registry
+
+
+def _enroot_repository(registry: str | None, repository: str) -> str:
+    if _enroot_registry(registry) == DOCKER_HUB and "/" not in repository:
+        return f"library/{repository}"
+    return repository
 
 
 def _fail(rule: str, value: str) -> InvalidReference:
@@ -138,7 +183,11 @@ def parse_reference(text: str) -> OciReference:
     """
     _check_characters(text)
     if "@" not in text:
-        raise _fail("a digest (@sha256:<64 lowercase hex>) is required", text)
+        raise _fail(
+            "a digest (@sha256:<64 lowercase hex>) is required (a tag alone is pinned by"
+            " import --resolve, or printed by slurm-image resolve)",
+            text,
+        )
     name_and_tag, digest = text.rsplit("@", 1)
     if "@" in name_and_tag or "/" in digest:
         raise _fail("must not carry credentials (user@ or user:pass@)", text)
@@ -146,7 +195,39 @@ def parse_reference(text: str) -> OciReference:
         raise _fail("the digest must be sha256:<64 lowercase hex>", text)
     if not _DIGEST.fullmatch(digest):
         raise _fail("the digest must be sha256: followed by 64 lowercase hex characters", text)
+    registry, repository, tag = _parse_name(name_and_tag, text)
+    return OciReference(registry=registry, repository=repository, tag=tag, digest=digest)
 
+
+def parse_tag_reference(text: str) -> TagReference:
+    """Parse and validate a reference by tag, ``registry/repo:TAG``, to be resolved to a digest:
+    the grammar of ``parse_reference`` without the digest, and the tag required.
+
+    Raises ``InvalidReference`` naming the rule that ``text`` breaks.
+    """
+    _check_characters(text)
+    if "@" in text:
+        name, _, after = text.rpartition("@")
+        if "@" in name or "/" in after or not after.startswith("sha256:"):
+            raise _fail("must not carry credentials (user@ or user:pass@)", text)
+        raise _fail(
+            "a reference to resolve names a tag and no digest (it is resolved to one):"
+            " drop the @sha256:... part, or import the pinned reference as it is",
+            text,
+        )
+    registry, repository, tag = _parse_name(text, text)
+    if tag is None:
+        raise _fail(
+            "a tag is required to resolve (registry/repo:TAG, e.g. ubuntu:24.04); Docker's"
+            " implicit :latest is not assumed",
+            text,
+        )
+    return TagReference(registry=registry, repository=repository, tag=tag)
+
+
+def _parse_name(name_and_tag: str, text: str) -> tuple[str | None, str, str | None]:
+    """The registry (None: Docker Hub's implicit default), repository path and tag of
+    ``name_and_tag``, by the distribution grammar; ``text`` is what the errors quote."""
     slash = name_and_tag.rfind("/")
     colon = name_and_tag.rfind(":")
     tag: str | None = None
@@ -178,13 +259,11 @@ def parse_reference(text: str) -> OciReference:
                 " joined by '.', '_', '__' or '-'",
                 text,
             )
-    reference = OciReference(
-        registry=registry, repository="/".join(components), tag=tag, digest=digest
-    )
-    if len(reference.enroot_repository) > PATH_MAX:
+    repository = "/".join(components)
+    if len(_enroot_repository(registry, repository)) > PATH_MAX:
         raise _fail(
             f"the repository path after the registry host must be at most {PATH_MAX} characters"
             " (Docker Hub's library/ included)",
             text,
         )
-    return reference
+    return registry, repository, tag

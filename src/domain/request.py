@@ -11,6 +11,7 @@ from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.errors import DomainError, InvalidRequest
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.reference import parse_reference
+from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import ROLES, Role
 
 Operation = Literal["import_oci", "inspect_sqsh"]
@@ -19,7 +20,9 @@ Operation = Literal["import_oci", "inspect_sqsh"]
 class Request(BaseModel):
     """A validated request: ``source`` is an OCI reference (import) or a ``.sqsh`` path;
     ``architecture`` the one asked for (``--arch``), None to leave it to the profile or the
-    node the job runs on."""
+    node the job runs on; ``resolved_from`` the tag an import's pin was resolved from
+    (``import --resolve``), or for an inspection of a stored artifact the tag of the import it
+    stands for; None when the source was given pinned."""
 
     model_config = FROZEN
 
@@ -28,12 +31,15 @@ class Request(BaseModel):
     role: Role
     source: str
     architecture: str | None = absent_when_none()
+    resolved_from: ResolvedFrom | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> Request:
         paths.name(self.name, "name")
         if self.operation == "import_oci":
             parse_reference(self.source)
+            if self.resolved_from is not None:
+                self.resolved_from.check_source(self.source)
         else:
             paths.sqsh_path(self.source, "source")
         if self.architecture is not None:
@@ -48,13 +54,19 @@ def make_request(
     role: str,
     source: str,
     architecture: str | None = None,
+    resolved_from: ResolvedFrom | None = None,
 ) -> Request:
     """Build a request, raising one ``DomainError`` that names the first field at fault."""
     if role not in ROLES:
         raise InvalidRequest(field="role", rule="must be 'client' or 'serving'", value=role)
     try:
         return Request(
-            operation=operation, name=name, role=role, source=source, architecture=architecture
+            operation=operation,
+            name=name,
+            role=role,
+            source=source,
+            architecture=architecture,
+            resolved_from=resolved_from,
         )
     except ValidationError as error:
         cause = error.errors()[0].get("ctx", {}).get("error")
@@ -63,3 +75,13 @@ def make_request(
         raise InvalidRequest(
             field=str(error.errors()[0]["loc"][0]), rule=error.errors()[0]["msg"]
         ) from None
+
+
+def check_fields(*, name: str, role: str, architecture: str | None = None) -> None:
+    """The rules of a request's name, role and architecture, by themselves: checked before a
+    tag is resolved, so that a request that cannot be made asks no registry."""
+    if role not in ROLES:
+        raise InvalidRequest(field="role", rule="must be 'client' or 'serving'", value=role)
+    paths.name(name, "name")
+    if architecture is not None:
+        check_architecture(architecture)

@@ -29,22 +29,41 @@ if TYPE_CHECKING:
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
     from slurm_image.application.maintain import CacheBound, Removed
+    from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
+    from slurm_image.application.resolve import Resolution
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation, Request
+    from slurm_image.domain.resolution import ResolvedFrom
+
+RESOLVE_TIMEOUT_S = 60.0
+"""How long resolving one tag may take (``application.resolve.DEFAULT_TIMEOUT_S``)."""
 
 
 def make_request(
-    operation: Operation, *, name: str, role: str, source: str, architecture: str | None
+    operation: Operation,
+    *,
+    name: str,
+    role: str,
+    source: str,
+    architecture: str | None,
+    resolved_from: ResolvedFrom | None = None,
 ) -> Request:
     """``domain.request.make_request``, imported when a lifecycle is first asked for."""
     from slurm_image.domain.request import make_request as make
 
-    return make(operation, name=name, role=role, source=source, architecture=architecture)
+    return make(
+        operation,
+        name=name,
+        role=role,
+        source=source,
+        architecture=architecture,
+        resolved_from=resolved_from,
+    )
 
 
 class Lifecycles:
@@ -90,10 +109,43 @@ class Lifecycles:
         name: str,
         role: str,
         arch: str | None = None,
+        resolve: bool = False,
     ) -> PlannedLifecycle:
-        """The plan and script, creating nothing (``--dry-run``)."""
-        request = make_request(operation, name=name, role=role, source=source, architecture=arch)
+        """The plan and script, creating nothing (``--dry-run``); ``resolve``: ``source`` is a
+        tag, pinned first (``resolve_tag``)."""
+        request = self.request(operation, source, name=name, role=role, arch=arch, resolve=resolve)
         return self.container.plan_lifecycle()(request, self.profile, self.selection)
+
+    def request(
+        self,
+        operation: Operation,
+        source: str,
+        *,
+        name: str,
+        role: str,
+        arch: str | None,
+        resolve: bool,
+    ) -> Request:
+        """The request for ``source``; with ``resolve`` (imports only), the request for the
+        pin the tag ``source`` resolves to now, recording where it came from. Name, role and
+        architecture are checked before any registry is asked."""
+        if not resolve:
+            return make_request(operation, name=name, role=role, source=source, architecture=arch)
+        from slurm_image.domain.errors import InvalidRequest
+        from slurm_image.domain.request import check_fields
+
+        if operation != "import_oci":
+            raise InvalidRequest(field="resolve", rule="resolves an import's tag: not for inspect")
+        check_fields(name=name, role=role, architecture=arch)
+        resolution = self.resolve_tag(source, arch=arch)
+        return make_request(
+            operation,
+            name=name,
+            role=role,
+            source=resolution.pinned,
+            architecture=arch,
+            resolved_from=resolution.resolved_from,
+        )
 
     def import_image(
         self,
@@ -108,11 +160,16 @@ class Lifecycles:
         force: bool = False,
         on_poll: Progress | None = None,
         arch: str | None = None,
+        resolve: bool = False,
     ) -> Outcome:
         """Import a digest-pinned OCI reference for ``arch`` (x86_64, aarch64, ppc64le; None:
-        the profile's ``[image_build] arch``, else the build node's). See ``run`` for the
-        other options."""
-        request = make_request("import_oci", name=name, role=role, source=source, architecture=arch)
+        the profile's ``[image_build] arch``, else the build node's). ``resolve``: ``source``
+        is ``registry/repo:TAG``, resolved first and the pin imported exactly as if it had been
+        given, the plan and the published entry recording the tag (``resolve_tag``). See
+        ``run`` for the other options."""
+        request = self.request(
+            "import_oci", source, name=name, role=role, arch=arch, resolve=resolve
+        )
         return self.run(
             request,
             submit=submit,
@@ -197,6 +254,25 @@ class Lifecycles:
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
         self._scheduler_side()
         return self.container.publish()(lifecycle_id, replace=replace).record
+
+    # -- tags ----------------------------------------------------------------------------
+
+    def resolve_tag(
+        self, reference: str, *, arch: str | None = None, timeout_s: float = RESOLVE_TIMEOUT_S
+    ) -> Resolution:
+        """The pin ``registry/repo:TAG`` resolves to now, asked of the registry from here (no
+        job), with the profile's credentials; ``arch``: also the manifest an import for it
+        gets (``NoImageForArchitecture`` when the index has none). See
+        ``application.resolve``."""
+        return self.container.resolve_tag()(reference, self.profile, arch=arch, timeout_s=timeout_s)
+
+    def outdated(
+        self, names: Sequence[str] = (), *, timeout_s: float = RESOLVE_TIMEOUT_S
+    ) -> list[OutdatedEntry]:
+        """Every published entry of ``names`` (default: every alias) with what its recorded
+        tag resolves to now: current, moved, gone, unknown or failed
+        (``application.outdated``)."""
+        return self.container.outdated()(self.profile, names, timeout_s=timeout_s)
 
     # -- the catalog ---------------------------------------------------------------------
 

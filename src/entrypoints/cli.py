@@ -20,13 +20,14 @@ from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.roles import ROLES
 from slurm_image.entrypoints import arguments, doctor_command
 from slurm_image.entrypoints.arguments import PROG, Options
-from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL
+from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL, EXIT_OUTDATED
 
 if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.catalog_reader import CatalogReader
     from slurm_image.application.lifecycle import Outcome
+    from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.wait import Progress
     from slurm_image.domain.request import Operation
@@ -108,6 +109,11 @@ class LifecycleFlags:
     replace: bool = False
     force: bool = False
     arch: str | None = None
+    resolve: bool = False
+
+
+RESOLVE_TIMEOUT_S = 60.0
+"""``resolve --timeout`` and ``outdated --timeout`` default (``application.resolve``)."""
 
 
 def _lifecycle_command(
@@ -127,12 +133,21 @@ def _lifecycle_command(
             raise InvalidRequest(
                 field="wait", rule="needs a submitted job: not with --dry-run or --no-submit"
             )
-        request = make_request(
-            operation, name=name, role=role, source=source, architecture=flags.arch
-        )
+        if flags.resolve:  # the tag is asked for only once everything else holds
+            from slurm_image.domain.reference import parse_tag_reference
+            from slurm_image.domain.request import check_fields
+
+            check_fields(name=name, role=role, architecture=flags.arch)
+            parse_tag_reference(source)
+        else:
+            request = make_request(
+                operation, name=name, role=role, source=source, architecture=flags.arch
+            )
         lifecycles = _lifecycles(options)
         if flags.dry_run:
-            planned = lifecycles.plan(operation, source, name=name, role=role, arch=flags.arch)
+            planned = lifecycles.plan(
+                operation, source, name=name, role=role, arch=flags.arch, resolve=flags.resolve
+            )
             plan_data = planned.plan.model_dump(mode="json")
             human = (
                 f"lifecycle {planned.plan.lifecycle_id} (dry run: nothing created)\n"
@@ -141,6 +156,11 @@ def _lifecycle_command(
             )
             _emit(options, {"plan": plan_data, "script": planned.script}, human.rstrip("\n"))
             return
+        if flags.resolve:
+            request = lifecycles.request(
+                operation, source, name=name, role=role, arch=flags.arch, resolve=True
+            )
+            log.info("%s resolved to %s", source, request.source)
         with _progress(options, enabled=flags.wait) as on_poll:
             outcome = lifecycles.run(
                 request,
@@ -188,9 +208,17 @@ def _emit_submission(options: Options, lifecycle_id: str, job_id: str) -> None:
 
 
 def import_command(options: Options, args: Namespace) -> None:
-    """Import a digest-pinned OCI image into a verified .sqsh and inspect it."""
+    """Import a digest-pinned OCI image (or, with --resolve, a tag pinned first) into a
+    verified .sqsh and inspect it."""
     flags = LifecycleFlags(
-        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, args.force, args.arch
+        args.dry_run,
+        args.no_submit,
+        args.wait,
+        args.timeout,
+        args.replace,
+        args.force,
+        args.arch,
+        args.resolve,
     )
     _lifecycle_command(options, "import_oci", args.source, args.name, args.role, flags)
 
@@ -383,6 +411,10 @@ def _describe_record(details: Mapping[str, Any]) -> str:
             "lifecycle_id",
         )
     ]
+    resolved_from = details.get("resolved_from")
+    if isinstance(resolved_from, Mapping):
+        tag = f"{resolved_from.get('tag')} (resolved {resolved_from.get('resolved_at')})"
+        rows.insert(5, ("tag", tag))
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
 
@@ -493,6 +525,98 @@ def gc_command(options: Options, args: Namespace) -> None:
     )
 
 
+# -- tags --------------------------------------------------------------------------------
+
+
+def resolve_command(options: Options, args: Namespace) -> None:
+    """Resolve registry/repo:TAG to the pinned reference import takes, asking the registry from
+    here (no job); --arch also names that architecture's manifest."""
+    from slurm_image.domain.architecture import check_architecture
+
+    try:
+        arch = None if args.arch is None else check_architecture(args.arch)
+        resolution = _lifecycles(options).resolve_tag(
+            args.reference, arch=arch, timeout_s=args.timeout or RESOLVE_TIMEOUT_S
+        )
+    except Exception as error:
+        raise CommandFailed(error, _next_step(error)) from error
+    lines = [resolution.pinned]
+    entries = resolution.manifest.entries
+    if resolution.manifest.is_index:
+        rows = [
+            (entry.platform.describe() if entry.platform else "-", entry.digest)
+            for entry in entries
+        ]
+        lines.append(f"an index of {len(entries)} manifests:")
+        lines += ["  " + line for line in _table(("PLATFORM", "DIGEST"), rows).splitlines()]
+    if arch is not None:
+        lines.append(f"{arch}: {resolution.arch_manifest}")
+    _emit(options, resolution.as_dict(), "\n".join(lines), resolution.pinned)
+
+
+def outdated_command(options: Options, args: Namespace) -> None:
+    """For every published alias (or those named) whose entries record a tag: does the tag
+    still name that image? Exit 9 when one moved or is gone."""
+    try:
+        for name in args.names:
+            paths.name(name)
+        entries = _lifecycles(options).outdated(
+            args.names, timeout_s=args.timeout or RESOLVE_TIMEOUT_S
+        )
+    except Exception as error:
+        raise CommandFailed(error, _next_step(error)) from error
+    rows = [
+        (
+            entry.name,
+            entry.architecture or "unknown",
+            str(entry.state),
+            entry.tag or "-",
+            entry.new_pin or entry.reason or "",
+        )
+        for entry in entries
+    ]
+    human = (
+        _table(("NAME", "ARCH", "STATE", "TAG", "NOW"), rows) if rows else "no images published yet"
+    )
+    stale = [entry for entry in entries if entry.state in ("moved", "gone")]
+    _emit(
+        options,
+        {"images": [entry.as_dict() for entry in entries]},
+        human,
+        "\n".join(dict.fromkeys(entry.name for entry in stale)),
+    )
+    _outdated_exit(entries, stale)
+
+
+def _outdated_exit(entries: Sequence[OutdatedEntry], stale: Sequence[OutdatedEntry]) -> None:
+    """0 when every tag still names its image; the first failure's code when a tag could not be
+    resolved (the answer is incomplete); else 9 when one moved or is gone."""
+    failed = [entry for entry in entries if entry.error is not None]
+    if failed:
+        first = failed[0]
+        assert first.error is not None
+        raise CommandFailed(
+            first.error,
+            f"{len(failed)} of {len(entries)} entries could not be checked, {first.name}"
+            f" ({first.architecture}) first",
+        )
+    if stale:
+        for entry in stale:
+            if entry.state == "moved":
+                arch = f" --arch {entry.architecture}" if entry.architecture else ""
+                log.warning(
+                    "%s%s moved: %s import %s --name %s --role %s%s --replace --wait",
+                    entry.name,
+                    f" ({entry.architecture})" if entry.architecture else "",
+                    PROG,
+                    entry.new_pin,
+                    entry.name,
+                    entry.role,
+                    arch,
+                )
+        raise SystemExit(EXIT_OUTDATED)
+
+
 def _next_step(error: BaseException) -> str | None:
     """What to do next, for the errors where the rule alone does not say it."""
     notes = getattr(error, "__notes__", None)
@@ -561,6 +685,16 @@ def _timeout(parser: arguments.Parser) -> None:
     )
 
 
+def _registry_timeout(parser: arguments.Parser) -> None:
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=arguments.seconds(1),
+        help=f"Give up on a registry after S seconds, retries included (default"
+        f" {RESOLVE_TIMEOUT_S:g}).",
+    )
+
+
 def _id(parser: arguments.Parser) -> None:
     parser.add_argument("lifecycle_id", metavar="ID", help="A lifecycle id.")
 
@@ -579,10 +713,20 @@ def parser() -> arguments.Parser:
         "Turn digest-pinned container images into verified Enroot squashfs files on Slurm."
     )
     imports = _command(commands, "import", import_command, _doc(import_command))
-    imports.add_argument("source", metavar="SOURCE", help="registry/repo[:tag]@sha256:<64 hex>")
+    imports.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="registry/repo[:tag]@sha256:<64 hex> (with --resolve: registry/repo:tag)",
+    )
     _lifecycle_options(imports)
     imports.add_argument(
         "--force", action="store_true", help="Import even when the store holds this source."
+    )
+    imports.add_argument(
+        "--resolve",
+        action="store_true",
+        help="SOURCE is registry/repo:TAG: pin it to the digest the registry answers now, and"
+        " record the tag.",
     )
     inspects = _command(commands, "inspect", inspect_command, _doc(inspect_command))
     inspects.add_argument("source", metavar="SQSH", help="Absolute path of an existing .sqsh")
@@ -610,6 +754,13 @@ def parser() -> arguments.Parser:
     )
     _arch(shown, "The alias's image for A (default: this machine's architecture).")
     _command(commands, "list", list_command, _doc(list_command))
+    resolving = _command(commands, "resolve", resolve_command, _doc(resolve_command))
+    resolving.add_argument("reference", metavar="REFERENCE", help="registry/repo:tag")
+    _arch(resolving, "Also name the manifest an import for A gets (x86_64, aarch64, ppc64le).")
+    _registry_timeout(resolving)
+    checking = _command(commands, "outdated", outdated_command, _doc(outdated_command))
+    checking.add_argument("names", metavar="NAME", nargs="*", help="Aliases (default: all).")
+    _registry_timeout(checking)
     _alias(_command(commands, "unregister", unregister_command, _doc(unregister_command)))
     _id(_command(commands, "cleanup", cleanup_command, _doc(cleanup_command)))
     collect = _command(commands, "gc", gc_command, _doc(gc_command))

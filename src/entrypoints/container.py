@@ -107,6 +107,14 @@ class Container(containers.DeclarativeContainer):
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
+
+    # Resolving tags (docs/design.md, "Resolving a tag"): one registry client per process, so
+    # a Bearer token serves every resolution of its repository while it lasts.
+    registry = providers.Singleton(make.registry)
+    resolve_tag = providers.Factory(
+        make.resolve_tag, registry=registry, clock=clock, credentials=credentials_file
+    )
+    outdated = providers.Factory(make.outdated, catalog=catalog, resolve=resolve_tag)
     maintain = providers.Factory(
         make.maintain,
         store=store,

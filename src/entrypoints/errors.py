@@ -17,13 +17,20 @@ from slurm_image.application.errors import (
     WaitTimedOut,
     WrongWorkspace,
 )
-from slurm_image.domain.errors import DomainError, PlanInvariantViolation, SlurmImageError
+from slurm_image.domain.errors import (
+    DomainError,
+    InvalidRegistryAnswer,
+    PlanInvariantViolation,
+    SlurmImageError,
+)
 from slurm_image.entrypoints.exit_codes import (
     EXIT_CONFLICT,
     EXIT_INTERNAL,
     EXIT_INVALID,
     EXIT_JOB_FAILED,
     EXIT_OK,
+    EXIT_OUTDATED,
+    EXIT_REGISTRY_ANSWER,
     EXIT_SCHEDULER,
     EXIT_VERIFICATION,
     EXIT_WAIT_TIMEOUT,
@@ -31,6 +38,7 @@ from slurm_image.entrypoints.exit_codes import (
 from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.lock import LockTimeout
+from slurm_image.ports.registry import AnswerRefused, RegistryError, RegistryNotFound
 from slurm_image.ports.store import ChangedWhileRead
 from slurm_image.ports.submitter import SubmitterError
 from slurm_image.ports.workspace import (
@@ -48,6 +56,8 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_JOB_FAILED",
     "EXIT_OK",
+    "EXIT_OUTDATED",
+    "EXIT_REGISTRY_ANSWER",
     "EXIT_SCHEDULER",
     "EXIT_VERIFICATION",
     "EXIT_WAIT_TIMEOUT",
@@ -59,9 +69,17 @@ __all__ = [
 # internal error (exit 1).
 EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
     (PlanInvariantViolation, EXIT_VERIFICATION),
+    # A registry's answer that is refused (a digest header that lies, too large, no manifest),
+    # whether the domain or the adapter found it.
+    (InvalidRegistryAnswer, EXIT_REGISTRY_ANSWER),
     (DomainError, EXIT_INVALID),
     (CredentialsFileError, EXIT_INVALID),
     (SubmitterError, EXIT_SCHEDULER),
+    (AnswerRefused, EXIT_REGISTRY_ANSWER),
+    # No such tag or repository: like an unknown alias, the input names nothing.
+    (RegistryNotFound, EXIT_INVALID),
+    # Unreachable after retries, credentials refused or missing, any other refusal.
+    (RegistryError, EXIT_SCHEDULER),
     (VerificationFailed, EXIT_VERIFICATION),
     # The workspace is not what it must be (symlinked, foreign-owned, swapped, not regular):
     # refused like a staged file that fails its digest.

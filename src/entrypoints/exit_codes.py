@@ -9,3 +9,8 @@ EXIT_JOB_FAILED = 4
 EXIT_VERIFICATION = 5
 EXIT_CONFLICT = 6
 EXIT_WAIT_TIMEOUT = 7
+EXIT_REGISTRY_ANSWER = 8
+"""The registry's answer was refused: a ``Docker-Content-Digest`` that disagrees with the bytes,
+more than 4 MiB, or no manifest or index an import reads (``resolve``, ``import --resolve``)."""
+EXIT_OUTDATED = 9
+"""``outdated``: a published tag moved to another image or is gone."""

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from slurm_image.adapters.local_store import LocalStore
     from slurm_image.adapters.local_workspace import LocalWorkspace
     from slurm_image.adapters.memory import FakeSubmitter
+    from slurm_image.adapters.oci_registry import HttpRegistry
     from slurm_image.adapters.sbatch import SbatchSubmitter
     from slurm_image.adapters.slurmrest import RestSubmitter
     from slurm_image.adapters.system_clock import SystemClock
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.observe import Observe
+    from slurm_image.application.outdated import Outdated
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
+    from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
     from slurm_image.domain.runtime import RuntimeFiles
@@ -70,6 +73,12 @@ def locks(store: LocalStore) -> FcntlLocks:
     from slurm_image.adapters.fcntl_lock import FcntlLocks
 
     return FcntlLocks(store=store)
+
+
+def registry() -> HttpRegistry:
+    from slurm_image.adapters.oci_registry import HttpRegistry
+
+    return HttpRegistry()
 
 
 def fake_submitter() -> FakeSubmitter:
@@ -162,3 +171,15 @@ def lifecycle(**wiring: Any) -> Lifecycle:
     from slurm_image.application.lifecycle import Lifecycle
 
     return Lifecycle(**wiring)
+
+
+def resolve_tag(**wiring: Any) -> ResolveTag:
+    from slurm_image.application.resolve import ResolveTag
+
+    return ResolveTag(**wiring)
+
+
+def outdated(**wiring: Any) -> Outdated:
+    from slurm_image.application.outdated import Outdated
+
+    return Outdated(**wiring)

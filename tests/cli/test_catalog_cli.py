@@ -73,6 +73,7 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
         "source",
         "source_digest",
         "published_at",
+        "resolved_from",
     }
     code, out, _ = site.run("list")
     assert code == 0

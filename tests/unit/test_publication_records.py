@@ -71,6 +71,7 @@ def test_an_alias_record_round_trips() -> None:
         "source",
         "source_digest",
         "published_at",
+        "resolved_from",
     }
 
 

@@ -7,6 +7,7 @@ from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
 from slurm_image.adapters.memory.lock import MemoryLocks
+from slurm_image.adapters.memory.registry import MemoryRegistry, MemoryRegistryHost
 from slurm_image.adapters.memory.store import MemoryStore
 from slurm_image.adapters.memory.submitter import FailureKind, FakeJob, FakeSubmitter, Operation
 from slurm_image.adapters.memory.workspace import (
@@ -27,6 +28,8 @@ __all__ = [
     "MemoryFilesystem",
     "MemoryLocks",
     "MemoryNode",
+    "MemoryRegistry",
+    "MemoryRegistryHost",
     "MemoryStore",
     "MemoryWorkspace",
     "Operation",

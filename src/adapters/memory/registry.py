@@ -1,0 +1,192 @@
+"""``MemoryRegistry``: a ``Registry`` over registries held in memory, each anonymous, Basic or
+Bearer, over TLS or plain HTTP, keeping the port's rules (``ports.registry``): credentials only
+over TLS and only to the registry or its token realm, tokens kept for their lifetime, bounded
+answers. It records every login it was sent and where, so tests can ask."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from slurm_image.domain.credentials import RegistryCredentials
+from slurm_image.ports.registry import (
+    AnswerTooLarge,
+    ManifestAnswer,
+    ManifestRequest,
+    RegistryAuthFailed,
+    RegistryNotFound,
+    RegistryUnavailable,
+)
+
+Auth = Literal["anonymous", "basic", "bearer"]
+
+
+@dataclass
+class MemoryManifest:
+    data: bytes
+    media_type: str
+    content_digest: str | None = None
+    """The ``Docker-Content-Digest`` sent; None: the true one."""
+
+
+@dataclass
+class MemoryRegistryHost:
+    """One registry: ``tls`` (else plain HTTP), how it authenticates, its accounts (login ->
+    password), the repositories a Bearer realm gives anonymous tokens for, the lifetime of its
+    tokens, and its manifests by (repository, reference)."""
+
+    tls: bool = True
+    auth: Auth = "anonymous"
+    accounts: dict[str, str] = field(default_factory=dict)
+    public: set[str] = field(default_factory=set)
+    token_lifetime_s: int = 300
+    realm: str = ""
+    manifests: dict[tuple[str, str], MemoryManifest] = field(default_factory=dict)
+
+
+@dataclass
+class Sent:
+    """A login a registry (or its realm) received: ``where`` is the host or realm."""
+
+    where: str
+    login: str
+
+
+@dataclass
+class MemoryRegistry:
+    """Registries by host[:port]; ``now`` is the fake time tokens expire by (``advance``)."""
+
+    hosts: dict[str, MemoryRegistryHost] = field(default_factory=dict)
+    now: float = 0.0
+    sent: list[Sent] = field(default_factory=list)
+    token_requests: int = 0
+    _tokens: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
+
+    def host(
+        self,
+        registry: str,
+        *,
+        tls: bool = True,
+        auth: Auth = "anonymous",
+        accounts: dict[str, str] | None = None,
+        public: set[str] | None = None,
+        token_lifetime_s: int = 300,
+        realm: str = "",
+    ) -> MemoryRegistryHost:
+        """The registry ``registry``, created with these settings when new."""
+        if registry not in self.hosts:
+            self.hosts[registry] = MemoryRegistryHost(
+                tls=tls,
+                auth=auth,
+                accounts=dict(accounts or {}),
+                public=set(public or ()),
+                token_lifetime_s=token_lifetime_s,
+                realm=realm or f"auth.{registry}",
+            )
+        return self.hosts[registry]
+
+    def put(
+        self,
+        registry: str,
+        repository: str,
+        reference: str,
+        data: bytes,
+        media_type: str,
+        content_digest: str | None = None,
+    ) -> str:
+        """Serve ``data`` for ``reference`` (a tag) and by its digest; returns the digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        host = self.host(registry)
+        manifest = MemoryManifest(data, media_type, content_digest)
+        host.manifests[(repository, reference)] = manifest
+        host.manifests[(repository, digest)] = MemoryManifest(data, media_type)
+        return digest
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
+        registry = request.registry
+        host = self.hosts.get(registry)
+        if host is None:
+            raise RegistryUnavailable(field=registry, rule=f"cannot connect to {registry}")
+        if not host.tls and not request.allow_http:
+            raise RegistryUnavailable(
+                field=registry,
+                rule="does not speak TLS on its port; a plain-HTTP registry is asked only"
+                " when [enroot] environment sets ENROOT_ALLOW_HTTP, as for the import job",
+            )
+        self._authenticate(host, request)
+        manifest = host.manifests.get((request.repository, request.reference))
+        if manifest is None:
+            raise RegistryNotFound(
+                field=registry,
+                rule=f"has no {request.repository}:{request.reference} (answered 404)",
+            )
+        if len(manifest.data) > request.max_bytes:
+            raise AnswerTooLarge(
+                field=registry,
+                rule=f"sent more than {request.max_bytes} bytes for"
+                f" {request.repository}:{request.reference}: refused",
+            )
+        digest = manifest.content_digest
+        if digest is None:
+            digest = "sha256:" + hashlib.sha256(manifest.data).hexdigest()
+        return ManifestAnswer(manifest.data, manifest.media_type, digest)
+
+    def _authenticate(self, host: MemoryRegistryHost, request: ManifestRequest) -> None:
+        credentials = request.credentials
+        registry = request.registry
+        if host.auth == "anonymous":
+            return
+        if host.auth == "basic":
+            if credentials is None:
+                raise self._none_given(request, "Basic")
+            if not host.tls:
+                raise RegistryAuthFailed(
+                    field=registry,
+                    rule="asks for credentials over plain HTTP: they are sent over HTTPS only",
+                )
+            self.sent.append(Sent(registry, credentials.login))
+            if host.accounts.get(credentials.login) != credentials.password:
+                raise RegistryAuthFailed(
+                    field=registry,
+                    rule=f"refuses the credentials of the netrc entry '{credentials.describe()}'",
+                )
+            return
+        self._token(host, request, credentials if host.tls else None)
+
+    def _token(
+        self,
+        host: MemoryRegistryHost,
+        request: ManifestRequest,
+        credentials: RegistryCredentials | None,
+    ) -> None:
+        login = credentials.login if credentials else None
+        key = (request.registry, request.repository, login)
+        expires = self._tokens.get(key)
+        if expires is not None and expires > self.now:
+            return
+        self.token_requests += 1
+        if credentials is None:
+            if request.repository not in host.public:
+                raise self._none_given(request, "Bearer", host.realm)
+        else:
+            self.sent.append(Sent(host.realm, credentials.login))
+            if host.accounts.get(credentials.login) != credentials.password:
+                raise RegistryAuthFailed(
+                    field=request.registry,
+                    rule=f"its token service {host.realm} refuses the credentials of the netrc"
+                    f" entry '{credentials.describe()}'",
+                )
+        self._tokens[key] = self.now + host.token_lifetime_s
+
+    @staticmethod
+    def _none_given(request: ManifestRequest, scheme: str, realm: str = "") -> RegistryAuthFailed:
+        via = f" (token service {realm})" if realm else ""
+        return RegistryAuthFailed(
+            field=request.registry,
+            rule=f"asks for credentials ({scheme}{via}) for {request.repository}, and none"
+            f" were given for {request.registry}",
+        )
