@@ -13,6 +13,7 @@ from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.model_config import FROZEN, absent_when_none
+from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
@@ -247,6 +248,8 @@ def derive_plan(
     directory a ``~/`` layer cache is expanded with."""
     paths.name(lifecycle_id, "lifecycle_id")
     reference = parse_reference(request.source) if request.operation == "import_oci" else None
+    if reference is not None:
+        require_allowed_source(reference, profile.policy)
     return Plan(
         schema_version=SCHEMA_VERSION if request.resolved_from is not None else 2,
         lifecycle_id=lifecycle_id,
