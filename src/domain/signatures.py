@@ -37,8 +37,10 @@ from typing import Any, Literal
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from pydantic import BaseModel
 
 from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
+from slurm_image.domain.model_config import FROZEN
 
 SignatureFormat = Literal["sigstore-bundle", "cosign-legacy"]
 BUNDLE: SignatureFormat = "sigstore-bundle"
@@ -188,6 +190,29 @@ class Verified:
     key_fingerprint: str
     signed_digest: str
     """The digest its payload names (the pin, or the architecture's manifest of the pin)."""
+
+
+class SignedBy(BaseModel):
+    """What the plan, the alias and the source record keep of the signature an import was
+    accepted for: the policy key's fingerprint, the signature's format and the digest of what
+    holds it, and the digest its payload names (the pin, or the pinned index's manifest for
+    the architecture imported)."""
+
+    model_config = FROZEN
+
+    key_fingerprint: str
+    format: SignatureFormat
+    digest: str
+    signed_digest: str
+
+    @classmethod
+    def of(cls, verified: Verified) -> SignedBy:
+        return cls(
+            key_fingerprint=verified.key_fingerprint,
+            format=verified.format,
+            digest=verified.digest,
+            signed_digest=verified.signed_digest,
+        )
 
 
 def _json_object(data: bytes, what: str, looked_up: str) -> dict[str, Any]:
