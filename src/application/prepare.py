@@ -26,7 +26,7 @@ from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
-from slurm_image.domain.signatures import SignedBy
+from slurm_image.domain.signed_by import SignedBy
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError

@@ -25,10 +25,10 @@ from slurm_image.domain.signatures import (
     SIGNATURE_MAX_BYTES,
     Candidate,
     PublicKey,
-    SignedBy,
     load_public_key,
     verify,
 )
+from slurm_image.domain.signed_by import SignedBy
 from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.registry import ManifestRequest, Registry
 from slurm_image.ports.signatures import SignatureRequest, Signatures
@@ -95,7 +95,7 @@ class CheckSignature:
         log.info(
             "%s: signed (%s) by the policy key %s", pin, verified.format, verified.key_fingerprint
         )
-        return SignedBy.of(verified)
+        return verified.record()
 
     def _find(
         self,

@@ -18,7 +18,7 @@ from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
 from slurm_image.domain.resolution import utc_time_text
-from slurm_image.domain.signatures import SignedBy
+from slurm_image.domain.signed_by import SignedBy
 
 SCHEMA_VERSION = 4
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an

@@ -32,17 +32,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-from pydantic import BaseModel
 
 from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
-from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.signed_by import SignatureFormat, SignedBy
 
-SignatureFormat = Literal["sigstore-bundle", "cosign-legacy"]
 BUNDLE: SignatureFormat = "sigstore-bundle"
 LEGACY: SignatureFormat = "cosign-legacy"
 
@@ -191,27 +189,13 @@ class Verified:
     signed_digest: str
     """The digest its payload names (the pin, or the architecture's manifest of the pin)."""
 
-
-class SignedBy(BaseModel):
-    """What the plan, the alias and the source record keep of the signature an import was
-    accepted for: the policy key's fingerprint, the signature's format and the digest of what
-    holds it, and the digest its payload names (the pin, or the pinned index's manifest for
-    the architecture imported)."""
-
-    model_config = FROZEN
-
-    key_fingerprint: str
-    format: SignatureFormat
-    digest: str
-    signed_digest: str
-
-    @classmethod
-    def of(cls, verified: Verified) -> SignedBy:
-        return cls(
-            key_fingerprint=verified.key_fingerprint,
-            format=verified.format,
-            digest=verified.digest,
-            signed_digest=verified.signed_digest,
+    def record(self) -> SignedBy:
+        """What the plan and the store keep of it."""
+        return SignedBy(
+            key_fingerprint=self.key_fingerprint,
+            format=self.format,
+            digest=self.digest,
+            signed_digest=self.signed_digest,
         )
 
 
