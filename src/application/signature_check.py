@@ -65,6 +65,18 @@ class CheckSignature:
         self._credentials = credentials
         self._timeout_s = timeout_s
 
+    def satisfies(self, signed_by: SignedBy | None, profile: SiteProfile) -> bool:
+        """Whether a stored record's signature satisfies the profile's policy now: always when
+        no signature is required, else only a signature by a key still in ``policy.keys``
+        (read and checked now: the key files' errors are raised)."""
+        policy = profile.policy
+        if policy is None or not policy.require_signature:
+            return True
+        if signed_by is None:
+            return False
+        fingerprints = {key.fingerprint for key in policy_keys(profile, self._signatures)}
+        return signed_by.key_fingerprint in fingerprints
+
     def __call__(self, request: Request, profile: SiteProfile) -> SignedBy | None:
         """The signature the policy accepts for an import's pin; None when the profile requires
         none (or the request is an inspect, which never reaches a registry)."""

@@ -117,6 +117,7 @@ class Container(containers.DeclarativeContainer):
         wait=wait.provider,
         publish=publish.provider,
         require_submitter=submitter_ready.provider,
+        check_signature=check_signature.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)

@@ -242,3 +242,16 @@ def test_a_plan_records_a_signature_only_in_schema_4_and_only_for_an_import(site
                 }
             )
         )
+
+
+def test_a_stored_signature_satisfies_the_policy_only_by_a_key_still_listed(site: Site) -> None:
+    site.publish(bundle_signature(SITE_KEY, PIN))
+    signed_by = site.stage().plan.signed_by
+    check = CheckSignature(site.signatures, site.signatures.registry)
+    profile, _ = site.profile()
+    assert check.satisfies(signed_by, profile)
+    assert not check.satisfies(None, profile)
+    site.signatures.keys[KEY_PATH] = MemoryKeyFile(public_pem(OTHER_KEY), uid=0)
+    assert not check.satisfies(signed_by, profile)
+    open_profile, _ = site.profile_for(site.harness.root)
+    assert check.satisfies(None, open_profile)
