@@ -193,8 +193,12 @@ class Lifecycle:
             artifact,
             request.role,
         )
+        # The stored artifact stands for a source that satisfied the policy just above: its
+        # signature was checked, the local file's absence of one is not a reason to refuse.
+        policy = profile.policy
         return make_request(
             "inspect_sqsh",
+            unsigned_ok=policy is not None and policy.require_signature,
             name=request.name,
             role=request.role,
             source=artifact,

@@ -81,6 +81,20 @@ def require_unchangeable_image(workspace: Workspace, source: str) -> None:
         )
 
 
+def require_unsigned_ok(request: Request, profile: SiteProfile) -> None:
+    """Under ``policy.require_signature``, refuse to inspect a local ``.sqsh`` unless the
+    request says ``unsigned_ok``: a file carries no signature to check. ``SignatureRefused`` of
+    ``source``, before anything is staged."""
+    policy = profile.policy
+    if policy is not None and policy.require_signature and not request.unsigned_ok:
+        raise SignatureRefused(
+            field="source",
+            rule="policy.require_signature is set and a local .sqsh carries no signature to"
+            " check: inspect it with --unsigned-ok to proceed anyway (the plan records it)",
+            value=request.source,
+        )
+
+
 class PlanLifecycle:
     """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this."""
 
@@ -125,6 +139,7 @@ class PlanLifecycle:
         no registry (the source's grammar, ``allowed_registries``); without a checker, an
         import the policy requires a signature for is refused rather than let through."""
         if request.operation != "import_oci":
+            require_unsigned_ok(request, profile)
             return None
         require_allowed_source(parse_reference(request.source), profile.policy)
         if self._check_signature is not None:

@@ -22,7 +22,8 @@ from slurm_image.domain.signed_by import SignedBy
 
 SCHEMA_VERSION = 4
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
-import was resolved from), 4 ``signed_by`` (the signature the site policy accepted). A plan is
+import was resolved from), 4 ``signed_by`` (the signature the site policy accepted) and the
+request's ``unsigned_ok`` (an inspection let through without one). A plan is
 written in the oldest version that holds it, so a plan without ``resolved_from`` or
 ``signed_by`` is version 2, byte for byte what it was before version 3 existed (its digest,
 and the script that names it, unchanged); plans of versions 1 to 4 are read."""
@@ -174,6 +175,11 @@ class Plan(BaseModel):
                 "request.resolved_from",
                 f"a schema version {self.schema_version} plan records no tag resolution",
             )
+        if self.request.unsigned_ok and self.schema_version < 4:
+            raise broken(
+                "request.unsigned_ok",
+                f"a schema version {self.schema_version} plan records no --unsigned-ok",
+            )
         if self.signed_by is not None:
             if self.schema_version < 4:
                 raise broken(
@@ -267,7 +273,11 @@ def derive_plan(
         require_allowed_source(reference, profile.policy)
     return Plan(
         schema_version=(
-            4 if signed_by is not None else 3 if request.resolved_from is not None else 2
+            4
+            if signed_by is not None or request.unsigned_ok
+            else 3
+            if request.resolved_from is not None
+            else 2
         ),
         lifecycle_id=lifecycle_id,
         operation=request.operation,

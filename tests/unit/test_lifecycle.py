@@ -248,3 +248,11 @@ def test_a_source_outside_allowed_registries_is_refused_before_the_store_is_aske
     with pytest.raises(InvalidRequest, match=r"policy\.allowed_registries"):
         _run(steps, profile=profile, wait=True)
     assert not any(call.startswith("ask the store") for call in steps.calls)
+
+
+def test_the_stored_artifact_of_a_signed_source_is_inspected_under_the_policy() -> None:
+    steps = Steps(stored_roles=("serving",), stored_signed_by=object())
+    _run(steps, profile=signed_profile(), wait=True)
+    (staged,) = steps.staged
+    assert staged.operation == "inspect_sqsh"
+    assert staged.unsigned_ok is True

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -147,4 +148,26 @@ def test_dry_run_of_a_source_outside_allowed_registries_exits_2_naming_the_rule(
         assert "source:" in done.stderr
         assert "policy.allowed_registries" in done.stderr
         assert done.stdout == ""
+    assert not (tmp_path / "ws").exists()
+
+
+def test_dry_run_inspect_under_require_signature_needs_unsigned_ok(tmp_path: Path) -> None:
+    key = tmp_path / "site.pub"
+    key.write_text("unused: an inspect reads no key\n")
+    profile = tmp_path / "site.toml"
+    profile.write_text(
+        PROFILE_TOML.format(root=tmp_path / "ws")
+        + f'\n[policy]\nrequire_signature = true\nkeys = ["{key}"]\n'
+    )
+    image = tmp_path / "image.sqsh"
+    image.write_bytes(b"hsqs")
+    args = ["--profile", str(profile), "--json", "inspect", str(image), "--name", "t"]
+    args += ["--role", "serving", "--dry-run"]
+    env = {"HOME": str(tmp_path)}
+    refused = run_cli(*args, cwd=tmp_path, env=env)
+    assert refused.returncode == 10, refused.stderr
+    assert "--unsigned-ok" in refused.stderr and "carries no signature" in refused.stderr
+    done = run_cli(*args, "--unsigned-ok", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plan"]["request"]["unsigned_ok"] is True
     assert not (tmp_path / "ws").exists()

@@ -25,7 +25,7 @@ from slurm_image.adapters.memory import FakeClock, MemoryKeyFile, MemorySignatur
 from slurm_image.application.prepare import PlanLifecycle, Prepare
 from slurm_image.application.signature_check import CheckSignature
 from slurm_image.domain.canonical import canonical_json
-from slurm_image.domain.errors import PlanInvariantViolation, SignatureRefused
+from slurm_image.domain.errors import InvalidRequest, PlanInvariantViolation, SignatureRefused
 from slurm_image.domain.manifest import OCI_INDEX, OCI_MANIFEST
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.request import make_request
@@ -255,3 +255,36 @@ def test_a_stored_signature_satisfies_the_policy_only_by_a_key_still_listed(site
     assert not check.satisfies(signed_by, profile)
     open_profile, _ = site.profile_for(site.harness.root)
     assert check.satisfies(None, open_profile)
+
+
+def test_inspect_of_a_local_sqsh_under_require_signature_needs_unsigned_ok(
+    site: Site, runtime_files: Any
+) -> None:
+    profile, selection = site.profile()
+    source = "/lustre/images/serving.sqsh"
+    request = make_request("inspect_sqsh", name="app", role="serving", source=source)
+    with pytest.raises(SignatureRefused) as caught:
+        site.planner(request, profile, selection)
+    assert caught.value.field == "source"
+    assert "a local .sqsh carries no signature" in caught.value.rule
+    assert "--unsigned-ok" in caught.value.rule
+    assert exit_code_for(caught.value) == EXIT_UNSIGNED
+    allowed = make_request(
+        "inspect_sqsh", name="app", role="serving", source=source, unsigned_ok=True
+    )
+    plan = site.planner(allowed, profile, selection).plan
+    assert plan.request.unsigned_ok is True and plan.schema_version == 4
+    assert load_plan(plan.canonical_bytes()) == plan
+    open_profile, open_selection = site.profile_for(site.harness.root)
+    assert site.planner(request, open_profile, open_selection).plan.schema_version == 2
+
+
+def test_unsigned_ok_is_for_inspect_only() -> None:
+    with pytest.raises(InvalidRequest, match="unsigned_ok"):
+        make_request(
+            "import_oci",
+            name="app",
+            role="client",
+            source=f"{REGISTRY}/{REPOSITORY}@{PIN}",
+            unsigned_ok=True,
+        )
