@@ -21,11 +21,13 @@ choose what is trusted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.errors import SlurmImageError
-from slurm_image.domain.signatures import Candidate
+
+if TYPE_CHECKING:  # the error table imports this module: it loads no cryptography
+    from slurm_image.domain.signatures import Candidate
 
 
 class KeyFileError(SlurmImageError):
