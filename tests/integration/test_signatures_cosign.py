@@ -13,10 +13,8 @@ and scripts/test-images.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,140 +24,32 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixtures of the registries, registered here by import
-from harness import AuthRegistry, auth_registry, need, registry_images  # noqa: F401
+from harness import AuthRegistry, auth_registry, registry_images  # noqa: F401
 
+from cosign_real import (
+    OPEN,
+    Cosign,
+    Repository,
+    copy_manifest,
+    make_cosign,
+    make_repository,
+    split,
+)
 from slurm_image.domain.signatures import load_public_key
+from slurm_image.entrypoints.exit_codes import EXIT_UNSIGNED
 from support import run_cli
 
 pytestmark = pytest.mark.e2e
 
-COSIGN = Path(__file__).resolve().parents[2] / "scripts" / "cosign"
-OPEN = "127.0.0.1:5000"
-MANIFEST_TYPES = ", ".join(
-    [
-        "application/vnd.oci.image.index.v1+json",
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    ]
-)
-EXIT_UNSIGNED = 10
-
-
-@dataclass
-class Cosign:
-    """scripts/cosign, and a directory of this test inside the forky root."""
-
-    workdir: Path
-    name: str
-
-    def run(self, *args: str) -> None:
-        done = subprocess.run(
-            [str(COSIGN), *args], capture_output=True, text=True, timeout=300, check=False
-        )
-        assert done.returncode == 0, done.stderr
-
-    def key_pair(self, label: str) -> Path:
-        self.run("generate-key-pair", "--output-key-prefix", f"{self.name}/{label}")
-        public = self.workdir / self.name / f"{label}.pub"
-        public.chmod(0o644)
-        return public
-
-    def sign(
-        self, label: str, reference: str, *, legacy: bool, extra: tuple[str, ...] = ()
-    ) -> None:
-        self.run(
-            "sign",
-            "--key",
-            f"{self.name}/{label}.key",
-            "--use-signing-config=false",
-            "--tlog-upload=false",
-            *(["--new-bundle-format=false"] if legacy else []),
-            "--yes",
-            *extra,
-            reference,
-        )
-
 
 @pytest.fixture
 def cosign() -> Cosign:
-    need(os.geteuid() == 0, "scripts/cosign runs cosign in a chroot: needs root")
-    done = subprocess.run(
-        [str(COSIGN), "--workdir"], capture_output=True, text=True, timeout=600, check=False
-    )
-    need(done.returncode == 0, f"no cosign to sign with: {done.stderr.strip()}")
-    name = uuid.uuid4().hex
-    workdir = Path(done.stdout.strip())
-    (workdir / name).mkdir()
-    return Cosign(workdir, name)
-
-
-def copy_image(client: httpx.Client, base: str, source: str, target: str, digest: str) -> None:
-    """Copy ``source@digest`` to the repository ``target`` of the same registry (blobs mounted),
-    keeping its digest."""
-    answer = client.get(
-        f"{base}/v2/{source}/manifests/{digest}", headers={"Accept": MANIFEST_TYPES}
-    )
-    answer.raise_for_status()
-    body = answer.json()
-    for child in body.get("manifests", []):
-        copy_image(client, base, source, target, child["digest"])
-    for blob in [body["config"], *body["layers"]] if "config" in body else []:
-        mounted = client.post(
-            f"{base}/v2/{target}/blobs/uploads/", params={"mount": blob["digest"], "from": source}
-        )
-        assert mounted.status_code == 201, mounted.text
-    put = client.put(
-        f"{base}/v2/{target}/manifests/{digest}",
-        content=answer.content,
-        headers={"Content-Type": answer.headers["content-type"]},
-    )
-    assert put.status_code == 201, put.text
-
-
-def copy_manifest(
-    client: httpx.Client, base: str, repository: str, source: str, target: str
-) -> None:
-    answer = client.get(
-        f"{base}/v2/{repository}/manifests/{source}", headers={"Accept": MANIFEST_TYPES}
-    )
-    answer.raise_for_status()
-    put = client.put(
-        f"{base}/v2/{repository}/manifests/{target}",
-        content=answer.content,
-        headers={"Content-Type": answer.headers["content-type"]},
-    )
-    assert put.status_code == 201, put.text
-
-
-@dataclass
-class Repository:
-    """Copies of the client and serving test images in a repository of this test."""
-
-    registry: str
-    name: str
-    client: str
-    serving: str
-
-    def ref(self, digest: str) -> str:
-        return f"{self.registry}/{self.name}@{digest}"
-
-
-def split(reference: str) -> tuple[str, str]:
-    name, _, digest = reference.partition("@")
-    return name.split("/", 1)[1].rsplit(":", 1)[0], digest
+    return make_cosign()
 
 
 @pytest.fixture
 def repository(registry_images: dict[str, str]) -> Repository:  # noqa: F811
-    name = f"slurm-image-signatures/{uuid.uuid4().hex[:12]}"
-    with httpx.Client(timeout=60) as client:
-        digests = []
-        for image in ("client", "serving"):
-            source, digest = split(registry_images[image])
-            copy_image(client, f"http://{OPEN}", source, name, digest)
-            digests.append(digest)
-    return Repository(OPEN, name, *digests)
+    return make_repository(registry_images)
 
 
 @dataclass
