@@ -98,6 +98,8 @@ class _Reply:
 class _Token:
     value: str = field(repr=False)
     expires_at: float
+    with_credentials: bool
+    """Whether the realm was given the netrc entry for it."""
 
 
 class _Transient(Exception):
@@ -324,6 +326,7 @@ class _Call:
         cached = self.owner._tokens.get(key)
         now = self.owner._monotonic()
         if cached is not None and cached.expires_at > now:
+            self.token_with_credentials = cached.with_credentials
             return cached.value
         params = {"scope": scope, **({"service": service} if service else {})}
         url = realm.copy_merge_params(params)
@@ -350,7 +353,9 @@ class _Call:
         lifetime = answer.lifetime_s
         margin = min(_TOKEN_MARGIN_S, lifetime / 10)
         self.token_with_credentials = sendable is not None
-        self.owner._tokens[key] = _Token(answer.token, now + lifetime - margin)
+        self.owner._tokens[key] = _Token(
+            answer.token, now + lifetime - margin, sendable is not None
+        )
         self.owner._realms[(self._origin_text, self.request.repository, self.login)] = key
         log.info("%s: a token from %s for %s, for %d s", self.registry, realm.host, scope, lifetime)
         return answer.token

@@ -1,7 +1,8 @@
 """A command imports only what it uses: ``--help`` nothing of pydantic, the container or the use
 cases; ``show`` and ``list`` neither the model library nor the container, nothing of the
 scheduler nor of the lifecycle's use cases (``show --verify`` validates through the container);
-nothing but ``kind = "rest"`` the HTTP client. Each command runs in a fresh process of the installed
+nothing but ``kind = "rest"`` and the commands that ask a registry (``resolve``) the HTTP client,
+and those nothing of the scheduler. Each command runs in a fresh process of the installed
 package, which then reports the modules it loaded."""
 
 from __future__ import annotations
@@ -231,3 +232,20 @@ def test_site_submitters_are_looked_up_only_for_a_kind_not_built_in(
     )
     container_module.build_container(profile)
     assert looked_up == [container_module.SUBMITTER_GROUP]
+
+
+def test_resolve_loads_the_registry_client_and_nothing_of_the_scheduler_or_the_lifecycle(
+    tmp_path: Path, site: dict[str, Path]
+) -> None:
+    # nothing listens on port 9 of 127.0.0.1: the command ends as soon as it fails to connect
+    modules, done = run_probe(
+        tmp_path, "--profile", str(site["sbatch"]), "resolve", "127.0.0.1:9/team/app:1",
+        "--timeout", "1",
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert {"httpx", "slurm_image.adapters.oci_registry", "slurm_image.application.resolve"} <= (
+        modules
+    )
+    assert of(modules, "slurm_image.adapters.slurmrest", "slurm_image.adapters.sbatch") == []
+    assert of(modules, "slurm_image.submitters", "slurm_image.adapters.memory") == []
+    assert of(modules, *LIFECYCLE_SIDE) == []
