@@ -44,6 +44,21 @@ class Cosign:
         public.chmod(0o644)
         return public
 
+    def imported_key_pair(self, label: str, private_pem: bytes) -> Path:
+        """``cosign import-key-pair`` of an unencrypted PKCS#8 key (RSA, say): its .pub."""
+        source = self.workdir / self.name / f"{label}.pem"
+        source.write_bytes(private_pem)
+        self.run(
+            "import-key-pair",
+            "--key",
+            f"{self.name}/{label}.pem",
+            "--output-key-prefix",
+            f"{self.name}/{label}",
+        )
+        public = self.workdir / self.name / f"{label}.pub"
+        public.chmod(0o644)
+        return public
+
     def sign(
         self, label: str, reference: str, *, legacy: bool, extra: tuple[str, ...] = ()
     ) -> None:

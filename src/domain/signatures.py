@@ -16,7 +16,9 @@ Two formats, both as cosign 3.1.1 writes them with a key and no transparency log
 
 Keys are PEM ``PUBLIC KEY`` (SubjectPublicKeyInfo) files as ``cosign generate-key-pair`` and
 ``cosign public-key`` write them: ECDSA P-256 (SHA-256), P-384 (SHA-384) and P-521 (SHA-512) as
-cosign pairs them, RSA of 2048 bits or more (PKCS#1 v1.5, SHA-256) and Ed25519. A key's
+cosign pairs them, and RSA of 2048 bits or more (PKCS#1 v1.5, SHA-256). Ed25519 keys are
+refused: cosign 3.1.1 signs with them as Ed25519ph (pre-hashed), which ``cryptography`` does
+not verify, so every real signature by one would be refused as another key's. A key's
 fingerprint is ``sha256:<hex>`` of its DER SubjectPublicKeyInfo. Keyless signatures (a Fulcio
 certificate, a Rekor entry) are not read: they need the Sigstore services' network.
 
@@ -95,7 +97,7 @@ def _is_digest(value: object) -> bool:
 # -- keys ---------------------------------------------------------------------------------------
 
 
-PublicKeyType = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
+PublicKeyType = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,7 @@ class PublicKey:
     def algorithm(self) -> str:
         if isinstance(self.key, ec.EllipticCurvePublicKey):
             return f"ecdsa-{self.key.curve.name}"
-        if isinstance(self.key, rsa.RSAPublicKey):
-            return f"rsa-{self.key.key_size}"
-        return "ed25519"
+        return f"rsa-{self.key.key_size}"
 
 
 def load_public_key(data: bytes, path: str) -> PublicKey:
@@ -140,8 +140,13 @@ def load_public_key(data: bytes, path: str) -> PublicKey:
     elif isinstance(key, rsa.RSAPublicKey):
         if key.key_size < RSA_MIN_BITS:
             raise refuse(f"is an RSA key of {key.key_size} bits: at least {RSA_MIN_BITS}")
-    elif not isinstance(key, ed25519.Ed25519PublicKey):
-        raise refuse("is neither an ECDSA, an RSA nor an Ed25519 key")
+    elif isinstance(key, ed25519.Ed25519PublicKey):
+        raise refuse(
+            "is an Ed25519 key: cosign signs with it as Ed25519ph, which is not verified here;"
+            " use an ECDSA (cosign generate-key-pair) or RSA key"
+        )
+    else:
+        raise refuse("is neither an ECDSA nor an RSA key")
     der = key.public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -153,10 +158,8 @@ def _verifies(key: PublicKey, signature: bytes, message: bytes) -> bool:
         if isinstance(key.key, ec.EllipticCurvePublicKey):
             algorithm = _ECDSA_HASHES[key.key.curve.name]()
             key.key.verify(signature, message, ec.ECDSA(algorithm))
-        elif isinstance(key.key, rsa.RSAPublicKey):
-            key.key.verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
         else:
-            key.key.verify(signature, message)
+            key.key.verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
     except InvalidSignature:
         return False
     return True

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
@@ -226,3 +228,21 @@ def test_a_key_file_others_can_write_is_refused_naming_it(
     done = site.dry_run(site.profile(exposed), repository.ref(repository.client))
     assert done.returncode == 2, done.stderr
     assert f"{exposed}: is writable by group or others" in done.stderr
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["bundle", "legacy"])
+def test_an_rsa_key_imported_into_cosign_verifies_too(
+    cosign: Cosign, repository: Repository, site: Site, legacy: bool
+) -> None:
+    private = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    key = cosign.imported_key_pair("rsa", pem)
+    source = repository.ref(repository.client)
+    cosign.sign("rsa", source, legacy=legacy, extra=("--allow-http-registry",))
+    done = site.dry_run(site.profile(key), source)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plan"]["signed_by"]["key_fingerprint"] == fingerprint(key)
