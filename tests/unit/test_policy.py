@@ -171,3 +171,28 @@ def test_dry_run_inspect_under_require_signature_needs_unsigned_ok(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["plan"]["request"]["unsigned_ok"] is True
     assert not (tmp_path / "ws").exists()
+
+
+def test_each_cluster_of_a_catalog_applies_its_own_policy(tmp_path: Path) -> None:
+    base = PROFILE_TOML.format(root=tmp_path / "ws").replace("[image_build]", "[X.image_build]")
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(
+        'default = "open"\n\n'
+        + base.replace("workspace_root", "[clusters.open]\nworkspace_root", 1).replace(
+            "[X.", "[clusters.open."
+        )
+        + "\n"
+        + base.replace("workspace_root", "[clusters.strict]\nworkspace_root", 1).replace(
+            "[X.", "[clusters.strict."
+        )
+        + '\n[clusters.strict.policy]\nallowed_registries = ["registry.site.example:5000"]\n'
+    )
+    args = ["import", f"nvcr.io/nvidia/pytorch@{DIGEST}", "--name", "t", "--role", "client"]
+    env = {"HOME": str(tmp_path)}
+    strict = run_cli("--profile", str(catalog), "--cluster", "strict", *args, "--dry-run",
+                     cwd=tmp_path, env=env)  # fmt: skip
+    assert strict.returncode == 2, strict.stderr
+    assert "policy.allowed_registries (registry.site.example:5000)" in strict.stderr
+    open_ = run_cli("--profile", str(catalog), "--cluster", "open", *args, "--dry-run",
+                    cwd=tmp_path, env=env)  # fmt: skip
+    assert open_.returncode == 0, open_.stderr
