@@ -212,10 +212,19 @@ class Lifecycles:
         replace: bool = False,
         on_poll: Progress | None = None,
         arch: str | None = None,
+        unsigned_ok: bool = False,
     ) -> Outcome:
         """Inspect an existing ``.sqsh`` in place; ``arch``: the architecture it must be (None:
-        whatever it runs as). See ``run`` for the other options."""
-        request = make_request("inspect_sqsh", name=name, role=role, source=sqsh, architecture=arch)
+        whatever it runs as); ``unsigned_ok``: inspect it although the profile's policy requires
+        a signature (``inspect --unsigned-ok``). See ``run`` for the other options."""
+        request = make_request(
+            "inspect_sqsh",
+            name=name,
+            role=role,
+            source=sqsh,
+            architecture=arch,
+            unsigned_ok=unsigned_ok,
+        )
         return self.run(
             request, submit=submit, wait=wait, timeout_s=timeout_s, replace=replace, on_poll=on_poll
         )
