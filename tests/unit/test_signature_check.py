@@ -288,3 +288,20 @@ def test_unsigned_ok_is_for_inspect_only() -> None:
             source=f"{REGISTRY}/{REPOSITORY}@{PIN}",
             unsigned_ok=True,
         )
+
+
+def test_a_signature_manifest_whose_digest_header_names_other_bytes_is_refused(
+    site: Site,
+) -> None:
+    artifacts = bundle_signature(SITE_KEY, PIN)
+    index, media_type = artifacts.manifests[f"sha256-{PIN.removeprefix('sha256:')}"]
+    site.publish(artifacts)
+    site.signatures.registry.put(
+        REGISTRY,
+        REPOSITORY,
+        f"sha256-{PIN.removeprefix('sha256:')}",
+        index,
+        media_type,
+        content_digest=OTHER,
+    )
+    assert "disagrees with the bytes it sent" in site.refused().rule
