@@ -413,6 +413,10 @@ def _describe_record(details: Mapping[str, Any]) -> str:
     if isinstance(resolved_from, Mapping):
         tag = f"{resolved_from.get('tag')} (resolved {resolved_from.get('resolved_at')})"
         rows.insert(5, ("tag", tag))
+    signed_by = details.get("signed_by")
+    if isinstance(signed_by, Mapping):
+        signer = f"{signed_by.get('key_fingerprint')} ({signed_by.get('format')})"
+        rows.insert(rows.index(("source", details["source"])) + 1, ("signed by", signer))
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
 
