@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +27,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixtures of the registries, registered here by import
-from harness import AuthRegistry, auth_registry, registry_images  # noqa: F401
+from harness import AuthRegistry, auth_registry, need, registry_images  # noqa: F401
 
 from cosign_real import (
     OPEN,
     Cosign,
     Repository,
+    copy_image,
     copy_manifest,
     make_cosign,
     make_repository,
@@ -246,3 +248,36 @@ def test_an_rsa_key_imported_into_cosign_verifies_too(
     done = site.dry_run(site.profile(key), source)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["plan"]["signed_by"]["key_fingerprint"] == fingerprint(key)
+
+
+def test_an_index_pin_is_accepted_on_cosign_s_signature_of_the_architecture_s_manifest(
+    cosign: Cosign,
+    site: Site,
+    registry_images: dict[str, str],  # noqa: F811
+) -> None:
+    need("multi" in registry_images, "no multi-architecture test image (scripts/test-images)")
+    key = cosign.key_pair("site")
+    source_repository, index = split(registry_images["multi"])
+    _, amd64 = split(registry_images["multi@x86_64"])
+    name = f"slurm-image-signatures/{uuid.uuid4().hex[:12]}"
+    with httpx.Client(timeout=60) as client:
+        copy_image(client, f"http://{OPEN}", source_repository, name, index)
+    cosign.sign("site", f"{OPEN}/{name}@{amd64}", legacy=False, extra=("--allow-http-registry",))
+    pin = f"{OPEN}/{name}@{index}"
+    profile = site.profile(key)
+    chosen = run_cli(
+        "--profile", str(profile), "--json", "import", pin, "--name", "m", "--role", "client",
+        "--arch", "x86_64", "--dry-run", cwd=site.root, env={"HOME": str(site.root)},
+    )  # fmt: skip
+    assert chosen.returncode == 0, chosen.stderr
+    signed_by = json.loads(chosen.stdout)["plan"]["signed_by"]
+    assert signed_by["signed_digest"] == amd64
+    assert signed_by["key_fingerprint"] == fingerprint(key)
+    unchosen = site.dry_run(profile, pin)  # no architecture: the index's own signature is needed
+    assert unchosen.returncode == EXIT_UNSIGNED, unchosen.stderr
+    other = run_cli(
+        "--profile", str(profile), "import", pin, "--name", "m", "--role", "client",
+        "--arch", "aarch64", "--dry-run", cwd=site.root, env={"HOME": str(site.root)},
+    )  # fmt: skip
+    assert other.returncode == EXIT_UNSIGNED, other.stderr
+    assert "nor its aarch64 manifest" in other.stderr
