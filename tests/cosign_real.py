@@ -5,6 +5,7 @@ registry, for it to sign."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ class Cosign:
             [str(COSIGN), *args], capture_output=True, text=True, timeout=300, check=False
         )
         assert done.returncode == 0, done.stderr
+
+    def remove(self) -> None:
+        """Remove this test's directory (its unencrypted keys) from the root."""
+        shutil.rmtree(self.workdir / self.name, ignore_errors=True)
 
     def key_pair(self, label: str) -> Path:
         self.run("generate-key-pair", "--output-key-prefix", f"{self.name}/{label}")

@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +48,10 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def cosign() -> Cosign:
-    return make_cosign()
+def cosign() -> Iterator[Cosign]:
+    made = make_cosign()
+    yield made
+    made.remove()
 
 
 @pytest.fixture

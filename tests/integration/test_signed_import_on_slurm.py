@@ -41,6 +41,7 @@ def test_a_signed_image_publishes_with_its_key_and_the_others_stage_nothing(
     world_readable_tmp: Path, local_slurm: Any, request: pytest.FixtureRequest
 ) -> None:
     cosign = make_cosign()
+    request.addfinalizer(cosign.remove)
     repository = make_repository(request.getfixturevalue("registry_images"))
     key = cosign.key_pair("site")
     cosign.key_pair("other")
