@@ -20,6 +20,7 @@ from slurm_image.adapters.memory import FakeClock, FakeSubmitter, MemoryLocks, M
 from slurm_image.application.observe import Observe
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publication, Publish
+from slurm_image.application.signature_check import CheckSignature
 from slurm_image.application.submit import Submit
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import AliasRecord, load_alias
@@ -146,6 +147,8 @@ class PublishLab:
         self.layout = StoreLayout(harness.root)
         self.observe = Observe(self.store, self.scheduler)
         self.plans: dict[str, Plan] = {}
+        self.check_signature: CheckSignature | None = None
+        """What ``submitted`` prepares with (the site policy's signature check), if any."""
 
     def publisher(self, **options: Any) -> Publish:
         return Publish(
@@ -183,9 +186,9 @@ class PublishLab:
             architecture=arch,
             resolved_from=resolved_from,
         )
-        prepared = Prepare(self.clock, self.runtime, self.store)(
-            request, self.profile, self.selection, lifecycle_id
-        )
+        prepared = Prepare(
+            self.clock, self.runtime, self.store, check_signature=self.check_signature
+        )(request, self.profile, self.selection, lifecycle_id)
         Submit(self.store, self.scheduler, self.clock)(prepared)
         self.plans[lifecycle_id] = prepared.plan
         return prepared.plan

@@ -233,7 +233,7 @@ class _Call:
     def _manifest_url(self) -> httpx.URL:
         request = self.request
         return httpx.URL(
-            f"{self._origin_text}/v2/{request.repository}/manifests/{request.reference}"
+            f"{self._origin_text}/v2/{request.repository}/{request.kind}/{request.reference}"
         )
 
     def _result(self, reply: _Reply) -> ManifestAnswer:

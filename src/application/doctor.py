@@ -10,7 +10,10 @@ job's scratch was gone after it), ``sandbox`` (the image can run in user, PID an
 namespaces of its own, as which host id: never root) and
 ``architecture`` (the node's, the others it runs through binfmt_misc, and whether it runs the
 profile's ``image_build.arch``). A check that cannot run because an earlier one failed is
-reported as failed, saying which.
+reported as failed, saying which. A profile with a ``[policy]`` table also gets ``policy``,
+after ``layer_cache``: its allowed registries, whether a signature is required, and each key's
+fingerprint, or why the key file cannot be used (docs/design.md, "Image policy and
+signatures").
 """
 
 from __future__ import annotations
@@ -39,10 +42,13 @@ from slurm_image.domain.errors import DomainError, InvalidPath
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobState, JobStatus
 from slurm_image.domain.partition import fit_problems
+from slurm_image.domain.policy import Policy
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import SANDBOX_ID
+from slurm_image.domain.signatures import KEY_MAX_BYTES, load_public_key
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.filesystem import FilesystemError, Filesystems
+from slurm_image.ports.signatures import KeyFileError, Signatures
 from slurm_image.ports.submitter import BatchSubmitter, SubmitterError
 from slurm_image.ports.workspace import NotFound, Workspace, WorkspaceError
 
@@ -63,6 +69,8 @@ LOCAL_SCRATCH = "local_scratch"
 SANDBOX = "sandbox"
 INSPECTION_PATH = "inspection_path"
 ARCHITECTURE = "architecture"
+POLICY = "policy"
+"""Reported only for a profile with a ``[policy]`` table, so it is not in ``CHECKS``."""
 CHECKS = (
     PROFILE,
     SUBMITTER,
@@ -168,8 +176,10 @@ class Doctor:
         sleep: Callable[[float], None] = time.sleep,
         poll_s: float = 1.0,
         home: str | None = None,
+        signatures: Signatures | None = None,
     ) -> None:
         self._home = home
+        self._signatures = signatures
         self._workspace = workspace
         self._submitter = submitter
         self._filesystems = filesystems
@@ -194,6 +204,8 @@ class Doctor:
             run.skip((PARTITION,), "the submitter is not reachable")
         directory = self._check_workspace(run, profile, job)
         self._check_layer_cache(run, profile)
+        if profile.policy is not None:
+            self._check_policy(run, profile.policy)
         node_checks = CHECKS[CHECKS.index(JOB) :]
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
@@ -309,6 +321,34 @@ class Doctor:
             LAYER_CACHE,
             True,
             f"{path}: yours alone; {len(blobs)} blobs, {held} of {bound} (layer_cache_max)",
+        )
+
+    def _check_policy(self, run: _Run, policy: Policy) -> bool:
+        """The image policy as an import will apply it: every key file read under the key
+        rules and parsed, each named by its fingerprint or by what is wrong with it."""
+        registries = ", ".join(policy.allowed_registries) or "any"
+        required = "required" if policy.require_signature else "not required"
+        found: list[str] = []
+        ok = True
+        for path in policy.keys:
+            if self._signatures is None:
+                found.append(f"{path}: not checked here")
+                ok = False
+                continue
+            try:
+                key = load_public_key(
+                    self._signatures.read_key_file(path, max_bytes=KEY_MAX_BYTES), path
+                )
+            except (KeyFileError, DomainError) as error:
+                found.append(f"{path}: {error.rule}")
+                ok = False
+                continue
+            found.append(f"{path}: {key.fingerprint} ({key.algorithm}), readable and safe")
+        keys = "; ".join(found) or "none"
+        return run.add(
+            POLICY,
+            ok,
+            f"registries: {registries}; signature {required}; keys: {keys}",
         )
 
     def _remove(self, job: DoctorJob, directory: FileIdentity) -> None:

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publish
+from slurm_image.application.signature_check import CheckSignature
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
 from slurm_image.domain.lifecycle_state import LifecycleState
+from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
-from slurm_image.domain.publication import AliasRecord
+from slurm_image.domain.publication import AliasRecord, SourceRecord
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request, make_request
 from slurm_image.domain.store_layout import StoreLayout
@@ -96,12 +98,14 @@ class Lifecycle:
         wait: Callable[[], Wait],
         publish: Callable[[], Publish],
         require_submitter: Callable[[], None],
+        check_signature: Callable[[], CheckSignature] | None = None,
     ) -> None:
         self._prepare = prepare
         self._submit = submit
         self._wait = wait
         self._publish = publish
         self._require_submitter = require_submitter
+        self._check_signature = check_signature
 
     def __call__(
         self,
@@ -140,11 +144,24 @@ class Lifecycle:
             lifecycle_id, LifecycleState.PUBLISHED, job_id=submission.job_id, published=record
         )
 
+    def _satisfies_policy(self, source: SourceRecord, profile: SiteProfile) -> bool:
+        policy = profile.policy
+        if policy is None or not policy.require_signature:
+            return True
+        if self._check_signature is None:
+            return False
+        return self._check_signature().satisfies(source.signed_by, profile)
+
     def _from_store(
         self, request: Request, profile: SiteProfile, *, replace: bool
     ) -> Outcome | Request:
         """The store's answer to an import, or the request to run: the import itself, or an
-        inspection of the stored artifact when the store lacks facts for the role."""
+        inspection of the stored artifact when the store lacks facts for the role. A source
+        outside the policy's registries is refused here as the plan would refuse it, and a
+        stored record answers only when it satisfies the policy in force now (its signature
+        by a key still trusted); otherwise the import runs, and checks the registry's
+        signatures itself."""
+        require_allowed_source(parse_reference(request.source), profile.policy)
         architecture = request.architecture or profile.image_build.arch
         if architecture is None:
             log.info(
@@ -156,6 +173,13 @@ class Lifecycle:
         publisher = self._publish()
         source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
+            return request
+        if not self._satisfies_policy(source, profile):
+            log.info(
+                "the store's record of %s does not satisfy the signature policy in force:"
+                " importing again",
+                request.source,
+            )
             return request
         if request.role in source.roles:
             record = publisher.bind_stored(request, source, replace=replace).record
@@ -169,8 +193,12 @@ class Lifecycle:
             artifact,
             request.role,
         )
+        # The stored artifact stands for a source that satisfied the policy just above: its
+        # signature was checked, the local file's absence of one is not a reason to refuse.
+        policy = profile.policy
         return make_request(
             "inspect_sqsh",
+            unsigned_ok=policy is not None and policy.require_signature,
             name=request.name,
             role=request.role,
             source=artifact,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from slurm_image.application.credentials import read_registry_credentials
 from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
+from slurm_image.application.signature_check import CheckSignature
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import ATTEMPT_RECORD_MODE, StagedRecord
 from slurm_image.domain.canonical import sha256_hex
@@ -16,14 +17,16 @@ from slurm_image.domain.credentials import (
     CREDENTIALS_NAME,
     RegistryCredentials,
 )
-from slurm_image.domain.errors import InvalidPath
+from slurm_image.domain.errors import InvalidPath, SignatureRefused
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.plan import Plan, derive_plan
+from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import render_script
+from slurm_image.domain.signed_by import SignedBy
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
@@ -78,6 +81,20 @@ def require_unchangeable_image(workspace: Workspace, source: str) -> None:
         )
 
 
+def require_unsigned_ok(request: Request, profile: SiteProfile) -> None:
+    """Under ``policy.require_signature``, refuse to inspect a local ``.sqsh`` unless the
+    request says ``unsigned_ok``: a file carries no signature to check. ``SignatureRefused`` of
+    ``source``, before anything is staged."""
+    policy = profile.policy
+    if policy is not None and policy.require_signature and not request.unsigned_ok:
+        raise SignatureRefused(
+            field="source",
+            rule="policy.require_signature is set and a local .sqsh carries no signature to"
+            " check: inspect it with --unsigned-ok to proceed anyway (the plan records it)",
+            value=request.source,
+        )
+
+
 class PlanLifecycle:
     """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this."""
 
@@ -87,11 +104,13 @@ class PlanLifecycle:
         runtime: RuntimeFiles,
         credentials: CredentialsFile | None = None,
         home: str | None = None,
+        check_signature: CheckSignature | None = None,
     ) -> None:
         self._clock = clock
         self._runtime = runtime
         self._credentials = credentials
         self._home = home
+        self._check_signature = check_signature
 
     def __call__(
         self,
@@ -101,6 +120,7 @@ class PlanLifecycle:
         lifecycle_id: str | None = None,
     ) -> PlannedLifecycle:
         credentials = registry_credentials(request, profile, self._credentials)
+        signed_by = self._signature(request, profile)
         plan = derive_plan(
             request,
             profile,
@@ -110,8 +130,26 @@ class PlanLifecycle:
             runtime=self._runtime.digests(),
             credentials_host=credentials.host if credentials else None,
             home=self._home,
+            signed_by=signed_by,
         )
         return PlannedLifecycle(plan=plan, script=render_script(plan), credentials=credentials)
+
+    def _signature(self, request: Request, profile: SiteProfile) -> SignedBy | None:
+        """The signature the policy accepts (``CheckSignature``), after the checks that need
+        no registry (the source's grammar, ``allowed_registries``); without a checker, an
+        import the policy requires a signature for is refused rather than let through."""
+        if request.operation != "import_oci":
+            require_unsigned_ok(request, profile)
+            return None
+        require_allowed_source(parse_reference(request.source), profile.policy)
+        if self._check_signature is not None:
+            return self._check_signature(request, profile)
+        if profile.policy is not None and profile.policy.require_signature:
+            raise SignatureRefused(
+                field=parse_reference(request.source).digest,
+                rule="policy.require_signature is set and no signature lookup is configured",
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -151,8 +189,9 @@ class Prepare:
         workspace: Workspace,
         credentials: CredentialsFile | None = None,
         home: str | None = None,
+        check_signature: CheckSignature | None = None,
     ) -> None:
-        self._planner = PlanLifecycle(clock, runtime, credentials, home)
+        self._planner = PlanLifecycle(clock, runtime, credentials, home, check_signature)
         self._runtime = runtime
         self._workspace = workspace
 

@@ -58,16 +58,18 @@ from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, format_time, load_plan
 from slurm_image.domain.publication import (
     RECORD_SCHEMA_VERSION,
-    TAGGED_SCHEMA_VERSION,
+    SIGNED_SOURCE_SCHEMA_VERSION,
     AliasDocument,
     AliasRecord,
     PublicationMarker,
     RoleFacts,
     SourceRecord,
+    alias_schema_version,
     facts_of,
 )
 from slurm_image.domain.request import Request
 from slurm_image.domain.resolution import ResolvedFrom
+from slurm_image.domain.signed_by import SignedBy
 from slurm_image.domain.store_layout import ARTIFACT_MODE
 from slurm_image.domain.verified_chain import (
     CHAIN_RECORD_MAX_BYTES,
@@ -224,6 +226,7 @@ class Publish:
                 source_digest=source.source_digest,
                 chain=source.chain,
                 architecture=source.architecture,
+                signed_by=source.signed_by,
             )
             existing = self._records.alias(request.name)
             current = existing.entry(record.architecture) if existing is not None else None
@@ -264,17 +267,18 @@ class Publish:
         source_digest: str | None,
         chain: VerifiedChain | None,
         architecture: str | None,
+        signed_by: SignedBy | None,
     ) -> AliasRecord:
         """The one way an alias entry is made: ``request``'s name and role bound, for
         ``architecture``, to the file at ``path`` as hashed (``digest``), with the facts of the
-        lifecycle that inspected it, and the tag the request's source was resolved from."""
+        lifecycle that inspected it, the tag the request's source was resolved from, and the
+        signature the site policy accepted for the source."""
         if architecture is None:
             raise VerificationFailed(
                 field="architecture", rule="is unknown: only an image of a known one is published"
             )
-        tagged = request.resolved_from is not None
         return AliasRecord(
-            schema_version=TAGGED_SCHEMA_VERSION if tagged else RECORD_SCHEMA_VERSION,
+            schema_version=alias_schema_version(request.resolved_from, signed_by),
             name=request.name,
             role=request.role,
             path=path,
@@ -292,6 +296,7 @@ class Publish:
             chain=chain,
             architecture=architecture,
             resolved_from=request.resolved_from,
+            signed_by=signed_by,
         )
 
     # -- steps ---------------------------------------------------------------------------
@@ -406,15 +411,22 @@ class Publish:
         path = self._layout.artifact(digest.sha256) if importing else plan.paths.sqsh
         source_text, source_digest = plan.request.source, plan.source_digest
         sources: list[SourceRecord] = []
+        signed_by = plan.signed_by
         if importing and chain is not None:
             for digest_of_source in dict.fromkeys((chain.pinned, chain.manifest)):
                 source = SourceRecord(
+                    schema_version=(
+                        SIGNED_SOURCE_SCHEMA_VERSION
+                        if plan.signed_by is not None
+                        else RECORD_SCHEMA_VERSION
+                    ),
                     source_digest=digest_of_source,
                     source=source_text,
                     sqsh_sha256=digest.sha256,
                     roles={},
                     chain=chain,
                     architecture=architecture,
+                    signed_by=plan.signed_by,
                 )
                 known = self._records.source(digest_of_source, architecture)
                 if known is not None and known.sqsh_sha256 == digest.sha256:
@@ -426,6 +438,7 @@ class Publish:
             named = _named_source(sources)
             if named is not None:
                 source_text, source_digest, chain = named.source, named.source_digest, named.chain
+                signed_by = named.signed_by
         sources = [source.with_role(role, facts) for source in sources]
         record = self._alias_record(
             plan.request,
@@ -436,6 +449,7 @@ class Publish:
             source_digest=source_digest,
             chain=chain,
             architecture=architecture,
+            signed_by=signed_by,
         )
         return record, digest, tuple(sources)
 

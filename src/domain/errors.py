@@ -66,3 +66,13 @@ class NoImageForArchitecture(DomainError):
 class InvalidRegistryAnswer(DomainError):
     """A registry's answer that is refused: a ``Docker-Content-Digest`` that disagrees with the
     bytes sent, an answer too large, or one that is no manifest or index an import reads."""
+
+
+class InvalidSignatureKey(DomainError):
+    """A policy key file that is no public key the product verifies with (``field``: its path)."""
+
+
+class SignatureRefused(DomainError):
+    """A pinned digest without a signature the policy accepts: unsigned, signed by another key,
+    a signature over another digest, or signature material that is malformed (``field``: the
+    digest)."""

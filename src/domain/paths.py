@@ -49,6 +49,12 @@ def _absolute_normalized(field: str, value: str) -> str:
     return value
 
 
+def key_file(value: str, field: str = "policy.keys") -> str:
+    """A public key file a signature policy names: an absolute, normalized path (the file itself
+    is held to ``unchangeable_file_problem`` when it is read)."""
+    return _absolute_normalized(field, value)
+
+
 def mountable_path(field: str, value: str) -> str:
     """An absolute, normalized path that Enroot can mount: no whitespace, ':', ',' or '\\'."""
     _absolute_normalized(field, value)

@@ -13,16 +13,20 @@ from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.model_config import FROZEN, absent_when_none
+from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Operation, Request
 from slurm_image.domain.resolution import utc_time_text
+from slurm_image.domain.signed_by import SignedBy
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
-import was resolved from). A plan is written in the oldest version that holds it, so a plan
-without ``resolved_from`` is version 2, byte for byte what it was before version 3 existed (its
-digest, and the script that names it, unchanged); plans of versions 1 to 3 are read."""
+import was resolved from), 4 ``signed_by`` (the signature the site policy accepted) and the
+request's ``unsigned_ok`` (an inspection let through without one). A plan is
+written in the oldest version that holds it, so a plan without ``resolved_from`` or
+``signed_by`` is version 2, byte for byte what it was before version 3 existed (its digest,
+and the script that names it, unchanged); plans of versions 1 to 4 are read."""
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
@@ -96,7 +100,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3]
+    schema_version: Literal[1, 2, 3, 4]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -118,6 +122,10 @@ class Plan(BaseModel):
     """The import's Enroot cache kept between jobs (the profile's ``enroot.layer_cache``, ``~``
     expanded); None: the job's own, empty scratch cache (the cache is off, an inspect, or a
     plan made before there was a cache)."""
+    signed_by: SignedBy | None = absent_when_none()
+    """The signature the profile's ``[policy]`` accepted for the pin (docs/design.md, "Image
+    policy and signatures"); None: no signature was required (the policy applied is the
+    profile's, recorded above)."""
 
     @model_validator(mode="after")
     def _invariants(self) -> Plan:
@@ -167,6 +175,18 @@ class Plan(BaseModel):
                 "request.resolved_from",
                 f"a schema version {self.schema_version} plan records no tag resolution",
             )
+        if self.request.unsigned_ok and self.schema_version < 4:
+            raise broken(
+                "request.unsigned_ok",
+                f"a schema version {self.schema_version} plan records no --unsigned-ok",
+            )
+        if self.signed_by is not None:
+            if self.schema_version < 4:
+                raise broken(
+                    "signed_by", f"a schema version {self.schema_version} plan records no signature"
+                )
+            if self.operation != "import_oci":
+                raise broken("signed_by", "an inspect has no signature to record")
         if self.profile_selection.profile_sha256 != self.profile.sha256():
             raise broken("profile_selection.profile_sha256", "must be the profile's digest")
         try:
@@ -241,14 +261,24 @@ def derive_plan(
     runtime: RuntimeDigests,
     credentials_host: str | None = None,
     home: str | None = None,
+    signed_by: SignedBy | None = None,
 ) -> Plan:
     """Derive the plan of one attempt. Pure: the id, the time and the digests are given, and
     so is the host of the credentials an import will use (None: anonymous) and the home
-    directory a ``~/`` layer cache is expanded with."""
+    directory a ``~/`` layer cache is expanded with, and the signature the policy accepted
+    (``signed_by``, checked before: the plan records it, it does not verify it)."""
     paths.name(lifecycle_id, "lifecycle_id")
     reference = parse_reference(request.source) if request.operation == "import_oci" else None
+    if reference is not None:
+        require_allowed_source(reference, profile.policy)
     return Plan(
-        schema_version=SCHEMA_VERSION if request.resolved_from is not None else 2,
+        schema_version=(
+            4
+            if signed_by is not None or request.unsigned_ok
+            else 3
+            if request.resolved_from is not None
+            else 2
+        ),
         lifecycle_id=lifecycle_id,
         operation=request.operation,
         request=request,
@@ -268,6 +298,7 @@ def derive_plan(
             if reference
             else None
         ),
+        signed_by=signed_by,
     )
 
 

@@ -21,6 +21,7 @@ from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
+from slurm_image.domain.policy import Policy
 from slurm_image.domain.profile_catalog import How, choose_profile
 from slurm_image.domain.rest_api import AUTO, REST_API_VERSIONS
 
@@ -368,6 +369,9 @@ class SiteProfile(BaseModel):
     inspection: Inspection = Field(default_factory=Inspection)
     enroot: Enroot = Field(default_factory=Enroot)
     submitter: Submitter = Field(default_factory=Submitter)
+    policy: Policy | None = absent_when_none()
+    """``[policy]`` (docs/design.md, "Image policy and signatures"); None: any registry, no
+    signature required."""
 
     def sha256(self) -> str:
         return sha256_hex(canonical_json(self.model_dump(mode="json")))

@@ -16,6 +16,11 @@ version 1 or 2 source record never answers an import for an architecture.
 Schema version 4 of an alias entry adds ``resolved_from``: the tag its source was resolved from
 (``domain.resolution``). An entry is written in version 4 only when it carries one, so every
 other entry keeps the bytes of version 3.
+
+Schema version 5 of an alias entry, and 4 of a source record, add ``signed_by``: the signature
+the site policy accepted for the import (``domain.signatures.SignedBy``; docs/design.md, "Image
+policy and signatures"). A record is written in that version only when it carries one; a
+version 5 entry may carry ``resolved_from`` too.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS, check_alias_fields
 from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import Role
+from slurm_image.domain.signed_by import SignedBy
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
 
@@ -46,7 +52,18 @@ RECORD_SCHEMA_VERSION: Literal[3] = 3
 """The version alias and source records are written in (an alias entry with a tag: 4)."""
 TAGGED_SCHEMA_VERSION: Literal[4] = 4
 """The version of an alias entry that records the tag it was resolved from."""
+SIGNED_SCHEMA_VERSION: Literal[5] = 5
+"""The version of an alias entry that records the signature it was accepted for."""
+SIGNED_SOURCE_SCHEMA_VERSION: Literal[4] = 4
+"""The version of a source record that records the signature it was accepted for."""
 MARKER_SCHEMA_VERSION: Literal[2] = 2
+
+
+def alias_schema_version(resolved_from: ResolvedFrom | None, signed_by: SignedBy | None) -> int:
+    """The oldest alias entry version that holds what the entry carries."""
+    if signed_by is not None:
+        return SIGNED_SCHEMA_VERSION
+    return TAGGED_SCHEMA_VERSION if resolved_from is not None else RECORD_SCHEMA_VERSION
 
 
 def _check_version(
@@ -54,11 +71,25 @@ def _check_version(
     chain: VerifiedChain | None,
     architecture: str | None,
     resolved_from: ResolvedFrom | None = None,
+    *,
+    signed_by: SignedBy | None = None,
+    signed_version: int = SIGNED_SCHEMA_VERSION,
+    tagged: bool = True,
 ) -> None:
-    if (schema_version == TAGGED_SCHEMA_VERSION) != (resolved_from is not None):
+    if tagged:
+        if resolved_from is not None and schema_version < TAGGED_SCHEMA_VERSION:
+            raise InvalidRecord(
+                field="resolved_from",
+                rule=f"is recorded from schema version {TAGGED_SCHEMA_VERSION} on",
+            )
+        if schema_version == TAGGED_SCHEMA_VERSION and resolved_from is None:
+            raise InvalidRecord(
+                field="resolved_from",
+                rule=f"is required in schema version {TAGGED_SCHEMA_VERSION} entries",
+            )
+    if (schema_version == signed_version) != (signed_by is not None):
         raise InvalidRecord(
-            field="resolved_from",
-            rule=f"is recorded exactly in schema version {TAGGED_SCHEMA_VERSION} entries",
+            field="signed_by", rule=f"is recorded exactly in schema version {signed_version}"
         )
     if schema_version == 1 and chain is not None:
         raise InvalidRecord(field="chain", rule="a schema version 1 record carries no chain")
@@ -88,7 +119,7 @@ class AliasRecord(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = RECORD_SCHEMA_VERSION
     name: str
     role: Role
     path: str
@@ -106,6 +137,7 @@ class AliasRecord(BaseModel):
     chain: VerifiedChain | None = None
     architecture: str | None = absent_when_none()
     resolved_from: ResolvedFrom | None = absent_when_none()
+    signed_by: SignedBy | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> AliasRecord:
@@ -117,7 +149,13 @@ class AliasRecord(BaseModel):
             self.source_digest,
             self.chain,
         )
-        _check_version(self.schema_version, self.chain, self.architecture, self.resolved_from)
+        _check_version(
+            self.schema_version,
+            self.chain,
+            self.architecture,
+            self.resolved_from,
+            signed_by=self.signed_by,
+        )
         return self
 
     def canonical_bytes(self) -> bytes:
@@ -230,20 +268,29 @@ class SourceRecord(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = RECORD_SCHEMA_VERSION
     source_digest: str
     source: str
     sqsh_sha256: str
     roles: dict[Role, RoleFacts]
     chain: VerifiedChain | None = None
     architecture: str | None = absent_when_none()
+    signed_by: SignedBy | None = absent_when_none()
+    """The signature the policy accepted when the source was imported (schema version 4)."""
 
     @model_validator(mode="after")
     def _rules(self) -> SourceRecord:
         hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
         hex_digest(self.sqsh_sha256, "sqsh_sha256")
         check_chain_source(self.source_digest, self.chain)
-        _check_version(self.schema_version, self.chain, self.architecture)
+        _check_version(
+            self.schema_version,
+            self.chain,
+            self.architecture,
+            signed_by=self.signed_by,
+            signed_version=SIGNED_SOURCE_SCHEMA_VERSION,
+            tagged=False,
+        )
         return self
 
     @property
@@ -259,7 +306,11 @@ class SourceRecord(BaseModel):
         return self.model_copy(
             update={
                 "roles": {**self.roles, role: facts},
-                "schema_version": RECORD_SCHEMA_VERSION,
+                "schema_version": (
+                    SIGNED_SOURCE_SCHEMA_VERSION
+                    if self.signed_by is not None
+                    else RECORD_SCHEMA_VERSION
+                ),
             }
         )
 

@@ -7,7 +7,8 @@ fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too)
 of the record. ``chain`` is printed as null for a record written before it existed,
 ``architecture`` as null ("unknown") for one written before architectures were recorded, and
 ``resolved_from`` (the tag the source was resolved from) as null for an entry whose source was
-given pinned.
+given pinned, and ``signed_by`` (the signature the site policy accepted) as null for one no
+signature was required for.
 
 An alias file holds one entry per architecture (``publication.AliasDocument``); ``show``
 resolves one of them (``choose_entry``), ``list`` prints each.
@@ -37,13 +38,15 @@ SUMMARY_KEYS = (
     "source_digest",
     "published_at",
     "resolved_from",
+    "signed_by",
 )
 """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
 DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
 """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
-_OPTIONAL_KEYS = ("chain", "architecture", "resolved_from")
-"""Printed as null when absent: older records have no chain, no architecture, and an entry
-whose source was given pinned no tag."""
+_OPTIONAL_KEYS = ("chain", "architecture", "resolved_from", "signed_by")
+"""Printed as null when absent: older records have no chain, no architecture, an entry whose
+source was given pinned no tag, and one no signature was required for no signature."""
+_SIGNED_BY_KEYS = ("digest", "format", "key_fingerprint", "signed_digest")
 _RESOLVED_FROM_KEYS = ("digest", "resolved_at", "tag")
 _TEXT_KEYS = (
     "name",
@@ -191,6 +194,16 @@ def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
         raise InvalidRecord(
             field=f"{where}.resolved_from",
             rule=f"must be null or an object of the strings {', '.join(_RESOLVED_FROM_KEYS)}",
+        )
+    signed_by = record.get("signed_by")
+    if signed_by is not None and (
+        not isinstance(signed_by, dict)
+        or sorted(signed_by) != list(_SIGNED_BY_KEYS)
+        or not all(isinstance(value, str) for value in signed_by.values())
+    ):
+        raise InvalidRecord(
+            field=f"{where}.signed_by",
+            rule=f"must be null or an object of the strings {', '.join(_SIGNED_BY_KEYS)}",
         )
     if record["role"] not in ROLES:
         raise InvalidRecord(field=f"{where}.role", rule=f"must be one of {', '.join(ROLES)}")

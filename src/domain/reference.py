@@ -176,6 +176,57 @@ def _check_registry(host_port: str, value: str) -> None:
         raise _fail("registry port must be a number from 1 to 65535", value)
 
 
+class RegistryPrefix(BaseModel):
+    """A registry and an optional repository path prefix, ``host[:port][/path...]``: what a
+    site's ``[policy] allowed_registries`` lists. It covers a reference whose registry (as the
+    registry API is asked: Docker Hub's names become one) is the same, the host compared without
+    regard to case, and whose repository path starts with the prefix's whole components."""
+
+    model_config = FROZEN
+
+    registry: str
+    """host[:port] as the registry API is asked (``enroot_registry``), the host lowercased."""
+    path: tuple[str, ...] = ()
+
+    def covers(self, reference: OciReference | TagReference) -> bool:
+        if _lower_host(reference.enroot_registry) != self.registry:
+            return False
+        components = tuple(reference.enroot_repository.split("/"))
+        return components[: len(self.path)] == self.path
+
+    def __str__(self) -> str:
+        return "/".join((self.registry, *self.path))
+
+
+def _lower_host(host_port: str) -> str:
+    if host_port.startswith("["):
+        return host_port
+    host, colon, port = host_port.partition(":")
+    return host.lower() + colon + port
+
+
+def parse_registry_prefix(text: str) -> RegistryPrefix:
+    """Parse ``host[:port][/path...]`` by the reference grammar (no scheme, tag or digest; the
+    host is required even for Docker Hub, e.g. ``docker.io/library``).
+
+    Raises ``InvalidReference`` naming the rule that ``text`` breaks.
+    """
+    _check_characters(text)
+    if "@" in text:
+        raise _fail("a registry prefix names no digest and no credentials", text)
+    registry, slash, path = text.partition("/")
+    _check_registry(registry, text)
+    components = tuple(path.split("/")) if slash else ()
+    for component in components:
+        if not _PATH_COMPONENT.fullmatch(component):
+            raise _fail(
+                "each path component must be lowercase alphanumerics"
+                " joined by '.', '_', '__' or '-' (and none empty)",
+                text,
+            )
+    return RegistryPrefix(registry=_lower_host(_enroot_registry(registry)), path=components)
+
+
 def parse_reference(text: str) -> OciReference:
     """Parse and validate a digest-pinned OCI reference.
 

@@ -22,7 +22,9 @@ class Request(BaseModel):
     ``architecture`` the one asked for (``--arch``), None to leave it to the profile or the
     node the job runs on; ``resolved_from`` the tag an import's pin was resolved from
     (``import --resolve``), or for an inspection of a stored artifact the tag of the import it
-    stands for; None when the source was given pinned."""
+    stands for; None when the source was given pinned. ``unsigned_ok``: an inspection the user
+    let through under the policy's ``require_signature`` although a local file carries no
+    signature (``inspect --unsigned-ok``; True or absent)."""
 
     model_config = FROZEN
 
@@ -32,10 +34,16 @@ class Request(BaseModel):
     source: str
     architecture: str | None = absent_when_none()
     resolved_from: ResolvedFrom | None = absent_when_none()
+    unsigned_ok: Literal[True] | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> Request:
         paths.name(self.name, "name")
+        if self.unsigned_ok and self.operation != "inspect_sqsh":
+            raise InvalidRequest(
+                field="unsigned_ok",
+                rule="is for inspecting a local .sqsh: an import's signature is checked",
+            )
         if self.operation == "import_oci":
             parse_reference(self.source)
             if self.resolved_from is not None:
@@ -55,6 +63,7 @@ def make_request(
     source: str,
     architecture: str | None = None,
     resolved_from: ResolvedFrom | None = None,
+    unsigned_ok: bool = False,
 ) -> Request:
     """Build a request, raising one ``DomainError`` that names the first field at fault."""
     if role not in ROLES:
@@ -67,6 +76,7 @@ def make_request(
             source=source,
             architecture=architecture,
             resolved_from=resolved_from,
+            unsigned_ok=True if unsigned_ok else None,
         )
     except ValidationError as error:
         cause = error.errors()[0].get("ctx", {}).get("error")

@@ -52,6 +52,7 @@ def make_request(
     source: str,
     architecture: str | None,
     resolved_from: ResolvedFrom | None = None,
+    unsigned_ok: bool = False,
 ) -> Request:
     """``domain.request.make_request``, imported when a lifecycle is first asked for."""
     from slurm_image.domain.request import make_request as make
@@ -63,6 +64,7 @@ def make_request(
         source=source,
         architecture=architecture,
         resolved_from=resolved_from,
+        unsigned_ok=unsigned_ok,
     )
 
 
@@ -110,10 +112,20 @@ class Lifecycles:
         role: str,
         arch: str | None = None,
         resolve: bool = False,
+        unsigned_ok: bool = False,
     ) -> PlannedLifecycle:
         """The plan and script, creating nothing (``--dry-run``); ``resolve``: ``source`` is a
-        tag, pinned first (``resolve_tag``)."""
-        request = self.request(operation, source, name=name, role=role, arch=arch, resolve=resolve)
+        tag, pinned first (``resolve_tag``); ``unsigned_ok``: an inspection let through under
+        ``require_signature``."""
+        request = self.request(
+            operation,
+            source,
+            name=name,
+            role=role,
+            arch=arch,
+            resolve=resolve,
+            unsigned_ok=unsigned_ok,
+        )
         return self.container.plan_lifecycle()(request, self.profile, self.selection)
 
     def request(
@@ -125,12 +137,20 @@ class Lifecycles:
         role: str,
         arch: str | None,
         resolve: bool,
+        unsigned_ok: bool = False,
     ) -> Request:
         """The request for ``source``; with ``resolve`` (imports only), the request for the
         pin the tag ``source`` resolves to now, recording where it came from. Name, role and
         architecture are checked before any registry is asked."""
         if not resolve:
-            return make_request(operation, name=name, role=role, source=source, architecture=arch)
+            return make_request(
+                operation,
+                name=name,
+                role=role,
+                source=source,
+                architecture=arch,
+                unsigned_ok=unsigned_ok,
+            )
         from slurm_image.domain.errors import InvalidRequest
         from slurm_image.domain.request import check_fields
 
@@ -192,10 +212,19 @@ class Lifecycles:
         replace: bool = False,
         on_poll: Progress | None = None,
         arch: str | None = None,
+        unsigned_ok: bool = False,
     ) -> Outcome:
         """Inspect an existing ``.sqsh`` in place; ``arch``: the architecture it must be (None:
-        whatever it runs as). See ``run`` for the other options."""
-        request = make_request("inspect_sqsh", name=name, role=role, source=sqsh, architecture=arch)
+        whatever it runs as); ``unsigned_ok``: inspect it although the profile's policy requires
+        a signature (``inspect --unsigned-ok``). See ``run`` for the other options."""
+        request = make_request(
+            "inspect_sqsh",
+            name=name,
+            role=role,
+            source=sqsh,
+            architecture=arch,
+            unsigned_ok=unsigned_ok,
+        )
         return self.run(
             request, submit=submit, wait=wait, timeout_s=timeout_s, replace=replace, on_poll=on_poll
         )

@@ -110,6 +110,7 @@ class LifecycleFlags:
     force: bool = False
     arch: str | None = None
     resolve: bool = False
+    unsigned_ok: bool = False
 
 
 RESOLVE_TIMEOUT_S = 60.0
@@ -141,12 +142,23 @@ def _lifecycle_command(
             parse_tag_reference(source)
         else:
             request = make_request(
-                operation, name=name, role=role, source=source, architecture=flags.arch
+                operation,
+                name=name,
+                role=role,
+                source=source,
+                architecture=flags.arch,
+                unsigned_ok=flags.unsigned_ok,
             )
         lifecycles = _lifecycles(options)
         if flags.dry_run:
             planned = lifecycles.plan(
-                operation, source, name=name, role=role, arch=flags.arch, resolve=flags.resolve
+                operation,
+                source,
+                name=name,
+                role=role,
+                arch=flags.arch,
+                resolve=flags.resolve,
+                unsigned_ok=flags.unsigned_ok,
             )
             plan_data = planned.plan.model_dump(mode="json")
             human = (
@@ -226,7 +238,13 @@ def import_command(options: Options, args: Namespace) -> None:
 def inspect_command(options: Options, args: Namespace) -> None:
     """Inspect an existing .sqsh in place."""
     flags = LifecycleFlags(
-        args.dry_run, args.no_submit, args.wait, args.timeout, args.replace, arch=args.arch
+        args.dry_run,
+        args.no_submit,
+        args.wait,
+        args.timeout,
+        args.replace,
+        arch=args.arch,
+        unsigned_ok=args.unsigned_ok,
     )
     _lifecycle_command(options, "inspect_sqsh", args.source, args.name, args.role, flags)
 
@@ -415,6 +433,10 @@ def _describe_record(details: Mapping[str, Any]) -> str:
     if isinstance(resolved_from, Mapping):
         tag = f"{resolved_from.get('tag')} (resolved {resolved_from.get('resolved_at')})"
         rows.insert(5, ("tag", tag))
+    signed_by = details.get("signed_by")
+    if isinstance(signed_by, Mapping):
+        signer = f"{signed_by.get('key_fingerprint')} ({signed_by.get('format')})"
+        rows.insert(rows.index(("source", details["source"])) + 1, ("signed by", signer))
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"  {key.ljust(width)}  {value}" for key, value in rows)
 
@@ -731,6 +753,12 @@ def parser() -> arguments.Parser:
     inspects = _command(commands, "inspect", inspect_command, _doc(inspect_command))
     inspects.add_argument("source", metavar="SQSH", help="Absolute path of an existing .sqsh")
     _lifecycle_options(inspects)
+    inspects.add_argument(
+        "--unsigned-ok",
+        action="store_true",
+        help="Inspect even where the profile's [policy] requires a signature: a local .sqsh"
+        " carries none (the plan records that this was asked).",
+    )
     _id(_command(commands, "submit", submit_command, _doc(submit_command)))
     for name, run in (("status", status_command), ("wait", wait_command)):
         watched = _command(commands, name, run, _doc(run))

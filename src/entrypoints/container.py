@@ -63,12 +63,24 @@ class Container(containers.DeclarativeContainer):
     submitter_ready = providers.Callable(_submitter_ready, __self__, profile)
 
     home = providers.Callable(os.path.expanduser, "~")
+    # Resolving tags and finding signatures (docs/design.md, "Resolving a tag", "Image policy
+    # and signatures"): one registry client per process, so a Bearer token serves every
+    # request of its repository while it lasts.
+    registry = providers.Singleton(make.registry)
+    signatures = providers.Singleton(make.signatures, registry=registry)
+    check_signature = providers.Factory(
+        make.check_signature,
+        signatures=signatures,
+        registry=registry,
+        credentials=credentials_file,
+    )
     plan_lifecycle = providers.Factory(
         make.plan_lifecycle,
         clock=clock,
         runtime=runtime_files,
         credentials=credentials_file,
         home=home,
+        check_signature=check_signature,
     )
     prepare = providers.Factory(
         make.prepare,
@@ -77,6 +89,7 @@ class Container(containers.DeclarativeContainer):
         workspace=workspace,
         credentials=credentials_file,
         home=home,
+        check_signature=check_signature,
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
     observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)
@@ -104,13 +117,11 @@ class Container(containers.DeclarativeContainer):
         wait=wait.provider,
         publish=publish.provider,
         require_submitter=submitter_ready.provider,
+        check_signature=check_signature.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
 
-    # Resolving tags (docs/design.md, "Resolving a tag"): one registry client per process, so
-    # a Bearer token serves every resolution of its repository while it lasts.
-    registry = providers.Singleton(make.registry)
     resolve_tag = providers.Factory(
         make.resolve_tag, registry=registry, clock=clock, credentials=credentials_file
     )

@@ -40,6 +40,7 @@ def exit_code(report: DoctorReport) -> int:
         LAYER_CACHE,
         LOCAL_SCRATCH,
         PARTITION,
+        POLICY,
         PROFILE,
         SANDBOX,
         SQUASHFS_TOOLS,
@@ -51,6 +52,7 @@ def exit_code(report: DoctorReport) -> int:
         PROFILE: EXIT_INVALID,
         WORKSPACE: EXIT_INVALID,
         LAYER_CACHE: EXIT_INVALID,
+        POLICY: EXIT_INVALID,
         SUBMITTER: EXIT_SCHEDULER,
         PARTITION: EXIT_SCHEDULER,
         JOB: EXIT_JOB_FAILED,
@@ -113,6 +115,7 @@ def _diagnose(options: Options, timeout_s: float) -> DoctorReport:
         filesystems=StatfsFilesystems(),
         clock=container.clock(),
         home=container.home(),
+        signatures=container.signatures(),
     )
     return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)
 

@@ -21,6 +21,7 @@ from slurm_image.domain.errors import (
     DomainError,
     InvalidRegistryAnswer,
     PlanInvariantViolation,
+    SignatureRefused,
     SlurmImageError,
 )
 from slurm_image.entrypoints.exit_codes import (
@@ -32,6 +33,7 @@ from slurm_image.entrypoints.exit_codes import (
     EXIT_OUTDATED,
     EXIT_REGISTRY_ANSWER,
     EXIT_SCHEDULER,
+    EXIT_UNSIGNED,
     EXIT_VERIFICATION,
     EXIT_WAIT_TIMEOUT,
 )
@@ -39,6 +41,7 @@ from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.lock import LockTimeout
 from slurm_image.ports.registry import AnswerRefused, RegistryError, RegistryNotFound
+from slurm_image.ports.signatures import KeyFileError
 from slurm_image.ports.store import ChangedWhileRead
 from slurm_image.ports.submitter import SubmitterError
 from slurm_image.ports.workspace import (
@@ -59,6 +62,7 @@ __all__ = [
     "EXIT_OUTDATED",
     "EXIT_REGISTRY_ANSWER",
     "EXIT_SCHEDULER",
+    "EXIT_UNSIGNED",
     "EXIT_VERIFICATION",
     "EXIT_WAIT_TIMEOUT",
     "describe",
@@ -72,8 +76,12 @@ EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
     # A registry's answer that is refused (a digest header that lies, too large, no manifest),
     # whether the domain or the adapter found it.
     (InvalidRegistryAnswer, EXIT_REGISTRY_ANSWER),
+    # No signature the site policy accepts (docs/design.md, "Image policy and signatures").
+    (SignatureRefused, EXIT_UNSIGNED),
     (DomainError, EXIT_INVALID),
     (CredentialsFileError, EXIT_INVALID),
+    # A policy key file others could change, or that is missing: a profile problem.
+    (KeyFileError, EXIT_INVALID),
     (SubmitterError, EXIT_SCHEDULER),
     (AnswerRefused, EXIT_REGISTRY_ANSWER),
     # No such tag or repository: like an unknown alias, the input names nothing.

@@ -14,3 +14,7 @@ EXIT_REGISTRY_ANSWER = 8
 more than 4 MiB, or no manifest or index an import reads (``resolve``, ``import --resolve``)."""
 EXIT_OUTDATED = 9
 """``outdated``: a published tag moved to another image or is gone."""
+EXIT_UNSIGNED = 10
+"""The site policy requires a signature and the pinned digest has none it accepts (unsigned,
+signed by another key, a signature over another digest, malformed signature material);
+nothing was staged."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from slurm_image.adapters.local_workspace import LocalWorkspace
     from slurm_image.adapters.memory import FakeSubmitter
     from slurm_image.adapters.oci_registry import HttpRegistry
+    from slurm_image.adapters.registry_signatures import RegistrySignatures
     from slurm_image.adapters.sbatch import SbatchSubmitter
     from slurm_image.adapters.slurmrest import RestSubmitter
     from slurm_image.adapters.system_clock import SystemClock
@@ -28,9 +29,11 @@ if TYPE_CHECKING:
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.resolve import ResolveTag
+    from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
     from slurm_image.domain.runtime import RuntimeFiles
+    from slurm_image.ports.registry import Registry
 
 
 def runtime_files() -> RuntimeFiles:
@@ -79,6 +82,18 @@ def registry() -> HttpRegistry:
     from slurm_image.adapters.oci_registry import HttpRegistry
 
     return HttpRegistry()
+
+
+def signatures(registry: Registry) -> RegistrySignatures:
+    from slurm_image.adapters.registry_signatures import RegistrySignatures
+
+    return RegistrySignatures(registry)
+
+
+def check_signature(**wiring: Any) -> CheckSignature:
+    from slurm_image.application.signature_check import CheckSignature
+
+    return CheckSignature(**wiring)
 
 
 def fake_submitter() -> FakeSubmitter:

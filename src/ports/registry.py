@@ -28,7 +28,7 @@ must not follow, a token answer it cannot use).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.errors import SlurmImageError
@@ -83,6 +83,9 @@ class ManifestRequest:
     timeout_s: float
     allow_http: bool = False
     credentials: RegistryCredentials | None = field(default=None, repr=False)
+    kind: Literal["manifests", "blobs"] = "manifests"
+    """``blobs``: ``GET /v2/<repository>/blobs/<digest>`` instead, under the same rules (a
+    signature's payload; docs/design.md, "Image policy and signatures")."""
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
         "source_digest",
         "published_at",
         "resolved_from",
+        "signed_by",
     }
     code, out, _ = site.run("list")
     assert code == 0

@@ -9,7 +9,7 @@ import pytest
 from publish_support import SOURCE
 from slurm_image import Lifecycles
 from slurm_image.application.errors import UnknownAlias
-from slurm_image.domain.errors import InvalidProfile, InvalidRequest
+from slurm_image.domain.errors import InvalidProfile, InvalidRequest, SignatureRefused
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.entrypoints.errors import exit_code_for
 
@@ -50,3 +50,28 @@ def test_errors_are_the_clis_with_the_same_exit_codes(profile: Path, tmp_path: P
     with pytest.raises(InvalidProfile) as missing:
         Lifecycles.from_profile(str(tmp_path / "absent.toml"), environ={})
     assert missing.value.field == "profile"
+
+
+def test_inspect_image_under_require_signature_needs_unsigned_ok(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir(mode=0o755)
+    key = tmp_path / "site.pub"
+    key.write_text("an inspect reads no key\n")
+    path = tmp_path / "site.toml"
+    path.write_text(
+        f'workspace_root = "{root}"\n[image_build]\npartition = "cpu"\ncpus_per_task = 2\n'
+        'memory = "4G"\ntime_limit = "1:00:00"\n[submitter]\nkind = "fake"\n'
+        f'[policy]\nrequire_signature = true\nkeys = ["{key}"]\n'
+    )
+    image = tmp_path / "image.sqsh"
+    image.write_bytes(b"hsqs")
+    image.chmod(0o644)
+    tmp_path.chmod(0o755)
+    lifecycles = Lifecycles.from_profile(str(path), environ={})
+    with pytest.raises(SignatureRefused) as refused:
+        lifecycles.inspect_image(str(image), name="app", role="serving", submit=False)
+    assert exit_code_for(refused.value) == 10 and "--unsigned-ok" in refused.value.rule
+    staged = lifecycles.inspect_image(
+        str(image), name="app", role="serving", submit=False, unsigned_ok=True
+    )
+    assert staged.state == LifecycleState.STAGED

@@ -14,9 +14,10 @@ from slurm_image.application.errors import JobNotSuccessful
 from slurm_image.application.lifecycle import Lifecycle, LifecycleOptions
 from slurm_image.application.status import LifecycleStatus
 from slurm_image.application.wait import WaitResult
-from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.errors import InvalidProfile, InvalidRequest
 from slurm_image.domain.job import JobState
 from slurm_image.domain.lifecycle_state import LifecycleState
+from slurm_image.domain.policy import Policy
 from slurm_image.domain.request import Request, make_request
 from slurm_image.ports.submitter import SchedulerRejected
 
@@ -34,6 +35,8 @@ class Steps:
     submit_error: Exception | None = None
     job_state: JobState = JobState.COMPLETED
     stored_roles: tuple[str, ...] | None = None
+    stored_signed_by: Any = None
+    trusted: bool = True
     staged: list[Request] = field(default_factory=list)
 
     def lifecycle(self) -> Lifecycle:
@@ -50,7 +53,12 @@ class Steps:
             wait=built("wait", self.wait),
             publish=built("publish", self),
             require_submitter=self.require_submitter,
+            check_signature=built("signature check", self),
         )
+
+    def satisfies(self, signed_by: Any, profile: Any) -> bool:
+        self.calls.append("check the stored signature")
+        return signed_by is not None and self.trusted
 
     def require_submitter(self) -> None:
         self.calls.append("preflight")
@@ -82,14 +90,20 @@ class Steps:
         assert digest == f"sha256:{SOURCE_DIGEST}"
         if self.stored_roles is None:
             return None
-        return SimpleNamespace(sqsh_sha256=SQSH_SHA, roles=dict.fromkeys(self.stored_roles))
+        return SimpleNamespace(
+            sqsh_sha256=SQSH_SHA,
+            roles=dict.fromkeys(self.stored_roles),
+            signed_by=self.stored_signed_by,
+        )
 
     def bind_stored(self, request: Request, source: Any, *, replace: bool) -> Any:
         self.calls.append("bind from the store")
         return SimpleNamespace(record=SimpleNamespace(lifecycle_id="img-" + "0" * 32))
 
 
-PROFILE: Any = SimpleNamespace(workspace_root=ROOT, image_build=SimpleNamespace(arch=None))
+PROFILE: Any = SimpleNamespace(
+    workspace_root=ROOT, image_build=SimpleNamespace(arch=None), policy=None
+)
 REQUEST = make_request(
     "import_oci", name="app", role="client", source=SOURCE, architecture="aarch64"
 )
@@ -182,7 +196,9 @@ def test_an_import_for_the_nodes_architecture_never_asks_the_store() -> None:
 def test_the_profiles_architecture_is_the_one_the_store_is_asked_for() -> None:
     steps = Steps(stored_roles=("client",))
     request = make_request("import_oci", name="app", role="client", source=SOURCE)
-    profile = SimpleNamespace(workspace_root=ROOT, image_build=SimpleNamespace(arch="ppc64le"))
+    profile = SimpleNamespace(
+        workspace_root=ROOT, image_build=SimpleNamespace(arch="ppc64le"), policy=None
+    )
     outcome = _run(steps, request, profile)
     assert outcome.from_store
     assert "ask the store for ppc64le" in steps.calls
@@ -194,3 +210,49 @@ def test_force_imports_what_the_store_could_answer() -> None:
     assert outcome.state == LifecycleState.SUBMITTED
     assert not [call for call in steps.calls if call.startswith("ask the store")]
     assert steps.staged == [REQUEST]
+
+
+def signed_profile(**policy: Any) -> Any:
+    table = {"require_signature": True, "keys": ["/k/site.pub"], **policy}
+    return SimpleNamespace(
+        workspace_root=ROOT,
+        image_build=SimpleNamespace(arch=None),
+        policy=Policy.model_validate(table),
+    )
+
+
+def test_under_require_signature_a_stored_source_signed_by_a_trusted_key_answers() -> None:
+    steps = Steps(stored_roles=("client",), stored_signed_by=object())
+    outcome = _run(steps, profile=signed_profile(), wait=True)
+    assert outcome.from_store
+    assert "check the stored signature" in steps.calls
+    assert steps.staged == []
+
+
+@pytest.mark.parametrize(
+    ("signed_by", "trusted"), [(None, True), (object(), False)], ids=["unsigned", "key-removed"]
+)
+def test_under_require_signature_a_stored_source_without_a_trusted_signature_imports_again(
+    signed_by: Any, trusted: bool
+) -> None:
+    steps = Steps(stored_roles=("client",), stored_signed_by=signed_by, trusted=trusted)
+    outcome = _run(steps, profile=signed_profile(), wait=True)
+    assert not outcome.from_store
+    assert "bind from the store" not in steps.calls
+    assert [request.operation for request in steps.staged] == ["import_oci"]
+
+
+def test_a_source_outside_allowed_registries_is_refused_before_the_store_is_asked() -> None:
+    steps = Steps(stored_roles=("client",))
+    profile = signed_profile(allowed_registries=["nvcr.io"])
+    with pytest.raises(InvalidRequest, match=r"policy\.allowed_registries"):
+        _run(steps, profile=profile, wait=True)
+    assert not any(call.startswith("ask the store") for call in steps.calls)
+
+
+def test_the_stored_artifact_of_a_signed_source_is_inspected_under_the_policy() -> None:
+    steps = Steps(stored_roles=("serving",), stored_signed_by=object())
+    _run(steps, profile=signed_profile(), wait=True)
+    (staged,) = steps.staged
+    assert staged.operation == "inspect_sqsh"
+    assert staged.unsigned_ok is True

@@ -72,6 +72,7 @@ def test_an_alias_record_round_trips() -> None:
         "source_digest",
         "published_at",
         "resolved_from",
+        "signed_by",
     }
 
 

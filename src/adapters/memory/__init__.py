@@ -8,6 +8,7 @@ from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
 from slurm_image.adapters.memory.lock import MemoryLocks
 from slurm_image.adapters.memory.registry import MemoryRegistry, MemoryRegistryHost
+from slurm_image.adapters.memory.signatures import MemoryKeyFile, MemorySignatures
 from slurm_image.adapters.memory.store import MemoryStore
 from slurm_image.adapters.memory.submitter import FailureKind, FakeJob, FakeSubmitter, Operation
 from slurm_image.adapters.memory.workspace import (
@@ -26,10 +27,12 @@ __all__ = [
     "FakeSubmitter",
     "MemoryCredentialsFile",
     "MemoryFilesystem",
+    "MemoryKeyFile",
     "MemoryLocks",
     "MemoryNode",
     "MemoryRegistry",
     "MemoryRegistryHost",
+    "MemorySignatures",
     "MemoryStore",
     "MemoryWorkspace",
     "Operation",

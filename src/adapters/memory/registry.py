@@ -43,6 +43,7 @@ class MemoryRegistryHost:
     token_lifetime_s: int = 300
     realm: str = ""
     manifests: dict[tuple[str, str], MemoryManifest] = field(default_factory=dict)
+    blobs: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,6 +104,12 @@ class MemoryRegistry:
         host.manifests[(repository, digest)] = MemoryManifest(data, media_type)
         return digest
 
+    def put_blob(self, registry: str, repository: str, data: bytes) -> str:
+        """Serve ``data`` as a blob by its digest; returns the digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.host(registry).blobs[(repository, digest)] = data
+        return digest
+
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
@@ -118,7 +125,12 @@ class MemoryRegistry:
                 " when [enroot] environment sets ENROOT_ALLOW_HTTP, as for the import job",
             )
         self._authenticate(host, request)
-        manifest = host.manifests.get((request.repository, request.reference))
+        if request.kind == "blobs":
+            blob = host.blobs.get((request.repository, request.reference))
+            found = None if blob is None else MemoryManifest(blob, "application/octet-stream")
+            manifest = found
+        else:
+            manifest = host.manifests.get((request.repository, request.reference))
         if manifest is None:
             raise RegistryNotFound(
                 field=registry,
