@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
 
+from cosign_artifacts import PrivateKey, bundle_bytes, public_pem, sign, simple_signing, statement
 from slurm_image.domain import signatures
 from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
 from slurm_image.domain.signatures import (
@@ -37,63 +38,9 @@ COSIGNED = "sha256:ced03b536b7cbf2fb0f53bbe945557cb2558470c63b7e0102edc402b225e4
 PIN = "sha256:" + "ab" * 32
 OTHER = "sha256:" + "cd" * 32
 
-PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
-
 
 def fixture(name: str) -> bytes:
     return (FIXTURES / name).read_bytes()
-
-
-def public_pem(private: PrivateKey) -> bytes:
-    return private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-
-
-def sign(private: PrivateKey, message: bytes) -> bytes:
-    if isinstance(private, ec.EllipticCurvePrivateKey):
-        algorithm = {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}
-        return private.sign(message, ec.ECDSA(algorithm[private.curve.key_size]))
-    if isinstance(private, rsa.RSAPrivateKey):
-        return private.sign(message, padding.PKCS1v15(), hashes.SHA256())
-    return private.sign(message)
-
-
-def statement(digest: str, predicate: str = signatures.COSIGN_SIGN_PREDICATE) -> bytes:
-    body = {
-        "_type": "https://in-toto.io/Statement/v1",
-        "subject": [{"digest": {"sha256": digest.removeprefix("sha256:")}, "annotations": {}}],
-        "predicateType": predicate,
-        "predicate": {},
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def simple_signing(digest: str, kind: str = signatures.SIMPLE_SIGNING_TYPE) -> bytes:
-    body = {
-        "critical": {
-            "identity": {"docker-reference": "127.0.0.1:5000/x"},
-            "image": {"docker-manifest-digest": digest},
-            "type": kind,
-        },
-        "optional": None,
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def bundle_bytes(private: PrivateKey, signed: bytes, **envelope: Any) -> bytes:
-    pae = signatures.dsse_pae(signatures.DSSE_PAYLOAD_TYPE, signed)
-    body = {
-        "mediaType": BUNDLE_MEDIA_TYPE,
-        "verificationMaterial": {"publicKey": {"hint": "x"}},
-        "dsseEnvelope": {
-            "payload": base64.b64encode(signed).decode(),
-            "payloadType": signatures.DSSE_PAYLOAD_TYPE,
-            "signatures": [{"sig": base64.b64encode(sign(private, pae)).decode()}],
-            **envelope,
-        },
-    }
-    return json.dumps(body).encode()
 
 
 def bundle(private: PrivateKey, digest: str, payload: bytes | None = None) -> Candidate:
