@@ -1,0 +1,37 @@
+"""The History port: the store's append-only history (``domain.history``).
+
+``append`` adds one event as one line to the file of its UTC month, under the store's history
+lock, and returns only once the line is on disk (fsynced, and the directory too when the file
+is new). An append interrupted by a crash leaves the event either whole or absent: a torn line
+is never read as an event, and the next append starts on a line of its own. ``read`` returns
+every whole event, oldest first (month files in order, lines in the order appended), with the
+events before ``since`` left out, and counts the lines it skipped; a store without a history yet
+reads as none. Only the store's owner can write it; whoever may read the store may read it.
+
+Errors: ``HistoryError`` (field: the file or directory, rule: why), for anything that stops an
+append or a read: a history directory or file that is not the store owner's regular one, a
+symlink, or an I/O error. ``LockTimeout`` when the lock is held past the bounded wait.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from slurm_image.domain.errors import SlurmImageError
+from slurm_image.domain.history import HistoryEvent, HistoryRead
+
+
+class HistoryError(SlurmImageError):
+    """The history could not be appended to or read."""
+
+
+@runtime_checkable
+class History(Protocol):
+    def append(self, event: HistoryEvent) -> None:
+        """Add ``event`` as the last line of its month's file, durably."""
+        ...
+
+    def read(self, since: datetime | None = None) -> HistoryRead:
+        """Every whole event at or after ``since`` (all when None), oldest first."""
+        ...
