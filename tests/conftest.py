@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from clusters import Cluster, cluster
+from parallel import group_by_cluster
 from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.adapters.memory import MemoryFilesystem, MemoryWorkspace
 from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_profile
@@ -45,6 +46,10 @@ settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group_by_cluster(items)
 
 
 @pytest.fixture(scope="session")

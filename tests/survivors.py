@@ -12,11 +12,13 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+from parallel import worker_index
 from support import unavailable
 
 SOURCE = Path(__file__).resolve().parent / "fixtures" / "survivor" / "survivor.c"
-NAME = "img-survivor"
-"""The survivor's comm: the same for the zombie leader and its live thread."""
+NAME = f"img-surv-{worker_index()}" if os.environ.get("PYTEST_XDIST_WORKER") else "img-survivor"
+"""The survivor's comm: the same for the zombie leader and its live thread; each xdist worker's
+own (at most 15 characters), so that a worker ends only the survivors of its own tests."""
 
 
 def build_survivor(directory: Path) -> Path:
@@ -25,7 +27,16 @@ def build_survivor(directory: Path) -> Path:
         unavailable("gcc missing: the survivor processes are built from C (apt-get install gcc)")
     target = directory / "survivor"
     built = subprocess.run(
-        ["gcc", "-static", "-O2", "-pthread", "-o", str(target), str(SOURCE)],
+        [
+            "gcc",
+            "-static",
+            "-O2",
+            "-pthread",
+            f'-DSURVIVOR_NAME="{NAME}"',
+            "-o",
+            str(target),
+            str(SOURCE),
+        ],
         capture_output=True,
         text=True,
     )

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from parallel import ordinary_uid
 from slurm_image.domain.architecture import elf_machine
 from slurm_image.domain.credentials import CREDENTIALS_NAME, RegistryCredentials
 from slurm_image.domain.paths import AttemptLayout
@@ -307,7 +308,7 @@ class Job:
 # Root's job always unpacks; an ordinary user's job mounts the image through an overlay where
 # the node lets users open /dev/fuse (README, Threat model).
 INSPECTION_PATHS = ("unpacked", "overlay")
-ORDINARY_UID = 4242  # an id no account on the test machine has
+ORDINARY_UID = ordinary_uid()  # an id no account on the test machine has, one per worker
 FUSE_TOOLS = ("squashfuse", "fuse-overlayfs", "fusermount3")
 # Runs a command as another uid in a mount namespace whose /dev/fuse users may open (as udev
 # makes it); bench/ runs the same file.
