@@ -102,14 +102,14 @@ def during_read(
 
         store.during_read = once
         return
-    original_read = local_store._read_bounded
+    original_read = local_store.read_bounded
     original_readv = os.readv
     paths_open: dict[int, str] = {}
 
     def read(fd: int, max_bytes: int, field: str) -> bytes:
         data = original_read(fd, max_bytes, field)
         act(field)
-        monkeypatch.setattr(local_store, "_read_bounded", original_read)
+        monkeypatch.setattr(local_store, "read_bounded", original_read)
         return data
 
     def readv(fd: int, buffers: Any) -> int:
@@ -120,7 +120,7 @@ def during_read(
         act(target)
         return count
 
-    monkeypatch.setattr(local_store, "_read_bounded", read)
+    monkeypatch.setattr(local_store, "read_bounded", read)
     monkeypatch.setattr(os, "readv", readv)
 
 

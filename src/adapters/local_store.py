@@ -19,13 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from slurm_image.adapters.local_workspace import (
-    _READ_FLAGS,
-    LocalWorkspace,
-    _error,
-    _identity,
-    _read_bounded,
-)
+from slurm_image.adapters.local_files import READ_FLAGS, identity_of, port_error, read_bounded
+from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.domain.file_kinds import EntryKind, describe_mode
 from slurm_image.domain.file_kinds import entry_kind as file_kind
 from slurm_image.domain.identity import FileIdentity
@@ -81,22 +76,22 @@ class LocalStore(LocalWorkspace):
             try:
                 entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
             except OSError as error:
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
             if not stat.S_ISREG(entry.st_mode):
                 raise NotRegularFile(
                     field=path, rule=f"is {describe_mode(entry.st_mode)}, not a regular file"
                 )
             try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+                fd = os.open(name, READ_FLAGS, dir_fd=parent)
             except OSError as error:
                 if error.errno == errno.ELOOP:
                     raise NotRegularFile(
                         field=path, rule="is a symlink, not a regular file"
                     ) from None
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
             try:
                 status = os.fstat(fd)
-                if not stat.S_ISREG(status.st_mode) or _identity(status) != _identity(entry):
+                if not stat.S_ISREG(status.st_mode) or identity_of(status) != identity_of(entry):
                     raise ChangedWhileRead(field=path, rule="was replaced while it was opened")
                 yield fd, status
             finally:
@@ -111,13 +106,15 @@ class LocalStore(LocalWorkspace):
             if before.st_size > max_bytes:
                 raise TooLarge(field=path, rule=f"holds more than {max_bytes} bytes")
             try:
-                data = _read_bounded(fd, max_bytes, path)
+                data = read_bounded(fd, max_bytes, path)
                 after = os.fstat(fd)
             except OSError as error:
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
         if _moment(before) != _moment(after) or len(data) != after.st_size:
             raise ChangedWhileRead(field=path, rule="changed while it was read")
-        return VerifiedRead(data=data, identity=_identity(after), mode=stat.S_IMODE(after.st_mode))
+        return VerifiedRead(
+            data=data, identity=identity_of(after), mode=stat.S_IMODE(after.st_mode)
+        )
 
     def digest(self, path: str) -> FileDigest:
         with self._open_regular(path) as (fd, before):
@@ -131,13 +128,13 @@ class LocalStore(LocalWorkspace):
                     size += count
                 after = os.fstat(fd)
             except OSError as error:
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
         if _moment(before) != _moment(after) or size != after.st_size:
             raise ChangedWhileRead(field=path, rule="changed while it was hashed")
         return FileDigest(
             sha256=digest.hexdigest(),
             size=size,
-            identity=_identity(after),
+            identity=identity_of(after),
             mtime_ns=after.st_mtime_ns,
             ctime_ns=after.st_ctime_ns,
         )
@@ -149,27 +146,27 @@ class LocalStore(LocalWorkspace):
         except (NotFound, FileNotFoundError):
             return None
         except OSError as error:
-            raise _error(error, path) from None
+            raise port_error(error, path) from None
 
     def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
         try:
             with self._directory(self._components(path), create=True, mode=mode, widen=True) as fd:
-                return _identity(os.fstat(fd))
+                return identity_of(os.fstat(fd))
         except OSError as error:
-            raise _error(error, path) from None
+            raise port_error(error, path) from None
 
     def install(
         self, source: str, destination: str, *, expected: FileDigest, mode: int
     ) -> FileIdentity:
         with self._parent(source, None) as (source_dir, source_name):
             try:
-                fd = os.open(source_name, _READ_FLAGS, dir_fd=source_dir)
+                fd = os.open(source_name, READ_FLAGS, dir_fd=source_dir)
             except OSError as error:
                 if error.errno == errno.ELOOP:
                     raise NotRegularFile(
                         field=source, rule="is a symlink, not a regular file"
                     ) from None
-                raise _error(error, source) from None
+                raise port_error(error, source) from None
             try:
                 status = os.fstat(fd)
                 seen = (
@@ -181,7 +178,7 @@ class LocalStore(LocalWorkspace):
                 )
                 if not stat.S_ISREG(status.st_mode) or _moment(status) != seen:
                     raise ChangedWhileRead(field=source, rule="is not the file that was verified")
-                identity = _identity(status)
+                identity = identity_of(status)
                 with self._parent(destination, None) as (target_dir, target_name):
                     with suppress(FileNotFoundError):
                         os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
@@ -190,17 +187,17 @@ class LocalStore(LocalWorkspace):
                     os.fsync(fd)
                     self._link(source_dir, source_name, target_dir, target_name, destination)
                     linked = os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
-                    if _identity(linked) != identity:
+                    if identity_of(linked) != identity:
                         os.unlink(target_name, dir_fd=target_dir)
                         raise ChangedWhileRead(field=source, rule="was replaced while it was moved")
                     os.fsync(target_dir)
                 left = os.stat(source_name, dir_fd=source_dir, follow_symlinks=False)
-                if _identity(left) == identity:
+                if identity_of(left) == identity:
                     os.unlink(source_name, dir_fd=source_dir)
                     os.fsync(source_dir)
                 return identity
             except OSError as error:
-                raise _error(error, source) from None
+                raise port_error(error, source) from None
             finally:
                 os.close(fd)
 
@@ -227,7 +224,7 @@ class LocalStore(LocalWorkspace):
                     os.unlink(temporary, dir_fd=staging_fd)
                 if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
                     raise WorkspaceError(field=path, rule="is a directory") from None
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
             os.fsync(parent)
             os.fsync(staging_fd)
 
@@ -238,7 +235,7 @@ class LocalStore(LocalWorkspace):
             try:
                 fd = os.open(name, _LOCK_FLAGS, 0o600, dir_fd=parent)
             except OSError as error:
-                raise _error(error, path) from None
+                raise port_error(error, path) from None
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise NotRegularFile(field=path, rule="is not a regular file")

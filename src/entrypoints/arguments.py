@@ -1,6 +1,6 @@
 """The command line's grammar machinery (argparse, standard library only): one-line usage
 errors with exit 2 (docs/cli.md), typed option values, the global options. The commands themselves
-are declared in ``entrypoints.cli``."""
+are declared in ``entrypoints.cli_parser``."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
+import slurm_image.entrypoints.cli_output as cli_output
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.entrypoints.arguments import Options
@@ -216,7 +217,7 @@ def test_wait_on_a_terminal_shows_one_live_line_per_lifecycle_with_phase_and_pro
         LifecycleStatus("img-" + "1" * 32, "41", JobState.RUNNING, progress=load_progress(RECORD)),
         LifecycleStatus("img-" + "2" * 32, "42", JobState.PENDING),
     ]
-    with cli._progress(options) as show:
+    with cli_output.progress(options) as show:
         assert show is not None
         show(statuses, 75.0)
     shown = terminal.getvalue()
@@ -227,5 +228,5 @@ def test_wait_on_a_terminal_shows_one_live_line_per_lifecycle_with_phase_and_pro
 def test_wait_off_a_terminal_shows_no_live_display(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     options = Options(profile=None, cluster=None, json=False, quiet=False, verbose=False)
-    with cli._progress(options) as show:
+    with cli_output.progress(options) as show:
         assert show is None

@@ -228,6 +228,6 @@ def test_outdated_exits_with_the_registrys_code_when_a_tag_cannot_be_checked(sit
 
 def test_the_registry_timeout_the_cli_writes_out_is_the_use_cases_default() -> None:
     from slurm_image.application.resolve import DEFAULT_TIMEOUT_S
-    from slurm_image.entrypoints import cli
+    from slurm_image.entrypoints import tag_commands
 
-    assert cli.RESOLVE_TIMEOUT_S == api.RESOLVE_TIMEOUT_S == DEFAULT_TIMEOUT_S
+    assert tag_commands.RESOLVE_TIMEOUT_S == api.RESOLVE_TIMEOUT_S == DEFAULT_TIMEOUT_S

@@ -91,12 +91,12 @@ def test_a_signature_outside_its_schema_version_is_refused(lab: PublishLab) -> N
 
 
 def test_show_s_human_form_names_the_signer_after_the_source(lab: PublishLab) -> None:
-    from slurm_image.entrypoints.cli import _describe_record
+    from slurm_image.entrypoints.cli_output import describe_record
 
     lab.finished(LIFECYCLE)
     record = lab.publish(LIFECYCLE).record
     assert record.signed_by is not None
-    lines = _describe_record(record.details()).splitlines()
+    lines = describe_record(record.details()).splitlines()
     keys = [line.split("  ")[1].strip() for line in lines]
     assert keys.index("signed by") == keys.index("source") + 1
     assert f"{record.signed_by.key_fingerprint} (sigstore-bundle)" in lines[keys.index("signed by")]

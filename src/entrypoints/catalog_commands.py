@@ -1,0 +1,122 @@
+"""The commands of the store and the workspace: ``publish`` a finished attempt, ``show`` and
+``list`` the published aliases (through the catalog reader alone, unless ``show --verify``),
+``unregister`` an alias, remove an attempt (``cleanup``) or what nothing refers to (``gc``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from slurm_image.domain import paths
+from slurm_image.entrypoints.arguments import Options
+from slurm_image.entrypoints.cli_output import describe_record, emit, table
+from slurm_image.entrypoints.command_api import catalog_reader, lifecycles
+from slurm_image.entrypoints.command_failure import CommandFailed, next_step
+
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+
+def publish_command(options: Options, args: Namespace) -> None:
+    """Verify the finished job's result and publish it under its alias."""
+    try:
+        paths.name(args.lifecycle_id, "lifecycle_id")
+        record = lifecycles(options).publish(args.lifecycle_id, replace=args.replace)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    emit(
+        options,
+        record.details(),
+        f"published {record.name}\n{describe_record(record.details())}",
+        record.path,
+    )
+
+
+def show_command(options: Options, args: Namespace) -> None:
+    """One alias, for this machine's architecture unless --arch: its verified .sqsh path and
+    all its facts."""
+    from slurm_image.domain.architecture import check_architecture
+
+    verify = args.verify
+    try:
+        arch = None if args.arch is None else check_architecture(args.arch)
+        if verify:
+            api = lifecycles(options)
+            details = api.resolve(args.name, verify=True, arch=arch).details() | {
+                "architectures": list(api.architectures(args.name))
+            }
+        else:
+            published = catalog_reader(options).show(args.name, arch=arch)
+            details = published.details() | {"architectures": list(published.architectures)}
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    checked = " (artifact re-hashed: matches)" if verify else ""
+    emit(
+        options,
+        details | ({"verified": True} if verify else {}),
+        f"{details['name']}{checked}\n{describe_record(details)}",
+        str(details["path"]),
+    )
+
+
+def list_command(options: Options, args: Namespace) -> None:
+    """The published aliases."""
+    try:
+        summaries = [record.summary() for record in catalog_reader(options).list()]
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    rows = [
+        (
+            str(s["name"]),
+            str(s["architecture"] or "unknown"),
+            str(s["role"]),
+            str(s["sqsh_sha256"])[:12],
+            str(s["published_at"])[:19] + "Z",
+            str(s["path"]),
+        )
+        for s in summaries
+    ]
+    human = (
+        table(("NAME", "ARCH", "ROLE", "SHA256", "PUBLISHED", "PATH"), rows)
+        if rows
+        else "no images published yet"
+    )
+    names = dict.fromkeys(row[0] for row in rows)
+    emit(options, {"images": summaries}, human, "\n".join(names))
+
+
+def unregister_command(options: Options, args: Namespace) -> None:
+    """Remove an alias; its artifact stays until gc finds nothing refers to it."""
+    try:
+        removed = lifecycles(options).unregister(args.name)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    emit(options, {"name": removed}, f"unregistered {removed} (the artifact stays)")
+
+
+def cleanup_command(options: Options, args: Namespace) -> None:
+    """Remove an attempt directory (refused while its job may run)."""
+    try:
+        removed = lifecycles(options).cleanup(args.lifecycle_id)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    emit(options, {"lifecycle_id": removed}, f"removed the attempt {removed}")
+
+
+def gc_command(options: Options, args: Namespace) -> None:
+    """Remove unreferenced artifacts and finished attempts past the bound."""
+    from slurm_image.domain.publication import parse_age
+
+    dry_run = args.dry_run
+    try:
+        removed = lifecycles(options).gc(older_than=parse_age(args.older_than), dry_run=dry_run)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    verb = "would remove" if dry_run else "removed"
+    rows = [(item.kind, item.path) for item in removed]
+    human = f"{verb}:\n{table(('KIND', 'PATH'), rows)}" if rows else "nothing to remove"
+    emit(
+        options,
+        {"removed": [item.as_dict() for item in removed], "dry_run": dry_run},
+        human,
+        "\n".join(item.path for item in removed),
+    )
