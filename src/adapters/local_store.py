@@ -38,6 +38,7 @@ from slurm_image.ports.workspace import (
 
 _BUFFER_BYTES = 1 << 20
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _moment(status: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -240,3 +241,51 @@ class LocalStore(LocalWorkspace):
                 os.close(fd)
                 raise NotRegularFile(field=path, rule="is not a regular file")
             return fd
+
+    def open_appending(self, path: str, *, mode: int) -> int:
+        """A descriptor of the regular file ``path`` that writes only at its end (``O_APPEND``;
+        readable, so that an appender can look at the last byte), for ``adapters.local_history``.
+        Created exclusively with exactly ``mode`` when missing (the file and the directory
+        fsynced); an existing one must be a regular file of the user's own that group and
+        others cannot write. Never through a symlink, never a FIFO opened."""
+        with self._parent(path, None) as (parent, name):
+            try:
+                fd = os.open(name, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=parent)
+            except FileExistsError:
+                fd = self._open_existing_appending(parent, name, path)
+            except OSError as error:
+                raise port_error(error, path) from None
+            else:
+                try:
+                    os.fchmod(fd, mode)
+                    os.fsync(fd)
+                    os.fsync(parent)
+                except OSError as error:
+                    os.close(fd)
+                    raise port_error(error, path) from None
+            return fd
+
+    def _open_existing_appending(self, parent: int, name: str, path: str) -> int:
+        try:
+            entry = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if not stat.S_ISREG(entry.st_mode):
+                raise NotRegularFile(
+                    field=path, rule=f"is {describe_mode(entry.st_mode)}, not a regular file"
+                )
+            fd = os.open(name, _APPEND_FLAGS, dir_fd=parent)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise NotRegularFile(field=path, rule="is a symlink, not a regular file") from None
+            raise port_error(error, path) from None
+        status = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(status.st_mode) or identity_of(status) != identity_of(entry):
+            problem = "was replaced while it was opened"
+        elif status.st_uid != self._uid:
+            problem = f"is owned by uid {status.st_uid}, not {self._uid}"
+        elif status.st_mode & 0o022:
+            problem = "is writable by group or others"
+        if problem is not None:
+            os.close(fd)
+            raise UnsafePath(field=path, rule=problem)
+        return fd

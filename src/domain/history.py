@@ -12,23 +12,29 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, field_validator
 
-from slurm_image.domain.errors import InvalidRecord
+from slurm_image.domain.errors import InvalidRecord, InvalidRequest
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.roles import Role
+from slurm_image.domain.store_layout import HISTORY_MONTH_FILE
 
 HISTORY_SCHEMA_VERSION: Literal[1] = 1
 
 HISTORY_LINE_MAX_BYTES = 16 * 1024
 """A longer line is no event of ours: it is skipped when read, and never written."""
 
-MONTH_FILE = re.compile(r"(?P<year>[0-9]{4})-(?P<month>0[1-9]|1[0-2])\.jsonl")
-"""The name of one month's file in ``images/history/``."""
+HISTORY_FILE_MAX_BYTES = 256 * 1024 * 1024
+"""A month's file larger than this is refused when read, naming it: a site rotates the files
+long before (a month of events is a few MB)."""
+
+MONTH_FILE = HISTORY_MONTH_FILE
+"""The name of one month's file in ``images/history/`` (``store_layout``, which names it)."""
 
 EventKind = Literal[
     "published",
@@ -186,3 +192,50 @@ def month_start(name: str) -> datetime | None:
     if match is None:
         return None
     return datetime(int(match["year"]), int(match["month"]), 1, tzinfo=UTC)
+
+
+def month_files(names: Iterable[str], since: datetime | None = None) -> list[str]:
+    """The month files among the entries ``names`` of the history directory (any other name is
+    ignored), oldest first, without those of months wholly before ``since``."""
+    first = None if since is None else month_file(since)
+    return sorted(
+        name
+        for name in names
+        if MONTH_FILE.fullmatch(name) is not None and (first is None or name >= first)
+    )
+
+
+def appended_bytes(line: bytes, last_byte: bytes) -> bytes:
+    """What one append writes after a file whose last byte is ``last_byte`` (b"" when empty):
+    the line, after a newline when a torn line (a crash in the middle of an append) ends the
+    file, so that the torn bytes stay a line of their own."""
+    return line if last_byte in (b"", b"\n") else b"\n" + line
+
+
+def since_then(reads: Iterable[HistoryRead], since: datetime | None) -> HistoryRead:
+    """The reads of the month files, oldest first, as one: the events at or after ``since``
+    (every one when None), and every line skipped."""
+    events: list[HistoryEvent] = []
+    skipped = 0
+    for read in reads:
+        events.extend(event for event in read.events if since is None or event.time >= since)
+        skipped += read.skipped
+    return HistoryRead(events=tuple(events), skipped=skipped)
+
+
+SINCE_RULE = (
+    "must be an ISO 8601 date (2026-01-31) or date and time (2026-01-31T12:00,"
+    " 2026-01-31T12:00:00+02:00); a time without an offset is UTC"
+)
+
+
+def parse_since(text: str, field: str = "--since") -> datetime:
+    """The instant ``history --since`` names: an ISO 8601 date (its first instant, UTC) or date
+    and time (UTC unless it carries an offset)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequest(field=field, rule=SINCE_RULE, value=text) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

@@ -9,12 +9,16 @@ reader opens one file and publishers of different aliases never touch the same f
 - ``sources/<source digest hex>.<architecture>.json``: which artifact an OCI source became
   for that architecture, with the facts recorded for it per role (``SourceRecord``);
   ``sources/<source digest hex>.json``: the same, recorded before architectures were;
+- ``history/YYYY-MM.jsonl`` (0644, the directory 0755): the store's history, one JSON line
+  per event, one file per month (``domain.history``), appended to, never rewritten;
 - ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
   publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
   under ``.tmp/`` is ever read as published state.
 """
 
 from __future__ import annotations
+
+import re
 
 from slurm_image.domain import paths
 from slurm_image.domain.architecture import ARCHITECTURES, check_architecture
@@ -28,6 +32,8 @@ entry and two source records."""
 ARTIFACT_MODE = 0o444
 RECORD_MODE = 0o644
 PUBLIC_DIRECTORY_MODE = 0o755
+HISTORY_MONTH_FILE = re.compile(r"(?P<year>[0-9]{4})-(?P<month>0[1-9]|1[0-2])\.jsonl")
+"""The name of one month's file in ``history/``."""
 
 
 class StoreLayout:
@@ -51,6 +57,16 @@ class StoreLayout:
     @property
     def sources(self) -> str:
         return f"{self.images}/sources"
+
+    @property
+    def history(self) -> str:
+        return f"{self.images}/history"
+
+    def history_file(self, month_file: str) -> str:
+        """The history file of one month, by its name (``YYYY-MM.jsonl``)."""
+        if HISTORY_MONTH_FILE.fullmatch(month_file) is None:
+            raise InvalidRecord(field="history", rule="a month file is named YYYY-MM.jsonl")
+        return f"{self.history}/{month_file}"
 
     @property
     def locks(self) -> str:

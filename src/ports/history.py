@@ -21,6 +21,9 @@ from typing import Protocol, runtime_checkable
 from slurm_image.domain.errors import SlurmImageError
 from slurm_image.domain.history import HistoryEvent, HistoryRead
 
+HISTORY_LOCK = "history"
+"""The name of the lock (``ports.lock``) every append to the store's history holds."""
+
 
 class HistoryError(SlurmImageError):
     """The history could not be appended to or read."""

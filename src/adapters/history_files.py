@@ -1,0 +1,82 @@
+"""What both History adapters share, over the ``Store`` port: the refusals of the store as the
+port's ``HistoryError``, and the read of the month files (``LocalHistory``, ``MemoryHistory``).
+
+A read lists ``history/`` (a store without one has no history yet), takes the month files in
+name order from ``since``'s month on (other names are ignored), reads each through one
+descriptor without following a symlink (the store's ``read_verified``: a regular file of the
+store's owner, at most ``HISTORY_FILE_MAX_BYTES``), refuses one that group or others could
+write, and parses it (``domain.history.parse_history``: a torn last line is skipped and
+counted). No lock is taken: whoever may read the store may read its history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from slurm_image.domain.errors import DomainError
+from slurm_image.domain.file_kinds import WORDS
+from slurm_image.domain.history import (
+    HISTORY_FILE_MAX_BYTES,
+    HistoryRead,
+    month_files,
+    parse_history,
+    since_then,
+)
+from slurm_image.domain.store_layout import StoreLayout
+from slurm_image.ports.history import HistoryError
+from slurm_image.ports.store import Store
+from slurm_image.ports.workspace import NotFound, TooLarge, WorkspaceError
+
+_OTHERS_WRITE = 0o022
+
+
+@contextmanager
+def refused_as_history(field: str) -> Iterator[None]:
+    """The store's refusals (a symlink, another owner, not a regular file, an I/O error) as the
+    port's ``HistoryError``, naming the path at fault."""
+    try:
+        yield
+    except TooLarge as error:
+        raise HistoryError(
+            field=error.field,
+            rule=f"holds more than {HISTORY_FILE_MAX_BYTES} bytes: rotate the history files",
+        ) from None
+    except WorkspaceError as error:
+        raise HistoryError(field=error.field or field, rule=error.rule) from None
+    except DomainError as error:
+        raise HistoryError(field=field, rule=f"{error.field}: {error.rule}") from None
+
+
+def history_names(store: Store, layout: StoreLayout) -> list[str]:
+    """The entries of the store's ``history/``; none when there is no such directory yet."""
+    directory = layout.history
+    with refused_as_history(directory):
+        kind = store.entry_kind(directory)
+        if kind is None:
+            return []
+        if kind != "directory":
+            raise HistoryError(field=directory, rule=f"is {WORDS[kind]}, not a directory")
+        try:
+            return list(store.list_directory(directory))
+        except NotFound:
+            return []
+
+
+def read_history(store: Store, since: datetime | None) -> HistoryRead:
+    """Every whole event of the store's history at or after ``since`` (see the module
+    docstring)."""
+    layout = StoreLayout(store.root)
+    reads: list[HistoryRead] = []
+    for name in month_files(history_names(store, layout), since):
+        path = layout.history_file(name)
+        with refused_as_history(path):
+            try:
+                read = store.read_verified(path, max_bytes=HISTORY_FILE_MAX_BYTES)
+            except NotFound:
+                continue  # rotated away since the directory was listed
+        if read.mode & _OTHERS_WRITE:
+            raise HistoryError(field=path, rule="is writable by group or others")
+        reads.append(parse_history(read.data))
+    return since_then(reads, since)
