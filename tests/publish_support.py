@@ -15,8 +15,15 @@ import pytest
 
 from slurm_image.adapters import local_store
 from slurm_image.adapters.fcntl_lock import FcntlLocks
+from slurm_image.adapters.local_history import LocalHistory
 from slurm_image.adapters.local_store import LocalStore
-from slurm_image.adapters.memory import FakeClock, FakeSubmitter, MemoryLocks, MemoryStore
+from slurm_image.adapters.memory import (
+    FakeClock,
+    FakeSubmitter,
+    MemoryHistory,
+    MemoryLocks,
+    MemoryStore,
+)
 from slurm_image.application.observe import Observe
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publication, Publish
@@ -27,6 +34,7 @@ from slurm_image.domain.publication import AliasRecord, load_alias
 from slurm_image.domain.request import make_request
 from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.store_layout import StoreLayout
+from slurm_image.ports.history import History
 from slurm_image.ports.lock import Locks
 from slurm_image.ports.store import Store
 
@@ -85,6 +93,18 @@ def locks_for(harness: Any, store: Store) -> Locks:
         assert isinstance(store, LocalStore)
         return FcntlLocks(store)
     return MemoryLocks()
+
+
+def history_for(
+    harness: Any, store: Store, locks: Locks | None, *, lock_timeout_s: float = 60.0
+) -> History:
+    """The history of ``store`` (``locks`` None: opened for reading only)."""
+    if harness.kind == "local":
+        assert isinstance(store, LocalStore)
+        return LocalHistory(store, locks, lock_timeout_s=lock_timeout_s)
+    assert isinstance(store, MemoryStore)
+    assert locks is None or isinstance(locks, MemoryLocks)
+    return MemoryHistory(store, locks, lock_timeout_s=lock_timeout_s)
 
 
 def during_read(

@@ -6,6 +6,7 @@ Product code held to the same contract suites as the real adapters (tests/contra
 from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
+from slurm_image.adapters.memory.history import MemoryHistory
 from slurm_image.adapters.memory.lock import MemoryLocks
 from slurm_image.adapters.memory.registry import MemoryRegistry, MemoryRegistryHost
 from slurm_image.adapters.memory.signatures import MemoryKeyFile, MemorySignatures
@@ -27,6 +28,7 @@ __all__ = [
     "FakeSubmitter",
     "MemoryCredentialsFile",
     "MemoryFilesystem",
+    "MemoryHistory",
     "MemoryKeyFile",
     "MemoryLocks",
     "MemoryNode",

@@ -11,6 +11,7 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.store import ChangedWhileRead, EntryKind
 from slurm_image.ports.workspace import (
+    AccessDenied,
     AlreadyExists,
     NotFound,
     NotRegularFile,
@@ -136,3 +137,26 @@ class MemoryStore(MemoryWorkspace):
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data
             parent.entries[name] = node
+
+    def appending(self, path: str, *, mode: int) -> MemoryNode:
+        """The regular file ``path`` to append to, as ``LocalStore.open_appending`` opens it:
+        made with exactly ``mode`` when missing; an existing one must be a regular file of the
+        user's own that group and others cannot write, never a symlink."""
+        with self.filesystem.lock:
+            parent, name = self._parent(path, None)
+            node = parent.entries.get(name)
+            if node is None:
+                self._writable(parent, path)
+                node = parent.entries[name] = self.filesystem.new_node("file", mode, self._uid)
+                return node
+            if node.kind != "file":
+                raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
+            if node.uid != self._uid:
+                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
+            if node.mode & 0o022:
+                raise UnsafePath(field=path, rule="is writable by group or others")
+            if self.filesystem.read_only:
+                raise AccessDenied(field=path, rule="Read-only file system")
+            if not self._may(node, 2):
+                raise AccessDenied(field=path, rule="Permission denied")
+            return node
