@@ -14,6 +14,7 @@ from slurm_image.application.errors import (
     UnknownAlias,
     VerificationFailed,
 )
+from slurm_image.application.history import RecordHistory, attempt_fields, entry_fields
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
@@ -65,8 +66,10 @@ class Maintain:
         clock: Clock,
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        history: RecordHistory | None = None,
     ) -> None:
         self._store = store
+        self._history = history
         self._records = StoreRecords(store)
         self._layout = self._records.layout
         self._locks = locks
@@ -75,16 +78,21 @@ class Maintain:
         self._timeout = lock_timeout_s
 
     def unregister(self, name: str) -> str:
-        """Remove the alias; its artifact stays (``gc`` removes it once nothing refers to it)."""
+        """Remove the alias; its artifact stays (``gc`` removes it once nothing refers to it).
+        The history gets one ``unregistered`` event per entry (architecture) it held."""
         paths.name(name)
         with (
             self._locks.shared(STORE_LOCK, timeout_s=self._timeout),
             self._locks.exclusive(alias_lock(name), timeout_s=self._timeout),
         ):
             self._records.recover(name)
-            if self._records.alias(name) is None:
+            document = self._records.alias(name)
+            if document is None:
                 raise UnknownAlias.named(name)
             self._store.remove_file(self._layout.alias(name))
+            if self._history is not None:
+                for entry in document.entries:
+                    self._history("unregistered", **entry_fields(entry))
         return name
 
     def cleanup(self, lifecycle_id: str) -> str:
@@ -290,8 +298,17 @@ class Maintain:
         return removed
 
     def _remove(self, item: Removed) -> None:
+        """Remove ``item``, and record an artifact or an attempt in the history (``gc_artifact``,
+        ``gc_attempt``)."""
         if item.kind == "attempt":
-            self.cleanup(item.path.rsplit("/", 1)[1])
+            lifecycle_id = item.path.rsplit("/", 1)[1]
+            fields = attempt_fields(self._store, lifecycle_id) if self._history is not None else {}
+            self.cleanup(lifecycle_id)
+            if self._history is not None:
+                self._history("gc_attempt", **fields)
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
+            digest = self._layout.in_store(item.path)
+            if item.kind == "artifact" and self._history is not None and digest is not None:
+                self._history("gc_artifact", artifact=digest)
         log.info("gc removed %s %s", item.kind, item.path)

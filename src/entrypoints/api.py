@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
+    from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation, Request
@@ -324,6 +325,12 @@ class Lifecycles:
     def list_aliases(self) -> list[AliasRecord]:
         """Every entry of every alias, one per architecture."""
         return self.container.catalog().list()
+
+    def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
+        """The store's history, oldest first: every event (or those of the alias ``name``) at
+        or after ``since`` (aware), and how many lines were no event
+        (``application.read_history.ReadHistory``)."""
+        return self.container.read_history()(name, since=since)
 
     def unregister(self, name: str) -> str:
         return self.container.maintain().unregister(name)

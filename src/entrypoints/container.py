@@ -92,21 +92,39 @@ class Container(containers.DeclarativeContainer):
         check_signature=check_signature,
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
-    observe = providers.Factory(make.observe, workspace=workspace, submitter=submitter)
-    cancel = providers.Factory(make.cancel, workspace=workspace, submitter=submitter)
-    logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
 
     # Publication and the catalog (docs/design.md, "Publication"). The store is the workspace with
     # publication's operations; list/show need neither the scheduler nor the locks.
     lock_timeout_s = providers.Object(60.0)
     store = providers.Singleton(make.store, root=config.workspace_root)
     locks = providers.Singleton(make.locks, store=store)
+
+    # The store's history (docs/design.md, "History"): every change of what users get is
+    # recorded by the use case that makes it, as this process's user on this host; a job that
+    # ended without a result, by the first command that observes it (status, wait, publish).
+    actor = providers.Singleton(make.actor)
+    history = providers.Singleton(
+        make.history, store=store, locks=locks, lock_timeout_s=lock_timeout_s
+    )
+    record_history = providers.Singleton(
+        make.record_history, history=history, clock=clock, actor=actor
+    )
+
+    observe = providers.Factory(
+        make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
+    )
+    cancel = providers.Factory(
+        make.cancel, workspace=workspace, submitter=submitter, history=record_history
+    )
+    logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
     wait = providers.Factory(make.wait, observe=observe, clock=clock)
     publish = providers.Factory(
         make.publish,
         store=store,
         locks=locks,
-        statuses=providers.Factory(make.observe, workspace=store, submitter=submitter),
+        statuses=providers.Factory(
+            make.noticing_observe, workspace=store, submitter=submitter, record=record_history
+        ),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
     )
@@ -121,6 +139,9 @@ class Container(containers.DeclarativeContainer):
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
+    read_history = providers.Factory(
+        make.read_history, history=providers.Singleton(make.history, store=store_reader)
+    )
 
     resolve_tag = providers.Factory(
         make.resolve_tag, registry=registry, clock=clock, credentials=credentials_file
@@ -133,6 +154,7 @@ class Container(containers.DeclarativeContainer):
         observe=providers.Factory(make.observe, workspace=store, submitter=submitter),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
+        history=record_history,
     )
 
 

@@ -39,6 +39,7 @@ from slurm_image.entrypoints.exit_codes import (
 )
 from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
+from slurm_image.ports.history import HistoryError
 from slurm_image.ports.lock import LockTimeout
 from slurm_image.ports.registry import AnswerRefused, RegistryError, RegistryNotFound
 from slurm_image.ports.signatures import KeyFileError
@@ -96,6 +97,9 @@ EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
     (IdentityChanged, EXIT_VERIFICATION),
     (TooLarge, EXIT_VERIFICATION),
     (HashError, EXIT_VERIFICATION),
+    # The store's history is not the owner's regular files (a symlink, another owner, too
+    # large) or cannot be read: refused like the store's own records.
+    (HistoryError, EXIT_VERIFICATION),
     # A read-only or unwritable workspace root is a profile problem; nothing was created.
     (AccessDenied, EXIT_INVALID),
     # Use cases turn a missing staged file or attempt into their own errors; what reaches here

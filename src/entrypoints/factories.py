@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from slurm_image.adapters.credentials_file import LocalCredentialsFile
     from slurm_image.adapters.fcntl_lock import FcntlLocks
+    from slurm_image.adapters.local_history import LocalHistory
     from slurm_image.adapters.local_store import LocalStore
     from slurm_image.adapters.local_workspace import LocalWorkspace
     from slurm_image.adapters.memory import FakeSubmitter
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
     from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
@@ -28,12 +30,16 @@ if TYPE_CHECKING:
     from slurm_image.application.outdated import Outdated
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
+    from slurm_image.application.read_history import ReadHistory
     from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
     from slurm_image.domain.runtime import RuntimeFiles
+    from slurm_image.ports.history import History
+    from slurm_image.ports.lock import Locks
     from slurm_image.ports.registry import Registry
+    from slurm_image.ports.workspace import Workspace
 
 
 def runtime_files() -> RuntimeFiles:
@@ -76,6 +82,51 @@ def locks(store: LocalStore) -> FcntlLocks:
     from slurm_image.adapters.fcntl_lock import FcntlLocks
 
     return FcntlLocks(store=store)
+
+
+def history(
+    store: LocalStore, locks: Locks | None = None, lock_timeout_s: float = 60.0
+) -> LocalHistory:
+    """The store's history; without ``locks``, for reading only (the store's reader)."""
+    from slurm_image.adapters.local_history import LocalHistory
+
+    return LocalHistory(store, locks, lock_timeout_s=lock_timeout_s)
+
+
+def actor() -> Actor:
+    """Who runs this process, as the history records it: the account's name (its passwd
+    entry; the uid when it has none), uid and host."""
+    import os
+    import pwd
+    import socket
+
+    from slurm_image.application.history import Actor
+
+    uid = os.getuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Actor(user=user, uid=uid, host=socket.gethostname())
+
+
+def record_history(**wiring: Any) -> RecordHistory:
+    from slurm_image.application.history import RecordHistory
+
+    return RecordHistory(**wiring)
+
+
+def read_history(history: History) -> ReadHistory:
+    from slurm_image.application.read_history import ReadHistory
+
+    return ReadHistory(history)
+
+
+def noticing_observe(workspace: Workspace, record: RecordHistory, **wiring: Any) -> NoticeJobEnds:
+    """``Observe`` that records a job ended without a result in the history, once."""
+    from slurm_image.application.history import NoticeJobEnds
+
+    return NoticeJobEnds(observe(workspace=workspace, **wiring), workspace, record)
 
 
 def registry() -> HttpRegistry:

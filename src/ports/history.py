@@ -15,11 +15,14 @@ symlink, or an I/O error. ``LockTimeout`` when the lock is held past the bounded
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from slurm_image.domain.errors import SlurmImageError
-from slurm_image.domain.history import HistoryEvent, HistoryRead
+
+if TYPE_CHECKING:  # the error table imports this module: it loads no pydantic
+    from datetime import datetime
+
+    from slurm_image.domain.history import HistoryEvent, HistoryRead
 
 HISTORY_LOCK = "history"
 """The name of the lock (``ports.lock``) every append to the store's history holds."""

@@ -1,0 +1,200 @@
+"""The store's history as the use cases write it (docs/design.md, "History").
+
+``RecordHistory`` appends one event (``domain.history.HistoryEvent``) for each change of what
+users get: who (``Actor``, given by the entry points), when (the ``Clock``), what. It is called
+after the change succeeded, inside the locks that made it, so the events of one alias are in
+the order of its changes. A change is never undone, nor reported as failed, because its event
+could not be appended: the failure is logged as a warning naming the history file (or lock)
+and the event that is missing, and the command's own result stands.
+
+``NoticeJobEnds`` records a job that ended without a result to publish (``job_failed``) the
+first time any command observes it (``status``, ``wait``, ``publish``, ``import --wait``),
+exactly once per lifecycle: the attempt's marker ``history.recorded`` is created exclusively
+first, and removed again when the append fails, so that a later observation tries again. A
+crash between the two leaves the event absent, never twice. ``Cancel`` takes the same marker,
+so a job it cancelled is recorded as ``cancelled`` and not also as failed.
+
+``application.read_history.ReadHistory`` reads it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from slurm_image.application.errors import ApplicationError
+from slurm_image.application.records import attempt_directory, read_submission
+from slurm_image.application.status import LifecycleStatus, is_final, succeeded
+from slurm_image.domain.errors import DomainError, SlurmImageError
+from slurm_image.domain.history import EventKind, HistoryEvent
+from slurm_image.domain.job import JobState
+from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
+from slurm_image.domain.publication import AliasRecord
+from slurm_image.ports.clock import Clock
+from slurm_image.ports.history import History
+from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from slurm_image.application.observe import Observe
+
+log = logging.getLogger(__name__)
+
+JOB_END_MARKER = "history.recorded"
+"""In the attempt directory: the end of its job is in the history (``job_failed``,
+``cancelled``)."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who runs the command: the account's name and uid, and the host it runs on."""
+
+    user: str
+    uid: int
+    host: str
+
+
+def operation_word(operation: str) -> str:
+    """``import`` or ``inspect``, as the history names a plan's or a record's operation."""
+    return "import" if operation == "import_oci" else "inspect"
+
+
+def plan_fields(plan: Plan) -> dict[str, Any]:
+    """What a plan tells every event of its lifecycle."""
+    return {
+        "lifecycle_id": plan.lifecycle_id,
+        "alias": plan.request.name,
+        "architecture": plan.architecture,
+        "operation": operation_word(plan.operation),
+        "role": plan.request.role,
+        "source_digest": plan.source_digest,
+    }
+
+
+def entry_fields(entry: AliasRecord) -> dict[str, Any]:
+    """What an alias entry tells the event that binds or unbinds it."""
+    return {
+        "lifecycle_id": entry.lifecycle_id,
+        "alias": entry.name,
+        "architecture": entry.architecture,
+        "operation": operation_word(entry.operation),
+        "role": entry.role,
+        "source_digest": entry.source_digest,
+        "artifact": entry.sqsh_sha256,
+    }
+
+
+def attempt_fields(workspace: Workspace, lifecycle_id: str) -> dict[str, Any]:
+    """What the attempt's own records (plan, submission) say about it, as far as they can be
+    read: the lifecycle id at least. An event is still recorded when they cannot."""
+    fields: dict[str, Any] = {"lifecycle_id": lifecycle_id}
+    try:
+        layout, identity = attempt_directory(workspace, lifecycle_id)
+        data = workspace.read_verified(layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity)
+        fields |= plan_fields(load_plan(data.data))
+    except (WorkspaceError, DomainError, ApplicationError) as error:
+        log.info("the history names %s without its plan: %s", lifecycle_id, error)
+    try:
+        submission = read_submission(workspace, lifecycle_id)
+    except (DomainError, ApplicationError):
+        submission = None
+    if submission is not None:
+        fields["job_id"] = submission.job_id
+    return fields
+
+
+class RecordHistory:
+    """Append one event to the store's history; a failure is a warning, never an error (see
+    the module docstring). ``failures`` keeps what could not be recorded, in order."""
+
+    def __init__(self, history: History, clock: Clock, actor: Actor) -> None:
+        self._history = history
+        self._clock = clock
+        self._actor = actor
+        self.failures: list[SlurmImageError | ValueError] = []
+
+    def __call__(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
+        """The event as appended, or None when it could not be (warned about)."""
+        try:
+            built = HistoryEvent(
+                event=event,
+                time=self._clock.now(),
+                user=self._actor.user,
+                uid=self._actor.uid,
+                host=self._actor.host,
+                **fields,
+            )
+            self._history.append(built)
+        except (SlurmImageError, ValueError) as error:
+            self.failures.append(error)
+            what = fields.get("alias") or fields.get("lifecycle_id") or fields.get("artifact")
+            log.warning(
+                "the store's history misses this %s event%s: %s",
+                event,
+                f" ({what})" if what else "",
+                error,
+                extra={"lifecycle_id": fields.get("lifecycle_id") or "-"},
+            )
+            return None
+        return built
+
+    def job_end(
+        self, workspace: Workspace, lifecycle_id: str, event: EventKind, **fields: Any
+    ) -> HistoryEvent | None:
+        """Record the end of the lifecycle's job once (``JOB_END_MARKER``); None when it was
+        recorded before, or cannot be now."""
+        try:
+            layout, identity = attempt_directory(workspace, lifecycle_id)
+            marker = layout.in_job(JOB_END_MARKER)
+            workspace.write_new(marker, b"", mode=0o600, within=identity)
+        except AlreadyExists:
+            return None
+        except (WorkspaceError, ApplicationError) as error:
+            log.warning(
+                "the store's history misses the %s event of %s: %s",
+                event,
+                lifecycle_id,
+                error,
+                extra={"lifecycle_id": lifecycle_id},
+            )
+            return None
+        recorded = self(event, **(attempt_fields(workspace, lifecycle_id) | fields))
+        if recorded is None:
+            try:
+                workspace.remove_file(marker, within=identity)
+            except WorkspaceError as error:
+                log.warning("%s stays: %s", marker, error, extra={"lifecycle_id": lifecycle_id})
+        return recorded
+
+
+def ended_without_result(status: LifecycleStatus) -> bool:
+    """The job ended (the scheduler's terminal state, or lost) and left nothing to publish."""
+    return isinstance(status.state, JobState) and is_final(status) and not succeeded(status)
+
+
+class NoticeJobEnds:
+    """``Observe``, recording each job that ended without a result (``job_failed``) the first
+    time it is observed (see the module docstring)."""
+
+    def __init__(self, observe: Observe, workspace: Workspace, record: RecordHistory) -> None:
+        self._observe = observe
+        self._workspace = workspace
+        self._record = record
+
+    def __call__(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
+        statuses = self._observe(lifecycle_ids)
+        for status in statuses:
+            if ended_without_result(status):
+                self._record.job_end(
+                    self._workspace,
+                    status.lifecycle_id,
+                    "job_failed",
+                    job_id=status.job_id,
+                    exit_code=status.exit_code,
+                    state=str(status.state),
+                )
+        return statuses
+
+    def with_progress(self, status: LifecycleStatus) -> LifecycleStatus:
+        return self._observe.with_progress(status)

@@ -1,0 +1,275 @@
+"""The use cases record what they change in the store's history (application.history), with the
+memory adapters: each event kind with its fields, a failed job once however often it is
+observed, and a history that cannot be appended to never undoing or failing the change."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from publish_support import SOURCE_DIGEST, SQSH_BYTES, PublishLab
+from slurm_image.adapters.memory import MemoryHistory, MemoryLocks, MemoryStore
+from slurm_image.application.cancel import Cancel
+from slurm_image.application.catalog import Catalog
+from slurm_image.application.errors import JobNotSuccessful, UnknownAlias
+from slurm_image.application.history import (
+    JOB_END_MARKER,
+    Actor,
+    NoticeJobEnds,
+    RecordHistory,
+)
+from slurm_image.application.maintain import Maintain
+from slurm_image.application.observe import Observe
+from slurm_image.application.read_history import ReadHistory
+from slurm_image.application.wait import Wait
+from slurm_image.domain.errors import DomainError, InvalidRequest
+from slurm_image.domain.history import HistoryEvent
+from slurm_image.ports.history import HistoryError
+
+pytestmark = pytest.mark.parametrize("workspace_harness", ["memory"], indirect=True)
+
+A, B, C = (f"img-{n:032x}" for n in range(1, 4))
+SHA = hashlib.sha256(SQSH_BYTES).hexdigest()
+ACTOR = Actor(user="ada", uid=1000, host="login1")
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+class HistoryLab(PublishLab):
+    """A ``PublishLab`` whose use cases record in a ``MemoryHistory``."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        assert isinstance(self.store, MemoryStore) and isinstance(self.locks, MemoryLocks)
+        self.history = MemoryHistory(self.store, self.locks)
+        self.record = RecordHistory(self.history, self.clock, ACTOR)
+        self.plain_observe = Observe(self.store, self.scheduler)
+        self.observe = NoticeJobEnds(self.plain_observe, self.store, self.record)  # type: ignore[assignment]
+
+    def maintain(self) -> Maintain:
+        return Maintain(
+            self.store,
+            self.locks,
+            self.plain_observe,
+            self.clock,
+            lock_timeout_s=5,
+            history=self.record,
+        )
+
+    def cancel(self) -> Cancel:
+        return Cancel(self.store, self.scheduler, history=self.record)
+
+    def events(self) -> list[HistoryEvent]:
+        read = self.history.read()
+        assert read.skipped == 0
+        return list(read.events)
+
+    def failing(self) -> None:
+        def full_disk(event: HistoryEvent) -> None:
+            raise HistoryError(
+                field=f"{self.harness.root}/images/history/2024-01.jsonl",
+                rule="No space left on device",
+            )
+
+        self.history.before_append = full_disk
+
+
+@pytest.fixture
+def lab(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> HistoryLab:
+    return HistoryLab(workspace_harness, profile_for, runtime_files)
+
+
+def who(event: HistoryEvent) -> tuple[str, int, str, datetime]:
+    return event.user, event.uid, event.host, event.time
+
+
+def failed_job(lab: HistoryLab, lifecycle_id: str, exit_code: int = 79) -> str:
+    lab.submitted(lifecycle_id, arch="x86_64")
+    job_id = lab.job_of(lifecycle_id)
+    lab.scheduler.finish(job_id, exit_code)
+    return job_id
+
+
+# -- a job that ended without a result ---------------------------------------------------
+
+
+def test_a_failed_job_is_recorded_once_with_its_exit_code_however_often_observed(
+    lab: HistoryLab,
+) -> None:
+    job_id = failed_job(lab, A)
+    lab.clock.advance(timedelta(minutes=5))
+    for _ in range(3):
+        (status,) = lab.observe([A])
+    assert status.exit_code == 79
+    Wait(lab.observe, lab.clock, sleep=lambda _: None)([A])
+    with pytest.raises(JobNotSuccessful):
+        lab.publish(A)
+    (event,) = lab.events()
+    assert event.event == "job_failed"
+    assert who(event) == ("ada", 1000, "login1", START + timedelta(minutes=5))
+    assert (event.lifecycle_id, event.job_id, event.exit_code, event.state) == (
+        A,
+        job_id,
+        79,
+        "FAILED",
+    )
+    assert (event.alias, event.architecture, event.operation, event.role) == (
+        "app",
+        "x86_64",
+        "import",
+        "client",
+    )
+    assert event.source_digest == f"sha256:{SOURCE_DIGEST}"
+    assert event.artifact is None
+
+
+def test_a_job_not_ended_or_ended_well_is_no_failure(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    lab.observe([A])
+    lab.scheduler.start(lab.job_of(A))
+    lab.observe([A])
+    lab.finished(B, name="other")
+    lab.observe([B])
+    staged_in_doubt = lab.submitted(C, name="third")
+    lab.harness.remove(f"{staged_in_doubt.paths.job_dir}/submission.json")
+    lab.observe([C])
+    assert lab.events() == []
+
+
+def test_a_job_the_scheduler_lost_is_recorded_as_lost(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    lab.scheduler.forget(lab.job_of(A))
+    lab.observe([A])
+    lab.observe([A])
+    assert [(e.event, e.state, e.exit_code) for e in lab.events()] == [("job_failed", "LOST", None)]
+
+
+def test_a_failure_that_could_not_be_recorded_is_warned_about_and_recorded_later(
+    lab: HistoryLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    failed_job(lab, A)
+    lab.failing()
+    with caplog.at_level(logging.WARNING):
+        (status,) = lab.observe([A])
+    assert status.exit_code == 79  # the observation stands
+    assert lab.history.read().events == ()
+    assert "job_failed" in caplog.text and "history/2024-01.jsonl" in caplog.text
+    assert not lab.harness.exists(f"{lab.plans[A].paths.job_dir}/{JOB_END_MARKER}")
+    lab.history.before_append = None
+    lab.observe([A])
+    lab.observe([A])
+    assert [e.event for e in lab.events()] == ["job_failed"]
+
+
+# -- cancel --------------------------------------------------------------------------------
+
+
+def test_a_cancel_is_recorded_once_and_never_also_as_a_failure(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    job_id = lab.job_of(A)
+    assert lab.cancel()(A).state == "CANCELLED"
+    lab.observe([A])
+    lab.cancel()(A)
+    (event,) = lab.events()
+    assert (event.event, event.lifecycle_id, event.job_id, event.state, event.alias) == (
+        "cancelled",
+        A,
+        job_id,
+        "CANCELLED",
+        "app",
+    )
+    assert who(event) == ("ada", 1000, "login1", START)
+
+
+def test_a_cancel_stands_when_the_history_cannot_take_it(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    lab.failing()
+    assert lab.cancel()(A).state == "CANCELLED"
+    assert lab.scheduler.job(lab.job_of(A)).state == "CANCELLED"
+    assert lab.events() == [] and len(lab.record.failures) == 1
+
+
+# -- unregister and gc ---------------------------------------------------------------------
+
+
+def test_unregister_records_each_entry_it_removed(lab: HistoryLab) -> None:
+    lab.finished(A, arch="x86_64")
+    lab.finished(B, arch="aarch64", sqsh=SQSH_BYTES + b"arm")
+    lab.publish(A)
+    lab.publish(B)
+    lab.clock.advance(timedelta(hours=1))
+    lab.maintain().unregister("app")
+    events = [e for e in lab.events() if e.event == "unregistered"]
+    assert sorted((e.alias, e.architecture, e.lifecycle_id) for e in events) == [
+        ("app", "aarch64", B),
+        ("app", "x86_64", A),
+    ]
+    by_arch = {e.architecture: e for e in events}
+    assert by_arch["x86_64"].artifact == SHA
+    assert by_arch["aarch64"].artifact == hashlib.sha256(SQSH_BYTES + b"arm").hexdigest()
+    assert by_arch["x86_64"].source_digest == f"sha256:{SOURCE_DIGEST}"
+    assert all(who(e) == ("ada", 1000, "login1", START + timedelta(hours=1)) for e in events)
+    with pytest.raises(UnknownAlias):
+        lab.maintain().unregister("app")
+    assert len([e for e in lab.events() if e.event == "unregistered"]) == 2
+
+
+def test_an_unregister_stands_when_the_history_cannot_take_it(
+    lab: HistoryLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    lab.finished(A)
+    lab.publish(A)
+    lab.failing()
+    with caplog.at_level(logging.WARNING):
+        assert lab.maintain().unregister("app") == "app"
+    assert Catalog(lab.store).list() == []
+    assert "unregistered event (app)" in caplog.text and "No space left" in caplog.text
+
+
+def test_gc_records_each_artifact_and_attempt_it_removed_and_a_dry_run_nothing(
+    lab: HistoryLab,
+) -> None:
+    lab.finished(A, name="dropped")
+    lab.publish(A)
+    lab.maintain().unregister("dropped")
+    lab.clock.advance(timedelta(days=2))
+    before = len(lab.events())
+    lab.maintain().gc(older_than=timedelta(days=1), dry_run=True)
+    assert len(lab.events()) == before
+    removed = lab.maintain().gc(older_than=timedelta(days=1))
+    assert {r.kind for r in removed} >= {"artifact", "attempt"}
+    gc_events = [e for e in lab.events() if e.event.startswith("gc_")]
+    assert [e.event for e in gc_events] == ["gc_artifact", "gc_attempt"]
+    artifact, attempt = gc_events
+    assert (artifact.artifact, artifact.alias, artifact.lifecycle_id) == (SHA, None, None)
+    assert (attempt.lifecycle_id, attempt.job_id, attempt.alias, attempt.operation) == (
+        A,
+        lab.job_of(A),
+        "dropped",
+        "import",
+    )
+    assert who(attempt) == ("ada", 1000, "login1", START + timedelta(days=2))
+    lab.maintain().gc(older_than=timedelta(days=1))
+    assert [e for e in lab.events() if e.event.startswith("gc_")] == gc_events
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def test_read_history_filters_by_alias_and_since(lab: HistoryLab) -> None:
+    lab.record("unregistered", alias="one")
+    lab.clock.advance(timedelta(days=1))
+    lab.record("unregistered", alias="two")
+    lab.record("gc_artifact", artifact=SHA)
+    read = ReadHistory(lab.history)
+    assert [e.alias for e in read().events] == ["one", "two", None]
+    assert [e.alias for e in read("two").events] == ["two"]
+    assert [e.alias for e in read(since=START + timedelta(hours=1)).events] == ["two", None]
+    assert read("three").events == ()
+    with pytest.raises(InvalidRequest):
+        read(since=datetime(2024, 1, 1))
+    with pytest.raises(DomainError):
+        read("../etc")
