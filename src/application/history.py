@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.application.errors import ApplicationError
@@ -31,7 +32,7 @@ from slurm_image.domain.errors import DomainError, SlurmImageError
 from slurm_image.domain.history import EventKind, HistoryEvent
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
-from slurm_image.domain.publication import AliasRecord
+from slurm_image.domain.publication import AliasDocument, AliasRecord
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
@@ -83,6 +84,36 @@ def entry_fields(entry: AliasRecord) -> dict[str, Any]:
         "source_digest": entry.source_digest,
         "artifact": entry.sqsh_sha256,
     }
+
+
+def binding_event(
+    existing: AliasDocument | None, record: AliasRecord
+) -> tuple[EventKind, str | None]:
+    """``published`` with no previous artifact when ``record`` binds an architecture the alias
+    did not have (or a new alias); else ``replaced`` with the artifact of the entry it displaced:
+    the architecture's own, or the one entry of an alias from before architectures (None when
+    a new role displaced only other architectures' entries)."""
+    if existing is None:
+        return "published", None
+    if existing.legacy:
+        return "replaced", existing.entries[0].sqsh_sha256
+    displaced = existing.entry(record.architecture)
+    if existing.role != record.role:
+        return "replaced", displaced.sqsh_sha256 if displaced is not None else None
+    if displaced is None:
+        return "published", None
+    return "replaced", displaced.sqsh_sha256
+
+
+def latency_seconds(plan: Plan, record: AliasRecord) -> float | None:
+    """From the plan's creation to the publication of ``record``; None when a clock moved
+    back between them."""
+    try:
+        published = datetime.fromisoformat(record.published_at)
+        seconds = (published - datetime.fromisoformat(plan.created_at)).total_seconds()
+    except (ValueError, TypeError):
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def attempt_fields(workspace: Workspace, lifecycle_id: str) -> dict[str, Any]:

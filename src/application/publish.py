@@ -20,6 +20,11 @@ in this order:
 
 A crash between any two steps leaves the old alias record or the new one, and the next
 publisher of the alias (or ``recover``) finishes what the marker describes or drops it.
+
+Once the alias record is written, still under the locks, the binding is recorded in the store's
+history (``published``, or ``replaced`` with the artifact it displaced; ``application.history``),
+and so is a binding from the store; a history that cannot take it is warned about, and the
+publication stands.
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ from slurm_image.application.alias_binding import (
     next_document,
     same_binding,
 )
-from slurm_image.application.errors import VerificationFailed
+from slurm_image.application.errors import ApplicationError, VerificationFailed
+from slurm_image.application.history import (
+    RecordHistory,
+    binding_event,
+    entry_fields,
+    latency_seconds,
+)
+from slurm_image.application.records import read_submission
 from slurm_image.application.status import Statuses
 from slurm_image.application.store_records import (
     ENTRY_ARTICLE,
@@ -44,6 +56,7 @@ from slurm_image.application.store_records import (
     alias_lock,
 )
 from slurm_image.application.verify_result import VerifyResult
+from slurm_image.domain.errors import DomainError
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import (
     AliasDocument,
@@ -94,8 +107,10 @@ class Publish:
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         checkpoint: Callable[[str], None] = no_checkpoint,
+        history: RecordHistory | None = None,
     ) -> None:
         self._store = store
+        self._history = history
         self._records = StoreRecords(store)
         self._layout = self._records.layout
         self._locks = locks
@@ -124,6 +139,7 @@ class Publish:
             document = next_document(existing, record, replace)
             self._checkpoint("verified")
             self._commit(plan, document, record, digest, sources)
+            self._record(existing, record, plan)
             bound = existing.entry(record.architecture) if existing is not None else None
             if bound is not None:
                 log.info(
@@ -188,6 +204,7 @@ class Publish:
             if current is not None and same_binding(current, record):
                 return Publication(current, changed=False)
             self._records.write_alias(next_document(existing, record, replace))
+            self._record(existing, record, None)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
                 request.name,
@@ -196,6 +213,25 @@ class Publish:
                 extra={"lifecycle_id": facts.lifecycle_id},
             )
             return Publication(record, changed=True)
+
+    def _record(
+        self, existing: AliasDocument | None, record: AliasRecord, plan: Plan | None
+    ) -> None:
+        """The binding of ``record`` in the store's history (``published`` or ``replaced``),
+        still under the alias's lock: with the job and the latency of ``plan``'s publication,
+        none for an answer from the store."""
+        if self._history is None:
+            return
+        kind, previous = binding_event(existing, record)
+        fields = entry_fields(record) | {"previous_artifact": previous}
+        if plan is not None:
+            try:
+                submission = read_submission(self._store, plan.lifecycle_id)
+            except (ApplicationError, DomainError):
+                submission = None
+            fields["job_id"] = submission.job_id if submission is not None else None
+            fields["publish_latency_seconds"] = latency_seconds(plan, record)
+        self._history(kind, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:

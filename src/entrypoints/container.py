@@ -127,6 +127,7 @@ class Container(containers.DeclarativeContainer):
         ),
         clock=clock,
         lock_timeout_s=lock_timeout_s,
+        history=record_history,
     )
     lifecycle = providers.Factory(
         make.lifecycle,

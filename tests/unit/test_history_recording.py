@@ -24,10 +24,12 @@ from slurm_image.application.history import (
 )
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.observe import Observe
+from slurm_image.application.publish import Publish
 from slurm_image.application.read_history import ReadHistory
 from slurm_image.application.wait import Wait
 from slurm_image.domain.errors import DomainError, InvalidRequest
 from slurm_image.domain.history import HistoryEvent
+from slurm_image.domain.request import make_request
 from slurm_image.ports.history import HistoryError
 
 pytestmark = pytest.mark.parametrize("workspace_harness", ["memory"], indirect=True)
@@ -48,6 +50,9 @@ class HistoryLab(PublishLab):
         self.record = RecordHistory(self.history, self.clock, ACTOR)
         self.plain_observe = Observe(self.store, self.scheduler)
         self.observe = NoticeJobEnds(self.plain_observe, self.store, self.record)  # type: ignore[assignment]
+
+    def publisher(self, **options: Any) -> Publish:
+        return super().publisher(history=self.record, **options)
 
     def maintain(self) -> Maintain:
         return Maintain(
@@ -91,6 +96,115 @@ def failed_job(lab: HistoryLab, lifecycle_id: str, exit_code: int = 79) -> str:
     job_id = lab.job_of(lifecycle_id)
     lab.scheduler.finish(job_id, exit_code)
     return job_id
+
+
+# -- publication ---------------------------------------------------------------------------
+
+
+def test_a_publication_is_recorded_with_its_job_digests_and_latency(lab: HistoryLab) -> None:
+    plan = lab.finished(A, arch="x86_64")
+    lab.clock.advance(timedelta(seconds=90))
+    lab.publish(A)
+    (event,) = lab.events()
+    assert event.event == "published"
+    assert who(event) == ("ada", 1000, "login1", START + timedelta(seconds=90))
+    assert (event.lifecycle_id, event.job_id, event.alias, event.architecture) == (
+        A,
+        lab.job_of(A),
+        "app",
+        "x86_64",
+    )
+    assert (event.operation, event.role, event.source_digest) == (
+        "import",
+        "client",
+        plan.source_digest,
+    )
+    assert (event.artifact, event.previous_artifact, event.exit_code) == (SHA, None, None)
+    assert event.publish_latency_seconds == 90
+    assert event.job_seconds is None
+    lab.publish(A)  # published already: nothing changed, nothing recorded
+    assert len(lab.events()) == 1
+
+
+def test_a_replace_names_the_artifact_it_displaced_and_a_new_architecture_is_published(
+    lab: HistoryLab,
+) -> None:
+    other = SQSH_BYTES + b" other"
+    lab.finished(A, arch="x86_64")
+    lab.finished(B, arch="x86_64", sqsh=other)
+    lab.finished(C, arch="aarch64", sqsh=SQSH_BYTES + b" arm")
+    lab.publish(A)
+    lab.publish(B, replace=True)
+    lab.publish(C)
+    published, replaced, joined = lab.events()
+    assert (replaced.event, replaced.lifecycle_id) == ("replaced", B)
+    assert replaced.artifact == hashlib.sha256(other).hexdigest()
+    assert replaced.previous_artifact == published.artifact == SHA
+    assert (joined.event, joined.architecture, joined.previous_artifact) == (
+        "published",
+        "aarch64",
+        None,
+    )
+
+
+def test_another_role_replacing_the_alias_is_replaced(lab: HistoryLab) -> None:
+    lab.finished(A, arch="x86_64")
+    lab.finished(B, arch="x86_64", role="serving", sqsh=SQSH_BYTES + b" srv")
+    lab.publish(A)
+    lab.publish(B, replace=True)
+    replaced = lab.events()[-1]
+    assert (replaced.event, replaced.role, replaced.previous_artifact) == (
+        "replaced",
+        "serving",
+        SHA,
+    )
+
+
+def test_a_binding_from_the_store_is_a_publication_without_a_job(lab: HistoryLab) -> None:
+    lab.finished(A, arch="x86_64")
+    lab.publish(A)
+    source = lab.publisher().stored_source(f"sha256:{SOURCE_DIGEST}", "x86_64")
+    assert source is not None
+    request = make_request(
+        "import_oci", name="again", role="client", source=lab.plans[A].request.source
+    )
+    lab.publisher().bind_stored(request, source)
+    lab.publisher().bind_stored(request, source)  # bound already: nothing recorded
+    events = lab.events()
+    assert [e.event for e in events] == ["published", "published"]
+    bound = events[1]
+    assert (bound.alias, bound.artifact, bound.lifecycle_id, bound.job_id) == (
+        "again",
+        SHA,
+        A,
+        None,
+    )
+    assert bound.publish_latency_seconds is None
+
+
+def test_a_publication_stands_when_the_history_cannot_take_it(
+    lab: HistoryLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    lab.finished(A)
+    lab.failing()
+    with caplog.at_level(logging.WARNING):
+        publication = lab.publish(A)
+    assert publication.changed and publication.record.sqsh_sha256 == SHA
+    assert Catalog(lab.store).show("app") == publication.record
+    assert "published event (app)" in caplog.text
+    assert "history/2024-01.jsonl: No space left on device" in caplog.text
+    assert lab.history.read().events == ()
+
+
+def test_a_torn_append_leaves_the_publication_and_the_next_event_whole(lab: HistoryLab) -> None:
+    lab.finished(A, name="one")
+    lab.finished(B, name="two", sqsh=SQSH_BYTES + b"2")
+    lab.history.tear_next(30)
+    lab.publish(A)
+    lab.publish(B)
+    read = lab.history.read()
+    assert [e.alias for e in read.events] == ["two"] and read.skipped == 1
+    assert {r.name for r in Catalog(lab.store).list()} == {"one", "two"}
 
 
 # -- a job that ended without a result ---------------------------------------------------
