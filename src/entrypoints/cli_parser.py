@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain.roles import ROLES
-from slurm_image.entrypoints import arguments, doctor_command
+from slurm_image.entrypoints import arguments, doctor_command, history_command
 from slurm_image.entrypoints.arguments import Options
 from slurm_image.entrypoints.catalog_commands import (
     cleanup_command,
@@ -170,6 +170,8 @@ def build() -> arguments.Parser:
         help="Finished attempts older than D (30m, 12h, 7d; default 7d).",
     )
     collect.add_argument("--dry-run", action="store_true", help="List only; remove nothing.")
+    history = _command(commands, "history", history_command.run, _doc(history_command.run))
+    history_command.add_options(history)
     for command in commands.choices.values():
         arguments.add_json(command)
     return root

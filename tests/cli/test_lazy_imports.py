@@ -1,6 +1,7 @@
 """A command imports only what it uses: ``--help`` nothing of pydantic, the container or the use
 cases; ``show`` and ``list`` neither the model library nor the container, nothing of the
 scheduler nor of the lifecycle's use cases (``show --verify`` validates through the container);
+``history`` the event model, but neither the container nor the scheduler nor the lifecycle;
 nothing but ``kind = "rest"`` and the commands that ask a registry (``resolve``) the HTTP client,
 and those nothing of the scheduler. Each command runs in a fresh process of the installed
 package, which then reports the modules it loaded."""
@@ -171,6 +172,25 @@ def test_show_of_a_missing_alias_fails_as_cheaply_as_a_lookup(
     assert "slurm_image.application.catalog_reader" in modules
     assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
     assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, *SCHEDULER) == []
+    assert of(modules, *LIFECYCLE_SIDE) == []
+
+
+@pytest.mark.parametrize(
+    "command", [["history", "--json"], ["history", "app", "--since", "2000-01-01"]]
+)
+def test_history_loads_no_container_nothing_of_the_scheduler_and_no_use_case(
+    tmp_path: Path, site: dict[str, Path], command: list[str]
+) -> None:
+    modules, done = run_probe(tmp_path, "--profile", str(site["sbatch"]), *command)
+    assert done.returncode == 0, done.stderr
+    assert "app" in done.stdout  # the publication of the fixture is in it
+    assert {"slurm_image.adapters.local_history", "slurm_image.application.read_history"} <= (
+        modules
+    )
+    assert of(modules, "dependency_injector", "asyncio") == []
+    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, "slurm_image.domain.profile", "slurm_image.application.history") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
 
