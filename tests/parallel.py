@@ -31,13 +31,24 @@ def ordinary_uid(base: int = 4242) -> int:
     return base + worker_index()
 
 
+def _series_in(value: object) -> str | None:
+    if isinstance(value, str):
+        return value if value in CLUSTERS else None
+    if isinstance(value, tuple | list):
+        for part in value:
+            if (series := _series_in(part)) is not None:
+                return series
+    return None
+
+
 def cluster_of(item: pytest.Item) -> str | None:
-    """The series of the local cluster ``item`` runs against, or None."""
+    """The series of the local cluster ``item`` runs against, or None: a parameter naming a
+    series (alone or in a tuple), else the ``local_slurm`` fixture's default cluster."""
     callspec = getattr(item, "callspec", None)
     if callspec is not None:
         for value in callspec.params.values():
-            if isinstance(value, str) and value in CLUSTERS:
-                return value
+            if (series := _series_in(value)) is not None:
+                return series
     if "local_slurm" in getattr(item, "fixturenames", ()):
         return DEFAULT_CLUSTER
     return None
