@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import shutil
 import stat
@@ -25,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from clusters import Cluster, cluster
-from parallel import group_by_cluster
+from parallel import check_cluster_ids, clusters_first, make_scheduler
 from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.adapters.memory import MemoryFilesystem, MemoryWorkspace
 from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_profile
@@ -49,7 +50,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    group_by_cluster(items)
+    check_cluster_ids(items)
+    clusters_first(items)
+
+
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        return make_scheduler(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,11 @@
 """How the suite shares the machine when pytest-xdist runs it on several workers (scripts/test).
 
-- Every test of one local cluster runs on one worker, one at a time (``xdist_group`` by the
-  cluster's series, with ``--dist loadgroup``): a test may stop that cluster's controller or
-  count the jobs on its node, and the three clusters still run side by side.
+- Every test of one local cluster runs on one worker, one at a time: ``ClusterScheduling``
+  hands a cluster's tests to a worker as one unit of work, found by the ``slurm-SERIES`` in the
+  test's id, which every cluster test carries (``check_cluster_ids`` refuses one that does not).
+  Such tests are collected first, so that each cluster gets a worker of its own before anything
+  else is scheduled. A test may then stop its cluster's controller, or count the jobs of its
+  node, without disturbing another test, and the three clusters still run side by side.
 - Machine-wide identities a test checks for leftovers are the worker's own: the ordinary
   account a job runs as (``ordinary_uid``) and the name of the survivor processes
   (``survivors.NAME``), so one worker's running job is never another worker's leftover.
@@ -11,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -18,6 +22,10 @@ from clusters import CLUSTERS
 
 DEFAULT_CLUSTER = "22.05"
 """The cluster of the ``local_slurm`` fixture outside the integration suite (tests/conftest.py)."""
+
+_SERIES_IN_ID = re.compile(
+    r"\[(?:[^\]]*-)?slurm-(" + "|".join(map(re.escape, CLUSTERS)) + r")(?:-[^\]]*)?\]$"
+)
 
 
 def worker_index() -> int:
@@ -54,14 +62,40 @@ def cluster_of(item: pytest.Item) -> str | None:
     return None
 
 
-def group_by_cluster(items: list[pytest.Item]) -> None:
-    """Mark each cluster's tests as one xdist group, and put grouped tests first so that the
-    scheduler hands each cluster to a worker of its own before anything else."""
-    grouped = []
+def cluster_in_id(nodeid: str) -> str | None:
+    """The series a test id names as ``slurm-SERIES`` among its parameters, or None."""
+    match = _SERIES_IN_ID.search(nodeid)
+    return match[1] if match else None
+
+
+def check_cluster_ids(items: list[pytest.Item]) -> None:
+    """Refuse a test of a cluster whose id does not name it: it would escape that cluster's
+    worker and run beside tests that stop its controller."""
     for item in items:
-        series = cluster_of(item)
-        if series is not None:
-            item.add_marker(pytest.mark.xdist_group(f"slurm-{series}"))
-            grouped.append(item)
-    first = {id(item) for item in grouped}
-    items[:] = grouped + [item for item in items if id(item) not in first]
+        series = cluster_of(item) if item.get_closest_marker("slurm") else None
+        if series is not None and cluster_in_id(item.nodeid) != series:
+            raise pytest.UsageError(
+                f"{item.nodeid} runs on the Slurm {series} cluster: its id must name "
+                f"slurm-{series} (a parameter id), so that it runs on that cluster's worker"
+            )
+
+
+def clusters_first(items: list[pytest.Item]) -> None:
+    """Put the tests of clusters first, in their order, then the others."""
+    ours = [item for item in items if cluster_in_id(item.nodeid) is not None]
+    first = {id(item) for item in ours}
+    items[:] = ours + [item for item in items if id(item) not in first]
+
+
+def make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """xdist's load scheduling, but with each cluster's tests as one unit (plain ``-n N``)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ClusterScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            series = cluster_in_id(nodeid)
+            return nodeid if series is None else f"slurm-{series}"
+
+    return ClusterScheduling(config, log)

@@ -37,10 +37,10 @@ JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ARCH = platform.machine()
 
 
-@pytest.fixture(scope="module")
-def local_slurm() -> Cluster:
+@pytest.fixture(scope="module", params=["22.05"], ids=["slurm-22.05"])
+def local_slurm(request: pytest.FixtureRequest) -> Cluster:
     """Slurm 22.05 alone (see the module docstring)."""
-    return cluster("22.05")
+    return cluster(str(request.param))
 
 
 @pytest.fixture
