@@ -149,6 +149,20 @@ class LocalStore(LocalWorkspace):
         except OSError as error:
             raise port_error(error, path) from None
 
+    def file_sizes(self, directory: str) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        with self._directory(self._components(directory)) as fd:
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        with suppress(FileNotFoundError):  # removed while listed
+                            status = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(status.st_mode):
+                                sizes[entry.name] = status.st_size
+            except OSError as error:
+                raise port_error(error, directory) from None
+        return dict(sorted(sizes.items()))
+
     def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
         try:
             with self._directory(self._components(path), create=True, mode=mode, widen=True) as fd:

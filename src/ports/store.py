@@ -11,6 +11,7 @@ or times changed while it was read (its bytes would describe no single state of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from slurm_image.domain.file_kinds import EntryKind
@@ -43,6 +44,13 @@ class Store(Workspace, Protocol):
 
     def entry_kind(self, path: str) -> EntryKind | None:
         """What is at ``path`` itself (a symlink is not followed), or None when nothing is."""
+        ...
+
+    def file_sizes(self, directory: str) -> Mapping[str, int]:
+        """The size in bytes of each regular file directly in ``directory``, by name, from one
+        listing (no file is opened, nothing is followed: a symlink, directory or FIFO is left
+        out, and so is an entry removed while listed). Raises ``NotFound`` when the directory
+        does not exist, and the walk's errors."""
         ...
 
     def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:

@@ -9,7 +9,13 @@ import pytest
 
 from publish_support import during_read, store_for
 from slurm_image.ports.store import ChangedWhileRead, Store
-from slurm_image.ports.workspace import AlreadyExists, NotFound, NotRegularFile, TooLarge
+from slurm_image.ports.workspace import (
+    AlreadyExists,
+    NotFound,
+    NotRegularFile,
+    TooLarge,
+    UnsafePath,
+)
 
 
 @pytest.fixture
@@ -116,6 +122,30 @@ def test_publish_file_replaces_atomically_and_leaves_no_temporary(
     assert workspace_harness.mode(f"{area}/r.json") == 0o644
     assert store.list_directory(staging) == []
     assert store.list_directory(area) == ["r.json"]
+
+
+def test_file_sizes_lists_the_regular_files_with_their_sizes_and_follows_nothing(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    workspace_harness.write(f"{area}/a.sqsh", b"12345")
+    workspace_harness.write(f"{area}/empty", b"")
+    workspace_harness.write(f"{workspace_harness.root}/images/outside", b"0123456789")
+    workspace_harness.symlink(f"{workspace_harness.root}/images/outside", f"{area}/link")
+    workspace_harness.mkfifo(f"{area}/fifo")
+    workspace_harness.mkdir(f"{area}/directory")
+    workspace_harness.write(f"{area}/directory/inner", b"123")
+    assert dict(store.file_sizes(area)) == {"a.sqsh": 5, "empty": 0}
+
+
+def test_file_sizes_of_a_missing_or_unsafe_directory_raises(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    with pytest.raises(NotFound):
+        store.file_sizes(f"{area}/missing")
+    workspace_harness.mkdir(f"{workspace_harness.root}/images/elsewhere")
+    workspace_harness.symlink(f"{workspace_harness.root}/images/elsewhere", f"{area}/linked")
+    with pytest.raises(UnsafePath):
+        store.file_sizes(f"{area}/linked")
 
 
 def test_ensure_directory_opens_the_way_for_readers(workspace_harness: Any, store: Store) -> None:

@@ -88,6 +88,17 @@ class MemoryStore(MemoryWorkspace):
                 return None
             return node.kind
 
+    def file_sizes(self, directory: str) -> dict[str, int]:
+        with self.filesystem.lock:
+            node = self._directory(self._components(directory))
+            if not self._may(node, 4):
+                raise AccessDenied(field=directory, rule="Permission denied")
+            return {
+                name: len(child.data)
+                for name, child in sorted(node.entries.items())
+                if child.kind == "file"
+            }
+
     def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
         with self.filesystem.lock:
             node = self._root()
