@@ -21,6 +21,7 @@ from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alia
 from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
 from slurm_image.domain.publication import load_marker
@@ -33,15 +34,6 @@ from slurm_image.ports.workspace import NotFound, WorkspaceError
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class CacheBound:
-    """The layer cache ``gc`` bounds (README, "The layer cache"): its directory and the bytes
-    its blobs may take."""
-
-    path: str
-    max_bytes: int
 
 
 @dataclass(frozen=True)

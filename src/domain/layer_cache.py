@@ -5,6 +5,7 @@ are Enroot's blobs, and who may own it. Standard library only."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from slurm_image.domain import paths, sizes
 from slurm_image.domain.errors import InvalidPath
@@ -63,6 +64,23 @@ def cache_path(setting: str | bool | None, workspace_root: str, home: str | None
         expanded = home.rstrip("/") + setting[1:]
         return paths.layer_cache(expanded, FIELD)
     return paths.layer_cache(setting, FIELD)
+
+
+@dataclass(frozen=True)
+class CacheBound:
+    """The layer cache as this machine reaches it: its directory, and the bytes its blobs may
+    take (``gc`` keeps it to that; ``metrics`` reports both)."""
+
+    path: str
+    max_bytes: int
+
+
+def cache_bound(
+    setting: str | bool | None, max_bytes: int, workspace_root: str, home: str | None
+) -> CacheBound | None:
+    """The cache of ``setting`` (``cache_path``) with its bound; None when it is off."""
+    path = cache_path(setting, workspace_root, home)
+    return None if path is None else CacheBound(path, max_bytes)
 
 
 def directory_problem(mode: int, owner: int, uid: int) -> str | None:

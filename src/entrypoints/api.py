@@ -16,19 +16,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.entrypoints.container import Container, build_container
-from slurm_image.entrypoints.profile_loader import load_profile, profile_path
+from slurm_image.entrypoints.profile_loader import layer_cache_bound, load_profile, profile_path
 
 if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
-    from slurm_image.application.maintain import CacheBound, Removed
+    from slurm_image.application.maintain import Removed
     from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.resolve import Resolution
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
     from slurm_image.domain.history import HistoryRead
+    from slurm_image.domain.layer_cache import CacheBound
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.request import Operation, Request
@@ -348,10 +348,4 @@ class Lifecycles:
     def layer_cache_bound(self) -> CacheBound | None:
         """The layer cache as this machine reaches it (README, "The layer cache"), and the
         bytes ``gc`` keeps it to; None when the profile turns it off."""
-        from slurm_image.application.maintain import CacheBound
-        from slurm_image.domain.layer_cache import cache_path
-
-        enroot = self.profile.enroot
-        home = str(Path("~").expanduser())
-        path = cache_path(enroot.layer_cache, self.profile.workspace_root, home)
-        return None if path is None else CacheBound(path, enroot.cache_max_bytes)
+        return layer_cache_bound(self.profile)

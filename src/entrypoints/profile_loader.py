@@ -23,6 +23,7 @@ from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.profile_catalog import choose_profile, is_catalog
 
 if TYPE_CHECKING:
+    from slurm_image.domain.layer_cache import CacheBound
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
 
 PROFILE_ENV = "SLURM_IMAGE_PROFILE"
@@ -239,3 +240,14 @@ def store_root(
         return paths.workspace_root(value, "workspace_root")
     except DomainError as error:
         raise InvalidProfile(field=field, rule=error.rule) from None
+
+
+def layer_cache_bound(profile: SiteProfile) -> CacheBound | None:
+    """The profile's layer cache as this machine reaches it (README, "The layer cache": ``~``
+    is the home of the user running the command) and the bytes ``gc`` keeps it to; None when
+    the profile turns it off."""
+    from slurm_image.domain.layer_cache import cache_bound
+
+    enroot = profile.enroot
+    home = str(Path("~").expanduser())
+    return cache_bound(enroot.layer_cache, enroot.cache_max_bytes, profile.workspace_root, home)

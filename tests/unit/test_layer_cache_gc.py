@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from publish_support import PublishLab
-from slurm_image.application.maintain import CacheBound, Maintain, Removed
+from slurm_image.application.maintain import Maintain, Removed
+from slurm_image.domain.layer_cache import CacheBound
 
 DAY = 24 * 3600.0
 WEEK = timedelta(days=7)
