@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from metrics_support import StubHistory, event
 from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, PublishLab, chain_json
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.metrics import (
@@ -22,7 +22,6 @@ from slurm_image.application.metrics import (
     StoreMetrics,
 )
 from slurm_image.application.prepare import Prepare
-from slurm_image.domain.history import HistoryEvent, HistoryRead
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.request import make_request
@@ -30,37 +29,6 @@ from slurm_image.domain.request import make_request
 A, B, C, D = (f"img-{n:032x}" for n in range(1, 5))
 ARM_BYTES = SQSH_BYTES + b" arm64"
 ARM_MANIFEST = "sha256:" + "a" * 64
-START = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-class StubHistory:
-    """The ``History`` port over a list: what the store's history would read."""
-
-    def __init__(self, *events: HistoryEvent, skipped: int = 0) -> None:
-        self.events = list(events)
-        self.skipped = skipped
-        self.reads = 0
-
-    def append(self, event: HistoryEvent) -> None:
-        self.events.append(event)
-
-    def read(self, since: datetime | None = None) -> HistoryRead:
-        self.reads += 1
-        kept = tuple(e for e in self.events if since is None or e.time >= since)
-        return HistoryRead(events=kept, skipped=self.skipped)
-
-
-def event(kind: str, minutes: int = 0, **fields: Any) -> HistoryEvent:
-    return HistoryEvent.model_validate(
-        {
-            "event": kind,
-            "time": START + timedelta(minutes=minutes),
-            "user": "alice",
-            "uid": 1000,
-            "host": "login1",
-            **fields,
-        }
-    )
 
 
 @pytest.fixture

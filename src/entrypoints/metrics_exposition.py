@@ -1,0 +1,183 @@
+"""A ``StoreMetrics`` snapshot in Prometheus's text format, as node_exporter's textfile
+collector reads it (docs/operations.md, "Metrics"). The families are built by a collector of
+their own in a fresh registry each time, never the process-wide one: the history's totals are
+counters whose values come from the snapshot, not from increments in this process.
+
+Here and not in an adapter: the snapshot is a use case's type, and adapters import nothing of
+the use cases (pyproject.toml's import-linter contracts); only the entry points import
+``prometheus_client``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from slurm_image.application.metrics import Distribution, StoreMetrics
+
+PREFIX = "slurm_image_"
+UNKNOWN = "unknown"
+"""The label value of what the record does not say (an architecture, exit code or state)."""
+
+
+def _label(value: object) -> str:
+    return UNKNOWN if value is None else str(value)
+
+
+def _gauge(
+    name: str,
+    documentation: str,
+    labels: Sequence[str],
+    samples: Iterable[tuple[Sequence[str], float]],
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(PREFIX + name, documentation, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
+def _counter(
+    name: str,
+    documentation: str,
+    labels: Sequence[str],
+    samples: Iterable[tuple[Sequence[str], float]],
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(PREFIX + name, documentation, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
+def _histogram(
+    name: str,
+    documentation: str,
+    labels: Sequence[str],
+    samples: Iterable[tuple[Sequence[str], Distribution]],
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(PREFIX + name, documentation, labels=labels)
+    for values, distribution in samples:
+        buckets = [
+            (str(float(bound)), float(count))
+            for bound, count in zip(distribution.bounds, distribution.cumulative, strict=True)
+        ]
+        buckets.append(("+Inf", float(distribution.count)))
+        family.add_metric(values, buckets, distribution.total)
+    return family
+
+
+class StoreCollector:
+    """The families of one snapshot (a ``prometheus_client`` custom collector)."""
+
+    def __init__(self, metrics: StoreMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        yield _gauge(
+            "aliases",
+            "Published alias entries (one per alias and architecture), by role and architecture.",
+            ("role", "architecture"),
+            (((a.role, _label(a.architecture)), a.entries) for a in m.aliases),
+        )
+        yield _gauge(
+            "aliases_unreadable",
+            "Alias records that could not be read, left out of slurm_image_aliases.",
+            (),
+            [((), m.aliases_unreadable)],
+        )
+        artifacts = [(("true" if a.referenced else "false",), a) for a in m.artifacts]
+        yield _gauge(
+            "artifacts",
+            "Artifacts (.sqsh) in the store; referenced=false: named by no alias, gc removes them.",
+            ("referenced",),
+            ((labels, a.count) for labels, a in artifacts),
+        )
+        yield _gauge(
+            "artifacts_bytes",
+            "Bytes of the artifacts in the store.",
+            ("referenced",),
+            ((labels, a.bytes) for labels, a in artifacts),
+        )
+        if m.layer_cache is not None:
+            cache = m.layer_cache
+            yield _gauge(
+                "layer_cache_bytes",
+                "Bytes of the layer cache's files: layers, downloads never finished, other.",
+                ("kind",),
+                (((kind,), size) for kind, size in cache.bytes.items()),
+            )
+            yield _gauge(
+                "layer_cache_layers", "Layers in the layer cache.", (), [((), cache.layers)]
+            )
+            yield _gauge(
+                "layer_cache_max_bytes",
+                "The bytes gc keeps the layer cache's layers to (enroot.layer_cache_max).",
+                (),
+                [((), cache.max_bytes)],
+            )
+        yield _gauge(
+            "attempts",
+            "Attempt directories left in .tmp/jobs (until cleanup or gc), by what their own"
+            " records say: staged, submission_unknown, submitted; unreadable: no attempt of ours.",
+            ("state",),
+            (((state,), count) for state, count in m.attempts.items()),
+        )
+        yield _counter(
+            "history_events_total",
+            "Events in the store's history, by kind.",
+            ("event",),
+            (((kind,), count) for kind, count in m.events.items()),
+        )
+        yield _gauge(
+            "history_skipped_lines",
+            "Lines of the history that are no event (a torn last line after a crash).",
+            (),
+            [((), m.history_skipped)],
+        )
+        yield _counter(
+            "lifecycles_total",
+            "Imports and inspections that ended, by outcome: published (or replaced), failed"
+            " (the job ended without a result), cancelled.",
+            ("operation", "outcome"),
+            (((item.operation, item.outcome), item.count) for item in m.lifecycles),
+        )
+        yield _counter(
+            "job_failures_total",
+            "Jobs that ended without a result to publish, by the job's exit code and state.",
+            ("operation", "exit_code", "state"),
+            (
+                ((item.operation, _label(item.exit_code), _label(item.state)), item.count)
+                for item in m.job_failures
+            ),
+        )
+        yield _histogram(
+            "job_run_seconds",
+            "How long the jobs ran, by operation and outcome (published or failed).",
+            ("operation", "outcome"),
+            (((item.operation, item.outcome), item.seconds) for item in m.job_run_seconds),
+        )
+        yield _histogram(
+            "publish_latency_seconds",
+            "From the plan's creation to the publication, by operation.",
+            ("operation",),
+            (((item.operation,), item.seconds) for item in m.publish_latency_seconds),
+        )
+        yield _gauge(
+            "metrics_generated_timestamp_seconds",
+            "When these figures were taken, in seconds since the epoch.",
+            (),
+            [((), m.generated_at.timestamp())],
+        )
+
+
+def exposition(metrics: StoreMetrics) -> bytes:
+    """The snapshot in Prometheus's text format (version 0.0.4)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(metrics))
+    return generate_latest(registry)

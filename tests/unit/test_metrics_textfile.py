@@ -1,0 +1,128 @@
+"""``metrics --textfile PATH`` writes its file atomically (entrypoints.textfile): a temporary
+file beside PATH, renamed onto it, mode 0644 whatever the umask; the old file replaced whole,
+no temporary left behind, even when the write fails; a PATH that cannot be written is refused
+naming ``--textfile`` before anything is created."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_image.domain.errors import InvalidPath
+from slurm_image.entrypoints import textfile
+from slurm_image.entrypoints.errors import exit_code_for
+from slurm_image.entrypoints.textfile import check_textfile, write_textfile
+
+
+@pytest.fixture
+def private_umask() -> Iterator[None]:
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def test_the_file_is_written_0644_and_replaces_the_old_one_whole(
+    tmp_path: Path, private_umask: None
+) -> None:
+    path = tmp_path / "slurm_image.prom"
+    path.write_bytes(b"old figures\n")
+    old_inode = path.stat().st_ino
+    check_textfile(str(path))
+    write_textfile(str(path), b"new figures\n")
+    assert path.read_bytes() == b"new figures\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert path.stat().st_ino != old_inode  # a new file renamed onto the name
+    assert os.listdir(tmp_path) == ["slurm_image.prom"]
+
+
+def test_a_relative_path_is_written_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_textfile("metrics.prom")
+    write_textfile("metrics.prom", b"x 1\n")
+    assert (tmp_path / "metrics.prom").read_bytes() == b"x 1\n"
+
+
+def test_a_symlink_at_the_path_is_replaced_and_its_target_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(b"someone else's file\n")
+    path = tmp_path / "slurm_image.prom"
+    path.symlink_to(target)
+    write_textfile(str(path), b"figures\n")
+    assert not path.is_symlink()
+    assert path.read_bytes() == b"figures\n"
+    assert target.read_bytes() == b"someone else's file\n"
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "slurm_image.prom"
+    path.write_bytes(b"old figures\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(textfile.os, "fsync", full)
+    with pytest.raises(InvalidPath) as refused:
+        write_textfile(str(path), b"new figures\n")
+    assert refused.value.field == "--textfile"
+    assert "No space left on device" in refused.value.rule
+    assert path.read_bytes() == b"old figures\n"
+    assert os.listdir(tmp_path) == ["slurm_image.prom"]
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("missing directory", "No such file or directory"),
+        ("directory is a file", "is not a directory"),
+        ("path is a directory", "is a directory"),
+        ("trailing slash", "must name a file"),
+        ("empty", "must name a file"),
+    ],
+)
+def test_a_path_that_cannot_be_the_file_is_refused_naming_the_option_and_nothing_is_created(
+    tmp_path: Path, case: str, words: str
+) -> None:
+    (tmp_path / "a-file").write_bytes(b"")
+    (tmp_path / "a-directory").mkdir()
+    path = {
+        "missing directory": f"{tmp_path}/missing/slurm_image.prom",
+        "directory is a file": f"{tmp_path}/a-file/slurm_image.prom",
+        "path is a directory": f"{tmp_path}/a-directory",
+        "trailing slash": f"{tmp_path}/slurm_image.prom/",
+        "empty": "",
+    }[case]
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(InvalidPath) as refused:
+        check_textfile(path)
+    assert refused.value.field == "--textfile"
+    assert words in refused.value.rule
+    assert exit_code_for(refused.value) == 2
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes any directory")
+def test_a_directory_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o555)
+    with pytest.raises(InvalidPath, match="not writable"):
+        check_textfile(f"{closed}/slurm_image.prom")
+
+
+def test_the_write_itself_refuses_a_directory_at_the_path(tmp_path: Path) -> None:
+    (tmp_path / "slurm_image.prom").mkdir()
+    with pytest.raises(InvalidPath) as refused:
+        write_textfile(f"{tmp_path}/slurm_image.prom", b"figures\n")
+    assert refused.value.field == "--textfile"
+    assert os.listdir(tmp_path) == ["slurm_image.prom"]
+    assert (tmp_path / "slurm_image.prom").is_dir()
