@@ -1,6 +1,6 @@
-"""Builders for the metrics tests: history events, the ``History`` port over a list, and the
-samples of Prometheus's text as ``prometheus_client`` reads them back, or as the JSON form
-says they must be."""
+"""Builders for the metrics tests: a snapshot of a ``PublishLab``'s store with events in its
+history, and the samples of Prometheus's text as ``prometheus_client`` reads them back, or as
+the JSON form says they must be."""
 
 from __future__ import annotations
 
@@ -9,26 +9,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_image.domain.history import HistoryEvent, HistoryRead
+from publish_support import PublishLab, history_for
+from slurm_image.application.metrics import CollectMetrics, StoreMetrics
+from slurm_image.domain.history import HistoryEvent, month_file
+from slurm_image.domain.layer_cache import CacheBound
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-class StubHistory:
-    """The ``History`` port over a list: what the store's history would read."""
-
-    def __init__(self, *events: HistoryEvent, skipped: int = 0) -> None:
-        self.events = list(events)
-        self.skipped = skipped
-        self.reads = 0
-
-    def append(self, event: HistoryEvent) -> None:
-        self.events.append(event)
-
-    def read(self, since: datetime | None = None) -> HistoryRead:
-        self.reads += 1
-        kept = tuple(e for e in self.events if since is None or e.time >= since)
-        return HistoryRead(events=kept, skipped=self.skipped)
 
 
 def event(kind: str, minutes: int = 0, **fields: Any) -> HistoryEvent:
@@ -42,6 +28,23 @@ def event(kind: str, minutes: int = 0, **fields: Any) -> HistoryEvent:
             **fields,
         }
     )
+
+
+def collect(
+    lab: PublishLab,
+    *events: HistoryEvent,
+    unreadable_lines: int = 0,
+    cache: CacheBound | None = None,
+) -> StoreMetrics:
+    """The snapshot of ``lab``'s store after appending ``events`` to its history (through the
+    store's own History adapter) and ``unreadable_lines`` lines that are no event."""
+    writer = history_for(lab.harness, lab.store, lab.locks)
+    for item in events:
+        writer.append(item)
+    for _ in range(unreadable_lines):
+        lab.harness.append(lab.layout.history_file(month_file(START)), b"no event\n")
+    reader = history_for(lab.harness, lab.store, None)
+    return CollectMetrics(lab.store, reader, lab.clock)(layer_cache=cache)
 
 
 SampleKey = tuple[str, frozenset[tuple[str, str]]]

@@ -7,21 +7,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from metrics_support import StubHistory, event
-from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, PublishLab, chain_json
+from metrics_support import collect, event
+from publish_support import (
+    SOURCE,
+    SOURCE_DIGEST,
+    SQSH_BYTES,
+    PublishLab,
+    chain_json,
+    history_for,
+)
+from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.metrics import (
     JOB_SECONDS_BOUNDS,
     PUBLISH_LATENCY_BOUNDS,
-    CollectMetrics,
     Distribution,
     StoreMetrics,
 )
 from slurm_image.application.prepare import Prepare
+from slurm_image.application.publish import Publish
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.request import make_request
@@ -34,12 +43,6 @@ ARM_MANIFEST = "sha256:" + "a" * 64
 @pytest.fixture
 def lab(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> PublishLab:
     return PublishLab(workspace_harness, profile_for, runtime_files)
-
-
-def collect(
-    lab: PublishLab, history: StubHistory | None = None, cache: CacheBound | None = None
-) -> StoreMetrics:
-    return CollectMetrics(lab.store, history or StubHistory(), lab.clock)(layer_cache=cache)
 
 
 def aliases(metrics: StoreMetrics) -> dict[tuple[str, str | None], int]:
@@ -55,8 +58,7 @@ def lifecycles(metrics: StoreMetrics) -> dict[tuple[str, str], int]:
 
 
 def test_an_empty_store_reads_as_zeros_of_every_known_series(lab: PublishLab) -> None:
-    history = StubHistory()
-    metrics = collect(lab, history)
+    metrics = collect(lab)
     assert metrics.generated_at == lab.clock.now()
     assert set(aliases(metrics)) == {
         (role, arch) for role in ("client", "serving") for arch in ("aarch64", "ppc64le", "x86_64")
@@ -97,7 +99,6 @@ def test_an_empty_store_reads_as_zeros_of_every_known_series(lab: PublishLab) ->
     ]
     assert all(item.seconds.count == 0 for item in metrics.job_run_seconds)
     assert [item.operation for item in metrics.publish_latency_seconds] == ["import", "inspect"]
-    assert history.reads == 1
 
 
 def test_aliases_count_one_entry_per_alias_and_architecture_by_role(lab: PublishLab) -> None:
@@ -176,7 +177,8 @@ def test_attempts_left_behind_are_counted_by_what_their_records_say(lab: Publish
 
 
 def test_history_events_count_lifecycles_by_operation_and_outcome(lab: PublishLab) -> None:
-    history = StubHistory(
+    metrics = collect(
+        lab,
         event("published", 1, operation="import", job_seconds=45.0, publish_latency_seconds=90.0),
         event("replaced", 2, operation="import", job_seconds=700.0, publish_latency_seconds=900.0),
         event("published", 3, operation="import"),  # answered from the store: no job
@@ -188,9 +190,8 @@ def test_history_events_count_lifecycles_by_operation_and_outcome(lab: PublishLa
         event("cancelled", 9, operation="inspect", state="CANCELLED"),
         event("unregistered", 10, alias="app"),
         event("gc_artifact", 11, artifact="a" * 64),
-        skipped=2,
+        unreadable_lines=2,
     )
-    metrics = collect(lab, history)
     counts = lifecycles(metrics)
     assert counts[("import", "published")] == 3
     assert counts[("inspect", "published")] == 1
@@ -216,13 +217,13 @@ def test_history_events_count_lifecycles_by_operation_and_outcome(lab: PublishLa
 
 
 def test_job_run_time_and_publish_latency_fill_cumulative_buckets(lab: PublishLab) -> None:
-    history = StubHistory(
+    metrics = collect(
+        lab,
         event("published", 1, operation="import", job_seconds=45.0, publish_latency_seconds=90.0),
         event("replaced", 2, operation="import", job_seconds=700.0, publish_latency_seconds=9e4),
         event("published", 3, operation="import", job_seconds=20000.0),
         event("job_failed", 4, operation="import", exit_code=79, job_seconds=30.0),
     )
-    metrics = collect(lab, history)
     runs = {(item.operation, item.outcome): item.seconds for item in metrics.job_run_seconds}
     published = runs[("import", "published")]
     assert published.bounds == JOB_SECONDS_BOUNDS
@@ -289,11 +290,12 @@ def test_a_layer_cache_others_could_change_is_left_out_with_a_warning(
 def test_the_json_form_holds_every_figure(lab: PublishLab) -> None:
     lab.finished(A, name="app", arch="x86_64")
     lab.publish(A)
-    history = StubHistory(
+    metrics = collect(
+        lab,
         event("published", 1, operation="import", job_seconds=45.0, publish_latency_seconds=90.0),
         event("job_failed", 2, operation="import", exit_code=79, state="FAILED"),
     )
-    data = collect(lab, history).as_dict()
+    data = metrics.as_dict()
     assert data["generated_at"] == lab.clock.now().isoformat()
     assert {"role": "client", "architecture": "x86_64", "entries": 1} in data["aliases"]
     sha = hashlib.sha256(SQSH_BYTES).hexdigest()
@@ -317,3 +319,33 @@ def test_the_json_form_holds_every_figure(lab: PublishLab) -> None:
         },
         "skipped_lines": 0,
     }
+
+
+def test_the_failure_counter_moves_when_the_use_cases_record_a_refused_import(
+    lab: PublishLab,
+) -> None:
+    record = RecordHistory(
+        history_for(lab.harness, lab.store, lab.locks), lab.clock, Actor("alice", 1000, "login1")
+    )
+    statuses = NoticeJobEnds(lab.observe, lab.store, record)
+    publish = Publish(lab.store, lab.locks, statuses, lab.clock, lock_timeout_s=5, history=record)
+    lab.finished(A, name="app", arch="x86_64")
+    lab.clock.advance(timedelta(minutes=3))
+    publish(A)
+    before = collect(lab)
+    assert lifecycles(before)[("import", "published")] == 1
+    assert lifecycles(before)[("import", "failed")] == 0
+    latency = {item.operation: item.seconds for item in before.publish_latency_seconds}
+    assert (latency["import"].count, latency["import"].total) == (1, 180.0)
+
+    lab.submitted(B, name="refused", arch="x86_64")
+    lab.scheduler.finish(lab.job_of(B), 79)  # the job refused the registry's chain
+    statuses([B])
+    statuses([B])  # observed again: recorded once
+    after = collect(lab)
+    assert lifecycles(after)[("import", "failed")] == 1
+    assert lifecycles(after)[("import", "published")] == 1
+    assert [(f.operation, f.exit_code, f.state, f.count) for f in after.job_failures] == [
+        ("import", 79, "FAILED", 1)
+    ]
+    assert after.attempts["submitted"] == 2

@@ -12,9 +12,9 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metrics_support import StubHistory, event, expected_samples, samples, series
+from metrics_support import collect, event, expected_samples, samples, series
 from publish_support import SQSH_BYTES, PublishLab
-from slurm_image.application.metrics import CollectMetrics, StoreMetrics
+from slurm_image.application.metrics import StoreMetrics
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.entrypoints.metrics_exposition import exposition
 
@@ -49,14 +49,15 @@ def metrics(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> Sto
     cache = f"{workspace_harness.root}/images/layer-cache"
     workspace_harness.makedirs(cache)
     workspace_harness.write(f"{cache}/{1:064x}", b"x" * 100)
-    history = StubHistory(
+    return collect(
+        lab,
         event("published", 1, operation="import", job_seconds=45.5, publish_latency_seconds=90.0),
         event("job_failed", 2, operation="import", exit_code=79, state="FAILED", job_seconds=3.0),
         event("job_failed", 3, operation="inspect", state="TIMEOUT"),
         event("cancelled", 4, operation="import"),
-        skipped=1,
+        unreadable_lines=1,
+        cache=CacheBound(cache, 1 << 20),
     )
-    return CollectMetrics(lab.store, history, lab.clock)(layer_cache=CacheBound(cache, 1 << 20))
 
 
 def parsed(text: str) -> dict[str, Any]:
