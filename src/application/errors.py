@@ -65,3 +65,8 @@ class WaitTimedOut(ApplicationError):
 
 class StillRunning(ApplicationError):
     """The attempt's job may still run, or its submission is unknown: it is kept."""
+
+
+class NoStore(ApplicationError):
+    """The workspace root holds no store (``images/``): nothing was ever staged or published
+    under it, or it is not the root the site uses."""

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import get_args
 
 from slurm_image.application.catalog_reader import CatalogReader
-from slurm_image.application.errors import UnknownAlias, VerificationFailed
+from slurm_image.application.errors import NoStore, UnknownAlias, VerificationFailed
 from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.errors import DomainError
@@ -225,7 +225,15 @@ class CollectMetrics:
         self._layout = self._reader.layout
 
     def __call__(self, *, layer_cache: CacheBound | None = None) -> StoreMetrics:
+        """The snapshot; ``NoStore`` when the workspace root has no ``images/`` (zeros there
+        would hide a profile naming the wrong root)."""
         generated_at = self._clock.now()
+        if self._store.entry_kind(self._layout.images) != "directory":
+            raise NoStore(
+                field="workspace_root",
+                rule=f"{self._layout.images} is no directory: no store to count here (nothing"
+                " was staged or published under this root yet, or it is not the site's)",
+            )
         entries, unreadable, referenced = self._aliases()
         read = self._history.read()
         return StoreMetrics(

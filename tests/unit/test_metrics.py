@@ -21,6 +21,7 @@ from publish_support import (
     chain_json,
     history_for,
 )
+from slurm_image.application.errors import NoStore
 from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.metrics import (
@@ -34,6 +35,7 @@ from slurm_image.application.publish import Publish
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.request import make_request
+from slurm_image.entrypoints.errors import exit_code_for
 
 A, B, C, D = (f"img-{n:032x}" for n in range(1, 5))
 ARM_BYTES = SQSH_BYTES + b" arm64"
@@ -57,7 +59,18 @@ def lifecycles(metrics: StoreMetrics) -> dict[tuple[str, str], int]:
     return {(item.operation, item.outcome): item.count for item in metrics.lifecycles}
 
 
+def test_a_workspace_root_without_a_store_is_refused_rather_than_counted_as_zeros(
+    lab: PublishLab,
+) -> None:
+    assert not lab.harness.exists(lab.layout.images)
+    with pytest.raises(NoStore) as refused:
+        collect(lab)
+    assert refused.value.field == "workspace_root"
+    assert exit_code_for(refused.value) == 2
+
+
 def test_an_empty_store_reads_as_zeros_of_every_known_series(lab: PublishLab) -> None:
+    lab.harness.makedirs(lab.layout.images)
     metrics = collect(lab)
     assert metrics.generated_at == lab.clock.now()
     assert set(aliases(metrics)) == {
@@ -268,6 +281,7 @@ def test_the_layer_cache_is_counted_by_kind_with_its_bound(lab: PublishLab) -> N
 
 
 def test_a_layer_cache_not_created_yet_is_empty(lab: PublishLab) -> None:
+    lab.harness.makedirs(lab.layout.images)
     path = f"{lab.harness.root}/images/layer-cache"
     metrics = collect(lab, cache=CacheBound(path, 1000))
     assert metrics.layer_cache is not None
