@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
     from slurm_image.application.maintain import Removed
+    from slurm_image.application.metrics import StoreMetrics
     from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.resolve import Resolution
@@ -331,6 +332,11 @@ class Lifecycles:
         or after ``since`` (aware), and how many lines were no event
         (``application.read_history.ReadHistory``)."""
         return self.container.read_history()(name, since=since)
+
+    def metrics(self) -> StoreMetrics:
+        """The store's figures (``application.metrics``): aliases, artifacts, the layer cache,
+        attempts, and the history's totals; nothing of the scheduler is asked."""
+        return self.container.metrics()(layer_cache=self.layer_cache_bound())
 
     def unregister(self, name: str) -> str:
         return self.container.maintain().unregister(name)

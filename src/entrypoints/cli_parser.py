@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain.roles import ROLES
-from slurm_image.entrypoints import arguments, doctor_command, history_command
+from slurm_image.entrypoints import arguments, doctor_command, history_command, metrics_command
 from slurm_image.entrypoints.arguments import Options
 from slurm_image.entrypoints.catalog_commands import (
     cleanup_command,
@@ -141,6 +141,8 @@ def build() -> arguments.Parser:
     logs.add_argument("--follow", action="store_true", help="Keep printing until the job ends.")
     doctor = _command(commands, "doctor", doctor_command.run, _doc(doctor_command.run))
     doctor_command.add_options(doctor)
+    figures = _command(commands, "metrics", metrics_command.run, _doc(metrics_command.run))
+    metrics_command.add_options(figures)
     publishing = _command(commands, "publish", publish_command, _doc(publish_command))
     _id(publishing)
     publishing.add_argument(

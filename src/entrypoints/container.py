@@ -140,8 +140,12 @@ class Container(containers.DeclarativeContainer):
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)
-    read_history = providers.Factory(
-        make.read_history, history=providers.Singleton(make.history, store=store_reader)
+    history_reader = providers.Singleton(make.history, store=store_reader)
+    read_history = providers.Factory(make.read_history, history=history_reader)
+    # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
+    # as anyone reads them, nothing of the scheduler.
+    metrics = providers.Factory(
+        make.metrics, store=store_reader, history=history_reader, clock=clock
     )
 
     resolve_tag = providers.Factory(

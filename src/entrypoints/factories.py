@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
+    from slurm_image.application.metrics import CollectMetrics
     from slurm_image.application.observe import Observe
     from slurm_image.application.outdated import Outdated
     from slurm_image.application.prepare import PlanLifecycle, Prepare
@@ -249,3 +250,9 @@ def outdated(**wiring: Any) -> Outdated:
     from slurm_image.application.outdated import Outdated
 
     return Outdated(**wiring)
+
+
+def metrics(**wiring: Any) -> CollectMetrics:
+    from slurm_image.application.metrics import CollectMetrics
+
+    return CollectMetrics(**wiring)

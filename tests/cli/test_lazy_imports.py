@@ -2,6 +2,7 @@
 cases; ``show`` and ``list`` neither the model library nor the container, nothing of the
 scheduler nor of the lifecycle's use cases (``show --verify`` validates through the container);
 ``history`` the event model, but neither the container nor the scheduler nor the lifecycle;
+``metrics`` the models but neither the container nor the scheduler's and lifecycle's side;
 nothing but ``kind = "rest"`` and the commands that ask a registry (``resolve``) the HTTP client,
 and those nothing of the scheduler. Each command runs in a fresh process of the installed
 package, which then reports the modules it loaded."""
@@ -193,6 +194,20 @@ def test_history_loads_no_container_nothing_of_the_scheduler_and_no_use_case(
     assert of(modules, "slurm_image.domain.profile", "slurm_image.application.history") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
+
+
+@pytest.mark.parametrize("command", [["metrics"], ["metrics", "--json"]])
+def test_metrics_loads_no_container_nothing_of_the_scheduler_and_no_lifecycle_use_case(
+    tmp_path: Path, site: dict[str, Path], command: list[str]
+) -> None:
+    modules = loaded(tmp_path, "--profile", str(site["sbatch"]), *command)
+    assert {"slurm_image.application.metrics", "slurm_image.adapters.local_history"} <= modules
+    assert of(modules, "dependency_injector", "asyncio") == []
+    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, *SCHEDULER) == []
+    assert of(modules, *LIFECYCLE_SIDE) == []
+    # the text's library only when the text is written
+    assert bool(of(modules, "prometheus_client")) == ("--json" not in command)
 
 
 def test_show_verify_validates_and_rehashes_without_the_scheduler(

@@ -75,3 +75,21 @@ def test_inspect_image_under_require_signature_needs_unsigned_ok(tmp_path: Path)
         str(image), name="app", role="serving", submit=False, unsigned_ok=True
     )
     assert staged.state == LifecycleState.STAGED
+
+
+def test_metrics_counts_the_store_without_asking_the_scheduler(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    path = tmp_path / "site.toml"
+    path.write_text(
+        f'workspace_root = "{root}"\n[image_build]\npartition = "cpu"\ncpus_per_task = 2\n'
+        'memory = "4G"\ntime_limit = "1:00:00"\n[submitter]\nkind = "sbatch"\n'
+        f'[submitter.sbatch]\nsbatch = "{tmp_path}/no-such-sbatch"\n'
+    )
+    lifecycles = Lifecycles.from_profile(str(path), environ={})
+    lifecycles.import_image(SOURCE, name="app", role="client", submit=False)
+    metrics = lifecycles.metrics()  # no sbatch client here: nothing of the scheduler is asked
+    assert metrics.attempts["staged"] == 1
+    assert sum(item.entries for item in metrics.aliases) == 0
+    assert metrics.layer_cache is not None
+    assert metrics.layer_cache.path == f"{root}/images/layer-cache"
