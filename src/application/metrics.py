@@ -172,7 +172,8 @@ class StoreMetrics:
     aliases_unreadable: int
     artifacts: tuple[Artifacts, ...]
     layer_cache: LayerCacheUse | None
-    """None when the profile turns the cache off, or it could not be read (a warning says why)."""
+    """None when the profile turns the cache off, it is not on this machine, or another user
+    could change it (a warning says so)."""
     attempts: Mapping[str, int]
     events: Mapping[str, int]
     """History events by kind (``domain.history.EventKind``)."""
@@ -295,12 +296,14 @@ class CollectMetrics:
         return tuple(Artifacts(kind, *found[kind]) for kind in (True, False))
 
     def _layer_cache(self, bound: CacheBound) -> LayerCacheUse | None:
-        """The cache's files as ``gc`` sees them; a cache not created yet is empty, and one
-        another user could change is left alone (as ``gc`` leaves it), with a warning."""
+        """The cache's files as ``gc`` sees them. One that is not here (not created yet, or on
+        the nodes' own disks) is left out, as is, with a warning, one another user could change
+        (``gc`` leaves both alone): zeros would say it is empty."""
         try:
             entries = self._store.cache_entries(bound.path)
         except NotFound:
-            entries = []
+            log.info("metrics: no layer cache at %s on this machine", bound.path)
+            return None
         except WorkspaceError as error:
             log.warning("metrics: the layer cache is left out: %s", error.rule)
             return None

@@ -88,6 +88,8 @@ def test_metrics_counts_the_store_without_asking_the_scheduler(tmp_path: Path) -
     )
     lifecycles = Lifecycles.from_profile(str(path), environ={})
     lifecycles.import_image(SOURCE, name="app", role="client", submit=False)
+    assert lifecycles.metrics().layer_cache is None  # not created by any job yet
+    (root / "images" / "layer-cache").mkdir(mode=0o700)
     metrics = lifecycles.metrics()  # no sbatch client here: nothing of the scheduler is asked
     assert metrics.attempts["staged"] == 1
     assert sum(item.entries for item in metrics.aliases) == 0

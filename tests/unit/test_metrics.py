@@ -280,9 +280,13 @@ def test_the_layer_cache_is_counted_by_kind_with_its_bound(lab: PublishLab) -> N
     assert metrics.layer_cache.path == path
 
 
-def test_a_layer_cache_not_created_yet_is_empty(lab: PublishLab) -> None:
+def test_a_layer_cache_not_on_this_machine_is_left_out_not_counted_as_empty(
+    lab: PublishLab,
+) -> None:
     lab.harness.makedirs(lab.layout.images)
     path = f"{lab.harness.root}/images/layer-cache"
+    assert collect(lab, cache=CacheBound(path, 1000)).layer_cache is None
+    lab.harness.makedirs(path)
     metrics = collect(lab, cache=CacheBound(path, 1000))
     assert metrics.layer_cache is not None
     assert (metrics.layer_cache.layers, sum(metrics.layer_cache.bytes.values())) == (0, 0)
