@@ -22,6 +22,8 @@ Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
   show_missing_vs_python ``slurm-image show NAME`` of an alias not published (exit 2) / python
   dry_run_vs_python      ``slurm-image import REF ... --dry-run --json`` / python
   submit_vs_python       ``slurm-image submit ID`` (recording sbatch stub) / python
+  metrics_vs_python      ``slurm-image metrics --textfile PATH`` (1,000 aliases, a history of
+                         50,000 events) / python
   scheduler_calls_per_poll_100_jobs   scheduler calls in one poll of ``wait`` for 100 jobs
   sqsh_reads_in_job      bytes the job reads from the .sqsh (and its private copy) / its size
   job_vs_bare_enroot     the rendered inspect job / ``enroot create`` + ``start python3 -c
@@ -180,9 +182,11 @@ Floor.model_validate({"name": "floor"})
 FLOOR_CONTAINER = "import dependency_injector.containers\n" + FLOOR_MODEL
 
 
-def commands(site: Site, repetitions: int, alias: str) -> tuple[dict[str, float], str]:
-    """The CLI's commands against ``python -c pass`` (``show`` of the published ``alias``);
-    also returns a rendered script."""
+def commands(
+    site: Site, repetitions: int, alias: str, aliases: int
+) -> tuple[dict[str, float], str]:
+    """The CLI's commands against ``python -c pass`` (``show`` of the published ``alias``, one
+    of ``aliases`` that ``metrics`` counts); also returns a rendered script."""
     profile = ["--profile", str(site.sbatch_profile)]
     source = f"registry.example.org/team/other:1@sha256:{'7' * 64}"
     dry_run = [CLI, *profile, "import", source, "--name", "dry", "--role", "client"]
@@ -200,6 +204,14 @@ def commands(site: Site, repetitions: int, alias: str) -> tuple[dict[str, float]
         if out["name"] != alias:
             raise SystemExit(f"show answered {out}")
 
+    textfile = site.base / "slurm_image.prom"
+    aliases_line = f'slurm_image_aliases{{architecture="x86_64",role="client"}} {aliases}.0\n'
+
+    def metrics() -> None:
+        _run([CLI, *profile, "metrics", "--textfile", str(textfile)])
+        if aliases_line not in textfile.read_text():
+            raise SystemExit(f"metrics wrote no {aliases_line!r}")
+
     def show_missing() -> None:
         done = subprocess.run(
             [CLI, *profile, "show", "missing"], env=ENV, capture_output=True, check=False
@@ -216,6 +228,7 @@ def commands(site: Site, repetitions: int, alias: str) -> tuple[dict[str, float]
         "show_missing": show_missing,
         "dry_run": lambda: _run(dry_run),
         "submit": submit,
+        "metrics": metrics,
     }
     for action in contestants.values():  # warm: bytecode written, page cache filled
         action()
@@ -232,6 +245,7 @@ def commands(site: Site, repetitions: int, alias: str) -> tuple[dict[str, float]
         "show_missing_vs_python": times["show_missing"] / base,
         "dry_run_vs_python": times["dry_run"] / base,
         "submit_vs_python": times["submit"] / base,
+        "metrics_vs_python": times["metrics"] / base,
     }
     return figures | {"python_ms": base * 1000}, script
 
@@ -505,12 +519,13 @@ class Sizes(NamedTuple):
     publications: int
     hash_rounds: int
     job_rounds: int
+    history_events: int
 
 
 SIZES = {
-    "smoke": Sizes(1, 16, 20, 3, 1, 1),
-    "quick": Sizes(5, 256, 1000, 20, 5, 5),
-    "full": Sizes(11, 1024, 1000, 100, 9, 9),
+    "smoke": Sizes(1, 16, 20, 3, 1, 1, 100),
+    "quick": Sizes(5, 256, 1000, 20, 5, 5, 50000),
+    "full": Sizes(11, 1024, 1000, 100, 9, 9, 50000),
 }
 
 
@@ -523,7 +538,13 @@ def small_figures(base: Path, sizes: Sizes) -> dict[str, Any]:
         site.alias(f"alias{i:04d}")
     per_second, _ = publications(site, sizes.publications)
     figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
-    startup, script = commands(site, sizes.command_rounds, f"alias{sizes.aliases // 2:04d}")
+    site.long_history(sizes.history_events)
+    startup, script = commands(
+        site,
+        sizes.command_rounds,
+        f"alias{sizes.aliases // 2:04d}",
+        sizes.aliases + sizes.publications,
+    )
     figures |= startup
     big = base / "large.bin"
     with big.open("wb") as handle:

@@ -1,8 +1,8 @@
 """The workloads of ``bench/run.py``, built with the product's own code in a temporary directory.
 
 - ``Site``: a workspace, two profiles (the in-memory scheduler, and ``sbatch`` pointing at a
-  recording stub that answers at once), published aliases made through the Python API, and
-  attempts staged with ``--no-submit``'s code path;
+  recording stub that answers at once), published aliases made through the Python API,
+  attempts staged with ``--no-submit``'s code path, and a long history;
 - ``bench_image``: a tiny real squashfs image (busybox and a stand-in ``python3``) for the job.
 
 Nothing here needs the local Slurm cluster or the registry.
@@ -20,11 +20,14 @@ import sysconfig
 import tempfile
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from slurm_image import Lifecycles
+from slurm_image.domain.history import HistoryEvent, event_line, month_file
 from slurm_image.domain.request import make_request
+from slurm_image.domain.store_layout import StoreLayout
 
 SOURCE_DIGEST = "5" * 64
 SOURCE = f"registry.example.org/team/app:1@sha256:{SOURCE_DIGEST}"
@@ -37,6 +40,36 @@ printf '%s\\n' "$*" >>"$(dirname "$0")/calls.log"
 cat >/dev/null
 echo $$
 """
+
+
+def history_event(i: int, time: datetime) -> HistoryEvent:
+    """The ``i``-th event of a busy site's history: mostly publications, one in ten a failed
+    job, one in forty a cancellation, one in twenty a ``--replace``."""
+    fields: dict[str, Any] = {
+        "time": time,
+        "user": "alice",
+        "uid": 1000,
+        "host": "login1",
+        "lifecycle_id": f"img-{i:032x}",
+        "job_id": str(100000 + i),
+        "alias": f"alias{i % 1000:04d}",
+        "architecture": "x86_64",
+        "operation": "inspect" if i % 7 == 0 else "import",
+        "role": "client",
+    }
+    if i % 10 == 9:
+        return HistoryEvent(event="job_failed", exit_code=79, state="FAILED", **fields)
+    if i % 40 == 3:
+        return HistoryEvent(event="cancelled", state="CANCELLED", **fields)
+    kind = "replaced" if i % 20 == 1 else "published"
+    return HistoryEvent(
+        event=kind,
+        source_digest=f"sha256:{SOURCE_DIGEST}",
+        artifact=f"{i:064x}",
+        previous_artifact=f"{i + 1:064x}" if kind == "replaced" else None,
+        publish_latency_seconds=float(60 + (i * 37) % 7200),
+        **fields,
+    )
 
 
 def client_facts() -> dict[str, Any]:
@@ -136,6 +169,26 @@ class Site:
         """Another alias of the stored source: answered from the store, as ``import`` does."""
         outcome = self.fake.import_image(SOURCE, name=name, role="client", arch="x86_64")
         assert outcome.from_store, outcome
+
+    def long_history(self, count: int, months: int = 18) -> None:
+        """``count`` more events in the store's history, over the ``months`` before the
+        publications above: imports and inspections published, replaced, failed (the verified
+        chain refused, exit 79) and cancelled, as the use cases record them. Written one month
+        file at a time as the History adapter lays them out, line by line (``event_line``),
+        rather than through ``append``, which fsyncs each line under the history's lock."""
+        layout = StoreLayout(str(self.root))
+        end = datetime.now(UTC) - timedelta(days=1)
+        step = timedelta(days=30 * months) / count
+        months_lines: dict[str, list[bytes]] = {}
+        for i in range(count):
+            time = end - step * (count - i)
+            months_lines.setdefault(month_file(time), []).append(event_line(history_event(i, time)))
+        Path(layout.history).mkdir(mode=0o755, exist_ok=True)
+        for name, lines in months_lines.items():
+            path = Path(layout.history_file(name))
+            later = path.read_bytes() if path.exists() else b""
+            path.write_bytes(b"".join(lines) + later)
+            path.chmod(0o644)
 
     def staged(self, count: int, lifecycles: Lifecycles | None = None) -> list[str]:
         """``count`` attempts staged as ``import --no-submit`` stages them (by default through

@@ -49,6 +49,23 @@ def test_the_site_builder_publishes_aliases_the_catalog_resolves(
     assert Path(site.root, "images", ".tmp", "jobs", staged, "plan.json").is_file()
 
 
+def test_the_long_history_is_read_back_whole_and_in_order_by_the_stores_history(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    site = bench.Site(tmp_path / "site")
+    site.publish(site.publish_finished("first", b"hsqs" + bytes(60) + b"bench"))
+    site.long_history(200)
+    read = site.sbatch.history()
+    assert (len(read.events), read.skipped) == (201, 0)
+    assert [event.time for event in read.events] == sorted(event.time for event in read.events)
+    assert read.events[-1].alias == "first"  # the publication's own event stays the last
+    kinds = {event.event for event in read.events}
+    assert kinds == {"published", "replaced", "job_failed", "cancelled"}
+    metrics = site.sbatch.metrics()
+    failed = [item.count for item in metrics.lifecycles if item.outcome == "failed"]
+    assert sum(failed) == 20
+
+
 def test_the_jobs_hash_function_is_cut_whole_from_the_rendered_script(
     bench: ModuleType, tmp_path: Path
 ) -> None:
