@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,12 +113,47 @@ def test_a_path_that_cannot_be_the_file_is_refused_naming_the_option_and_nothing
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes any directory")
-def test_a_directory_that_cannot_be_written_is_refused(tmp_path: Path) -> None:
-    closed = tmp_path / "closed"
-    closed.mkdir(mode=0o555)
-    with pytest.raises(InvalidPath, match="not writable"):
-        check_textfile(f"{closed}/slurm_image.prom")
+ORDINARY_UID = 4242
+
+
+def refusal_as(uid: int | None, path: str) -> str:
+    """The rule ``check_textfile(path)`` refuses with, checked as ``uid`` (None: this process)
+    in a forked child, since root may write any directory; "" when it is not refused."""
+    if uid is None:
+        try:
+            check_textfile(path)
+        except InvalidPath as error:
+            return f"{error.field}: {error.rule}"
+        return ""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        os.write(write, refusal_as(None, path).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read().decode()
+    assert os.waitpid(child, 0)[1] == 0
+    return said
+
+
+def test_a_directory_that_cannot_be_written_is_refused() -> None:
+    base = Path(tempfile.mkdtemp(prefix="slurm-image-textfile-"))
+    try:
+        base.chmod(0o755)  # the ordinary uid walks in, and cannot write what root closed
+        closed = base / "closed"
+        closed.mkdir(mode=0o555)
+        uid = ORDINARY_UID if os.geteuid() == 0 else None
+        path = f"{closed}/slurm_image.prom"
+        said = refusal_as(uid, path)
+        assert said == f"--textfile: {path}: its directory {closed} is not writable"
+        assert list(closed.iterdir()) == []
+    finally:
+        shutil.rmtree(base)
 
 
 def test_the_write_itself_refuses_a_directory_at_the_path(tmp_path: Path) -> None:
