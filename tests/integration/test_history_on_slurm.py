@@ -11,11 +11,9 @@ import json
 import os
 import platform
 import pwd
-import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,16 +22,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
-# the execution suite's fixture of the local registry's test images, registered here by import
-from harness import registry_images  # noqa: F401
+import test_verified_chain_on_slurm as chain
+from harness import registry_images  # noqa: F401  (the fixture, registered by import)
 
 from clusters import Cluster, cluster
-from lying_registry import Answer, LyingRegistry, lying_registry
-from support import install_enroot_standin, run_cli
+from lying_registry import Answer, LyingRegistry
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
-JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ARCH = platform.machine()
 
 
@@ -43,38 +39,12 @@ def local_slurm(request: pytest.FixtureRequest) -> Cluster:
     return cluster(str(request.param))
 
 
-@pytest.fixture
-def images(request: pytest.FixtureRequest) -> dict[str, str]:
-    found: dict[str, str] = request.getfixturevalue("registry_images")
-    return found
+images = chain.images  # the fixtures of the local registry's images and of the lying one
+registry = chain.registry
 
 
-@pytest.fixture
-def registry(images: dict[str, str]) -> Iterator[LyingRegistry]:
-    with lying_registry() as lying:
-        yield lying
-
-
-class Site:
-    def __init__(self, base: Path, local: Cluster) -> None:
-        self.base = base
-        self.workspace = base / "ws"
-        self.workspace.mkdir()
-        job_path = JOB_PATH
-        if not shutil.which("enroot"):
-            install_enroot_standin(base / "bin")
-            job_path = f"{base}/bin:{JOB_PATH}"
-        (base / "slurm-image.toml").write_text(
-            f'workspace_root = "{self.workspace}"\n'
-            "[image_build]\n"
-            'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
-            f'job_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table()
-        )
-        self.env = {"SLURM_CONF": local.slurm_conf, "HOME": str(base)}
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, "--json", cwd=self.base, env=self.env, inherit=False, timeout=900)
+class Site(chain.Site):
+    """The verified-chain test's site, whose commands must record every event they change."""
 
     def json(self, *args: str) -> dict[str, Any]:
         done = self.run(*args)
@@ -83,7 +53,7 @@ class Site:
         found: dict[str, Any] = json.loads(done.stdout)
         return found
 
-    def import_(
+    def import_as(
         self, source: str, name: str, role: str, *more: str
     ) -> subprocess.CompletedProcess[str]:
         return self.run(
@@ -98,10 +68,10 @@ def test_each_change_of_the_store_is_in_its_history_in_order(
     site = Site(world_readable_tmp, local_slurm)
     assert site.json("history") == {"events": [], "skipped": 0}
 
-    imported = site.import_(images["client"], "app", "client")
+    imported = site.import_as(images["client"], "app", "client")
     assert imported.returncode == 0, imported.stderr
     first = json.loads(imported.stdout)
-    replaced = site.import_(images["serving"], "app", "serving", "--replace")
+    replaced = site.import_as(images["serving"], "app", "serving", "--replace")
     assert replaced.returncode == 0, replaced.stderr
     second = json.loads(replaced.stdout)
 
@@ -109,7 +79,7 @@ def test_each_change_of_the_store_is_in_its_history_in_order(
     pin = genuine.rsplit("@", 1)[1]
     other = registry.manifest("slurm-image-test/nopython", images["nopython"].rsplit("@", 1)[1])
     registry.answer(Answer(f"/v2/slurm-image-test/client/manifests/{pin}", other))
-    lied = site.import_(  # --force: the store holds this pin already, and would answer
+    lied = site.import_as(  # --force: the store holds this pin already, and would answer
         f"{registry.address}/slurm-image-test/client:1@{pin}", "lied", "client", "--force"
     )
     assert lied.returncode == 4, lied.stdout + lied.stderr
