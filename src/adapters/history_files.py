@@ -24,12 +24,11 @@ from slurm_image.domain.history import (
     parse_history,
     since_then,
 )
+from slurm_image.domain.paths import others_may_write
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.history import HistoryError
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import NotFound, TooLarge, WorkspaceError
-
-_OTHERS_WRITE = 0o022
 
 
 @contextmanager
@@ -76,7 +75,7 @@ def read_history(store: Store, since: datetime | None) -> HistoryRead:
                 read = store.read_verified(path, max_bytes=HISTORY_FILE_MAX_BYTES)
             except NotFound:
                 continue  # rotated away since the directory was listed
-        if read.mode & _OTHERS_WRITE:
+        if others_may_write(read.mode):
             raise HistoryError(field=path, rule="is writable by group or others")
         reads.append(parse_history(read.data))
     return since_then(reads, since)

@@ -24,6 +24,7 @@ from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.domain.file_kinds import EntryKind, describe_mode
 from slurm_image.domain.file_kinds import entry_kind as file_kind
 from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.paths import own_file_problem
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.store import ChangedWhileRead
 from slurm_image.ports.workspace import (
@@ -292,13 +293,9 @@ class LocalStore(LocalWorkspace):
                 raise NotRegularFile(field=path, rule="is a symlink, not a regular file") from None
             raise port_error(error, path) from None
         status = os.fstat(fd)
-        problem = None
+        problem = own_file_problem(status.st_mode, status.st_uid, self._uid)
         if not stat.S_ISREG(status.st_mode) or identity_of(status) != identity_of(entry):
             problem = "was replaced while it was opened"
-        elif status.st_uid != self._uid:
-            problem = f"is owned by uid {status.st_uid}, not {self._uid}"
-        elif status.st_mode & 0o022:
-            problem = "is writable by group or others"
         if problem is not None:
             os.close(fd)
             raise UnsafePath(field=path, rule=problem)

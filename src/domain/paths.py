@@ -298,6 +298,24 @@ def unchangeable_file_problem(mode: int, owner: int, uid: int) -> str | None:
     return None
 
 
+def others_may_write(mode: int) -> bool:
+    """Whether group or others may write the file or directory of ``st_mode`` ``mode``."""
+    return bool(mode & _OTHERS_WRITE)
+
+
+def own_file_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What lets anyone but ``uid`` change a file of the store that ``uid`` appends to (a
+    history month file), or ``None``: a regular file owned by ``uid`` itself that group and
+    others cannot write."""
+    if not stat.S_ISREG(mode):
+        return "is not a regular file"
+    if owner != uid:
+        return f"is owned by uid {owner}, not {uid}"
+    if others_may_write(mode):
+        return "is writable by group or others"
+    return None
+
+
 def own_directory_problem(mode: int, owner: int, uid: int) -> str | None:
     """The same for a directory below the root (``images/`` and down to the attempt): owned by
     ``uid`` itself, and sticky when group or others may write it."""

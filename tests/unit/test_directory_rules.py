@@ -6,7 +6,12 @@ import stat
 
 import pytest
 
-from slurm_image.domain.paths import ancestors, own_directory_problem, shared_directory_problem
+from slurm_image.domain.paths import (
+    ancestors,
+    own_directory_problem,
+    own_file_problem,
+    shared_directory_problem,
+)
 
 USER, OTHER = 1000, 1001
 DIRECTORY = stat.S_IFDIR
@@ -46,6 +51,24 @@ def test_shared_directories_are_changed_by_nobody_but_the_user_and_root(
 )
 def test_own_directories_are_the_users_alone(mode: int, owner: int, refused: bool) -> None:
     assert (own_directory_problem(DIRECTORY | mode, owner, USER) is not None) is refused
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "problem"),
+    [
+        (stat.S_IFREG | 0o644, USER, None),
+        (stat.S_IFREG | 0o600, USER, None),
+        (stat.S_IFREG | 0o644, 0, "is owned by uid 0, not 1000"),
+        (stat.S_IFREG | 0o664, USER, "is writable by group or others"),
+        (stat.S_IFREG | 0o646, USER, "is writable by group or others"),
+        (DIRECTORY | 0o755, USER, "is not a regular file"),
+    ],
+    ids=str,
+)
+def test_a_file_the_user_appends_to_is_the_users_alone(
+    mode: int, owner: int, problem: str | None
+) -> None:
+    assert own_file_problem(mode, owner, USER) == problem
 
 
 def test_ancestors_run_from_the_filesystem_root_to_the_path() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import stat
 from collections.abc import Callable
 
 from slurm_image.adapters.memory.workspace import MemoryFilesystem, MemoryNode, MemoryWorkspace
@@ -162,10 +163,9 @@ class MemoryStore(MemoryWorkspace):
                 return node
             if node.kind != "file":
                 raise NotRegularFile(field=path, rule=f"is {node.describe()}, not a regular file")
-            if node.uid != self._uid:
-                raise UnsafePath(field=path, rule=f"is owned by uid {node.uid}, not {self._uid}")
-            if node.mode & 0o022:
-                raise UnsafePath(field=path, rule="is writable by group or others")
+            problem = paths.own_file_problem(stat.S_IFREG | node.mode, node.uid, self._uid)
+            if problem is not None:
+                raise UnsafePath(field=path, rule=problem)
             if self.filesystem.read_only:
                 raise AccessDenied(field=path, rule="Read-only file system")
             if not self._may(node, 2):
