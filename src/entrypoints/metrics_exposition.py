@@ -10,6 +10,7 @@ the use cases (pyproject.toml's import-linter contracts); only the entry points 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -30,16 +31,22 @@ def _label(value: object) -> str:
     return UNKNOWN if value is None else str(value)
 
 
+_Family = TypeVar("_Family", GaugeMetricFamily, CounterMetricFamily)
+
+
+def _with_samples(family: _Family, samples: Iterable[tuple[Sequence[str], float]]) -> _Family:
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
 def _gauge(
     name: str,
     documentation: str,
     labels: Sequence[str],
     samples: Iterable[tuple[Sequence[str], float]],
 ) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(PREFIX + name, documentation, labels=labels)
-    for values, value in samples:
-        family.add_metric(values, value)
-    return family
+    return _with_samples(GaugeMetricFamily(PREFIX + name, documentation, labels=labels), samples)
 
 
 def _counter(
@@ -49,9 +56,7 @@ def _counter(
     samples: Iterable[tuple[Sequence[str], float]],
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(PREFIX + name, documentation, labels=labels)
-    for values, value in samples:
-        family.add_metric(values, value)
-    return family
+    return _with_samples(family, samples)
 
 
 def _histogram(
