@@ -1,5 +1,6 @@
 """What both History adapters share, over the ``Store`` port: the refusals of the store as the
-port's ``HistoryError``, and the read of the month files (``LocalHistory``, ``MemoryHistory``).
+port's ``HistoryError``, the line an append writes and where, and the read of the month files
+(``LocalHistory``, ``MemoryHistory``).
 
 A read lists ``history/`` (a store without one has no history yet), takes the month files in
 name order from ``since``'s month on (other names are ignored), reads each through one
@@ -14,12 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TypeVar
 
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.file_kinds import WORDS
 from slurm_image.domain.history import (
     HISTORY_FILE_MAX_BYTES,
+    HistoryEvent,
     HistoryRead,
+    event_line,
+    month_file,
     month_files,
     parse_history,
     since_then,
@@ -46,6 +51,22 @@ def refused_as_history(field: str) -> Iterator[None]:
         raise HistoryError(field=error.field or field, rule=error.rule) from None
     except DomainError as error:
         raise HistoryError(field=field, rule=f"{error.field}: {error.rule}") from None
+
+
+_Locks = TypeVar("_Locks")
+
+
+def line_to_append(
+    layout: StoreLayout, event: HistoryEvent, locks: _Locks | None
+) -> tuple[str, bytes, _Locks]:
+    """The month file ``event`` goes to, its line, and the locks to append it under; refused
+    when the event cannot be one line or the history was opened for reading only (no locks)."""
+    path = layout.history_file(month_file(event.time))
+    with refused_as_history(path):
+        line = event_line(event)
+    if locks is None:
+        raise HistoryError(field=path, rule="this history was opened for reading only")
+    return path, line, locks
 
 
 def history_names(store: Store, layout: StoreLayout) -> list[str]:

@@ -17,14 +17,12 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from slurm_image.adapters.history_files import read_history, refused_as_history
+from slurm_image.adapters.history_files import line_to_append, read_history, refused_as_history
 from slurm_image.adapters.local_store import LocalStore
 from slurm_image.domain.history import (
     HistoryEvent,
     HistoryRead,
     appended_bytes,
-    event_line,
-    month_file,
 )
 from slurm_image.domain.store_layout import PUBLIC_DIRECTORY_MODE, RECORD_MODE, StoreLayout
 from slurm_image.ports.history import HISTORY_LOCK, HistoryError
@@ -53,12 +51,8 @@ class LocalHistory:
         self._timeout = lock_timeout_s
 
     def append(self, event: HistoryEvent) -> None:
-        path = self._layout.history_file(month_file(event.time))
-        with refused_as_history(path):
-            line = event_line(event)
-        if self._locks is None:
-            raise HistoryError(field=path, rule="this history was opened for reading only")
-        with self._locks.exclusive(HISTORY_LOCK, timeout_s=self._timeout):
+        path, line, locks = line_to_append(self._layout, event, self._locks)
+        with locks.exclusive(HISTORY_LOCK, timeout_s=self._timeout):
             with refused_as_history(path):
                 self._store.ensure_directory(self._layout.history, mode=PUBLIC_DIRECTORY_MODE)
                 fd = self._store.open_appending(path, mode=RECORD_MODE)
