@@ -206,8 +206,12 @@ class PublishLab:
             architecture=arch,
             resolved_from=resolved_from,
         )
+        check = self.check_signature
         prepared = Prepare(
-            self.clock, self.runtime, self.store, check_signature=self.check_signature
+            self.clock,
+            self.runtime,
+            self.store,
+            check_signature=None if check is None else lambda: check,
         )(request, self.profile, self.selection, lifecycle_id)
         Submit(self.store, self.scheduler, self.clock)(prepared)
         self.plans[lifecycle_id] = prepared.plan

@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publish
-from slurm_image.application.signature_check import CheckSignature
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
 from slurm_image.domain.lifecycle_state import LifecycleState
@@ -36,6 +36,9 @@ from slurm_image.domain.publication import AliasRecord, SourceRecord
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request, make_request
 from slurm_image.domain.store_layout import StoreLayout
+
+if TYPE_CHECKING:
+    from slurm_image.application.signature_check import CheckSignature
 
 log = logging.getLogger(__name__)
 

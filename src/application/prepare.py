@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from slurm_image.application.credentials import read_registry_credentials
 from slurm_image.application.errors import LifecycleExists, VerificationFailed, WrongWorkspace
-from slurm_image.application.signature_check import CheckSignature
 from slurm_image.domain import paths
 from slurm_image.domain.attempt import ATTEMPT_RECORD_MODE, StagedRecord
 from slurm_image.domain.canonical import sha256_hex
@@ -30,6 +31,9 @@ from slurm_image.domain.signed_by import SignedBy
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from slurm_image.application.signature_check import CheckSignature
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +100,11 @@ def require_unsigned_ok(request: Request, profile: SiteProfile) -> None:
 
 
 class PlanLifecycle:
-    """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this."""
+    """Derive a plan and its script. Creates nothing: ``--dry-run`` is exactly this.
+
+    ``check_signature`` builds the signature check, called only for an import whose policy
+    requires a signature: a plan that needs none builds no registry client and loads nothing
+    of the signatures' cryptography."""
 
     def __init__(
         self,
@@ -104,7 +112,7 @@ class PlanLifecycle:
         runtime: RuntimeFiles,
         credentials: CredentialsFile | None = None,
         home: str | None = None,
-        check_signature: CheckSignature | None = None,
+        check_signature: Callable[[], CheckSignature] | None = None,
     ) -> None:
         self._clock = clock
         self._runtime = runtime
@@ -142,14 +150,14 @@ class PlanLifecycle:
             require_unsigned_ok(request, profile)
             return None
         require_allowed_source(parse_reference(request.source), profile.policy)
-        if self._check_signature is not None:
-            return self._check_signature(request, profile)
-        if profile.policy is not None and profile.policy.require_signature:
+        if profile.policy is None or not profile.policy.require_signature:
+            return None
+        if self._check_signature is None:
             raise SignatureRefused(
                 field=parse_reference(request.source).digest,
                 rule="policy.require_signature is set and no signature lookup is configured",
             )
-        return None
+        return self._check_signature()(request, profile)
 
 
 @dataclass(frozen=True)
@@ -189,7 +197,7 @@ class Prepare:
         workspace: Workspace,
         credentials: CredentialsFile | None = None,
         home: str | None = None,
-        check_signature: CheckSignature | None = None,
+        check_signature: Callable[[], CheckSignature] | None = None,
     ) -> None:
         self._planner = PlanLifecycle(clock, runtime, credentials, home, check_signature)
         self._runtime = runtime

@@ -34,14 +34,19 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
 from slurm_image.domain.signed_by import SignatureFormat, SignedBy
+
+# ``cryptography`` is imported where a key is read or a signature checked, not with this
+# module: a command that checks no signature never loads it (architecture.md, "Lazy loading").
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    PublicKeyType: TypeAlias = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
 
 BUNDLE: SignatureFormat = "sigstore-bundle"
 LEGACY: SignatureFormat = "cosign-legacy"
@@ -64,11 +69,7 @@ LEGACY_SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 RSA_MIN_BITS = 2048
 
 _HEX = frozenset("0123456789abcdef")
-_ECDSA_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
-    "secp256r1": hashes.SHA256,
-    "secp384r1": hashes.SHA384,
-    "secp521r1": hashes.SHA512,
-}
+_ECDSA_HASHES = {"secp256r1": "SHA256", "secp384r1": "SHA384", "secp521r1": "SHA512"}
 
 
 def bundle_tag(digest: str) -> str:
@@ -97,9 +98,6 @@ def _is_digest(value: object) -> bool:
 # -- keys ---------------------------------------------------------------------------------------
 
 
-PublicKeyType = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
-
-
 @dataclass(frozen=True)
 class PublicKey:
     """A policy key: where it was read from, its fingerprint, and the key itself."""
@@ -111,6 +109,8 @@ class PublicKey:
 
     @property
     def algorithm(self) -> str:
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         if isinstance(self.key, ec.EllipticCurvePublicKey):
             return f"ecdsa-{self.key.curve.name}"
         return f"rsa-{self.key.key_size}"
@@ -119,6 +119,9 @@ class PublicKey:
 def load_public_key(data: bytes, path: str) -> PublicKey:
     """The key of a PEM ``PUBLIC KEY`` file's bytes. Raises ``InvalidSignatureKey`` naming
     ``path`` and what is wrong."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
     def refuse(rule: str) -> InvalidSignatureKey:
         return InvalidSignatureKey(field=path, rule=rule)
@@ -154,10 +157,14 @@ def load_public_key(data: bytes, path: str) -> PublicKey:
 
 
 def _verifies(key: PublicKey, signature: bytes, message: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+
     try:
         if isinstance(key.key, ec.EllipticCurvePublicKey):
-            algorithm = _ECDSA_HASHES[key.key.curve.name]()
-            key.key.verify(signature, message, ec.ECDSA(algorithm))
+            algorithm = getattr(hashes, _ECDSA_HASHES[key.key.curve.name])
+            key.key.verify(signature, message, ec.ECDSA(algorithm()))
         else:
             key.key.verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
     except InvalidSignature:

@@ -65,7 +65,8 @@ class Container(containers.DeclarativeContainer):
     home = providers.Callable(os.path.expanduser, "~")
     # Resolving tags and finding signatures (docs/design.md, "Resolving a tag", "Image policy
     # and signatures"): one registry client per process, so a Bearer token serves every
-    # request of its repository while it lasts.
+    # request of its repository while it lasts. The use cases get the signature check's
+    # provider and build it only when a policy requires a signature.
     registry = providers.Singleton(make.registry)
     signatures = providers.Singleton(make.signatures, registry=registry)
     check_signature = providers.Factory(
@@ -80,7 +81,7 @@ class Container(containers.DeclarativeContainer):
         runtime=runtime_files,
         credentials=credentials_file,
         home=home,
-        check_signature=check_signature,
+        check_signature=check_signature.provider,
     )
     prepare = providers.Factory(
         make.prepare,
@@ -89,7 +90,7 @@ class Container(containers.DeclarativeContainer):
         workspace=workspace,
         credentials=credentials_file,
         home=home,
-        check_signature=check_signature,
+        check_signature=check_signature.provider,
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
 

@@ -4,8 +4,10 @@ scheduler nor of the lifecycle's use cases (``show --verify`` validates through 
 ``history`` the event model, but neither the container nor the scheduler nor the lifecycle;
 ``metrics`` the models but neither the container nor the scheduler's and lifecycle's side;
 nothing but ``kind = "rest"`` and the commands that ask a registry (``resolve``) the HTTP client,
-and those nothing of the scheduler. Each command runs in a fresh process of the installed
-package, which then reports the modules it loaded."""
+and those nothing of the scheduler; nothing that checks no signature (a dry run of a pin
+without ``require_signature``, ``status``, ``submit``) the registry client or ``cryptography``.
+Each command runs in a fresh process of the installed package, which then reports the modules
+it loaded."""
 
 from __future__ import annotations
 
@@ -51,6 +53,15 @@ LIFECYCLE_SIDE = (
     "slurm_image.application.maintain",
     "slurm_image.domain.plan",
     "slurm_image.domain.script",
+)
+# What only talking to a registry or checking a signature needs.
+REGISTRY_SIDE = (
+    "httpx",
+    "cryptography",
+    "slurm_image.adapters.oci_registry",
+    "slurm_image.adapters.registry_signatures",
+    "slurm_image.application.signature_check",
+    "slurm_image.application.resolve",
 )
 SCHEDULER = (
     "httpx",
@@ -112,6 +123,9 @@ def site(tmp_path: Path) -> dict[str, Path]:
     sbatch = tmp_path / "sbatch"
     sbatch.write_text("#!/bin/sh\ncat >/dev/null\necho 4242\n")
     sbatch.chmod(0o755)
+    squeue = tmp_path / "squeue"  # the one job, running
+    squeue.write_text("#!/bin/sh\necho '4242|RUNNING|None|0:0|'\n")
+    squeue.chmod(0o755)
     fake = _profile(tmp_path / "fake.toml", root, "fake", sbatch)
     lifecycles = Lifecycles.from_profile(str(fake), environ={})
     request = make_request("import_oci", name="app", role="client", source=SOURCE)
@@ -229,8 +243,37 @@ def test_submit_through_sbatch_never_loads_the_http_client(
     assert "slurm_image.adapters.sbatch" in modules
     assert of(modules, "httpx", "slurm_image.adapters.slurmrest") == []
     assert of(modules, "slurm_image.application.prepare") == []
+    assert of(modules, *REGISTRY_SIDE) == []
     layout = AttemptLayout(sbatch.profile.workspace_root, staged.lifecycle_id)
     assert json.loads(Path(layout.submission_record).read_text())["job_id"] == "4242"
+    status, done = run_probe(
+        tmp_path, "--profile", str(site["sbatch"]), "--json", "status", staged.lifecycle_id
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RUNNING" in done.stdout
+    assert "slurm_image.application.observe" in status
+    assert of(status, *REGISTRY_SIDE) == []
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["", '[policy]\nallowed_registries = ["registry.example.org/team"]\n'],
+    ids=["no policy", "allowed registries"],
+)
+def test_a_dry_run_of_a_pin_loads_no_registry_client_and_no_cryptography(
+    tmp_path: Path, site: dict[str, Path], policy: str
+) -> None:
+    profile = tmp_path / "policy.toml"
+    profile.write_text(site["sbatch"].read_text() + policy)
+    modules, done = run_probe(
+        tmp_path, "--profile", str(profile), "--json",
+        "import", SOURCE, "--name", "app2", "--role", "client", "--dry-run",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plan"]["request"]["source"] == SOURCE
+    assert "slurm_image.application.prepare" in modules
+    assert of(modules, *REGISTRY_SIDE) == []
+    assert of(modules, *SCHEDULER) == []
 
 
 def test_the_doctor_commands_default_timeout_is_the_doctors() -> None:

@@ -51,9 +51,11 @@ class Site:
         self.signatures.registry.host(REGISTRY)
         self.signatures.keys[KEY_PATH] = MemoryKeyFile(public_pem(SITE_KEY), uid=0)
         check = CheckSignature(self.signatures, self.signatures.registry)
-        self.prepare = Prepare(FakeClock(), runtime_files, harness.workspace, check_signature=check)
+        self.prepare = Prepare(
+            FakeClock(), runtime_files, harness.workspace, check_signature=lambda: check
+        )
         self.profile_for = profile_for
-        self.planner = PlanLifecycle(FakeClock(), runtime_files, check_signature=check)
+        self.planner = PlanLifecycle(FakeClock(), runtime_files, check_signature=lambda: check)
 
     def profile(self, **policy: Any) -> Any:
         table = {"require_signature": True, "keys": [KEY_PATH], **policy}
