@@ -11,8 +11,9 @@ resolved from, the tag is resolved again and the entry reported as
   architecture;
 - ``unknown``: the entry records no tag (published from a pinned reference, an inspected
   ``.sqsh``, or before tags were recorded);
-- ``failed``: the tag could not be resolved now (the registry unreachable, credentials
-  refused, an answer refused): ``error`` says why.
+- ``failed``: the tag could not be resolved now (outside the policy's
+  ``allowed_registries``, which asks nothing of that registry; the registry unreachable,
+  credentials refused, an answer refused): ``error`` says why.
 
 Each tag is asked once per call, whatever number of entries carry it. Nothing is changed.
 """

@@ -5,9 +5,12 @@ hashes the bytes it got, and answers ``registry/repo:TAG@sha256:<digest of those
 reference ``import`` takes, exactly as a user would type it. A ``Docker-Content-Digest`` that
 disagrees with the bytes, an answer over 4 MiB, or one that is no manifest or index is refused
 (``domain.manifest``). For an index it also names the manifest an import for an architecture
-gets. The credentials are the profile's: the one netrc entry of the registry's host in
-``enroot.credentials_file`` (``application.credentials``); a plain-HTTP registry is asked only
-when the profile's ``ENROOT_ALLOW_HTTP`` lets the job's Enroot ask it too. Nothing is created.
+gets. A tag outside the policy's ``allowed_registries`` is refused before anything is read or
+asked (``domain.policy.require_allowed_source``, the rule a pinned source meets): that registry
+never hears of it, nor sees the user's login. The credentials are the profile's: the one netrc
+entry of the registry's host in ``enroot.credentials_file`` (``application.credentials``); a
+plain-HTTP registry is asked only when the profile's ``ENROOT_ALLOW_HTTP`` lets the job's Enroot
+ask it too. Nothing is created.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from slurm_image.application.credentials import read_registry_credentials
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.manifest import ACCEPT, MANIFEST_MAX_BYTES, RegistryManifest, read_manifest
+from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.reference import TagReference, parse_tag_reference
 from slurm_image.domain.resolution import ResolvedFrom, utc_time_text
@@ -86,10 +90,10 @@ class Resolution:
 class ResolveTag:
     """Resolve one tag through the ``Registry`` port (see the module docstring).
 
-    Raises ``InvalidReference`` (not a reference by tag), ``InvalidRequest`` (an unknown
-    architecture), ``NoImageForArchitecture`` (an index without that architecture),
-    ``InvalidRegistryAnswer`` (the answer is refused), the credentials file's errors, and the
-    ``Registry`` port's.
+    Raises ``InvalidReference`` (not a reference by tag), ``InvalidRequest`` (a registry the
+    policy does not allow, an unknown architecture), ``NoImageForArchitecture`` (an index
+    without that architecture), ``InvalidRegistryAnswer`` (the answer is refused), the
+    credentials file's errors, and the ``Registry`` port's.
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class ResolveTag:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> Resolution:
         reference = parse_tag_reference(text)
+        require_allowed_source(reference, profile.policy)
         if arch is not None:
             check_architecture(arch)
         registry = reference.enroot_registry
