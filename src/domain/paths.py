@@ -275,14 +275,32 @@ def shared_directory_problem(mode: int, owner: int, uid: int) -> str | None:
     return None
 
 
+def _closed_directory_problem(mode: int, owner: int, uid: int, threat: str) -> str | None:
+    """``shared_directory_problem``, and closed to group and others even with the sticky bit:
+    in a sticky directory others still create names first (``threat``: what that lets them
+    do)."""
+    problem = shared_directory_problem(mode, owner, uid)
+    if problem is None and mode & _OTHERS_WRITE:
+        return f"is writable by group or others, who could {threat}"
+    return problem
+
+
 def workspace_root_problem(mode: int, owner: int, uid: int) -> str | None:
     """The same for the workspace root itself, which must also be closed to group and others
     even with the sticky bit: whoever may add entries to it could create its ``images/`` (or
     anything the store needs there) first, and jam every command of its owner."""
-    problem = shared_directory_problem(mode, owner, uid)
-    if problem is None and mode & _OTHERS_WRITE:
-        return "is writable by group or others, who could create its images/ before you"
-    return problem
+    return _closed_directory_problem(mode, owner, uid, "create its images/ before you")
+
+
+def output_directory_problem(mode: int, owner: int, uid: int) -> str | None:
+    """What lets another user plant or replace a file the command writes for others to read
+    (``metrics --textfile``, in node_exporter's textfile directory), or ``None``: the directory
+    must be owned by ``uid`` or root and closed to group and others even with the sticky bit.
+    In a sticky directory another user can create the file's name first: every run of its
+    owner then fails to replace it, and the planted figures are what is scraped."""
+    return _closed_directory_problem(
+        mode, owner, uid, "plant the file before you (or replace it) with figures of their own"
+    )
 
 
 def unchangeable_file_problem(mode: int, owner: int, uid: int) -> str | None:

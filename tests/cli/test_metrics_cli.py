@@ -156,3 +156,25 @@ def test_a_bad_textfile_is_refused_before_the_store_is_read(
     assert code == 2
     assert err.startswith(f"slurm-image: error: workspace_root: {tmp_path}/no-such-workspace")
     assert not (tmp_path / "textfile" / "slurm_image.prom").exists()
+
+
+def test_a_textfile_directory_others_may_write_exits_2_naming_it_and_the_rule(
+    site: Site, tmp_path: Path
+) -> None:
+    site.published_import("app")
+    shared = tmp_path / "shared-textfile"
+    shared.mkdir()
+    shared.chmod(0o1777)  # a sticky directory anyone may add files to, as /tmp is
+    path = shared / "slurm_image.prom"
+    code, out, err = site.run("metrics", "--textfile", str(path))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(
+        f"slurm-image: error: --textfile: {path}: its directory {shared} is writable by group or"
+        " others, who could plant the file before you (or replace it) with figures of their own:"
+    )
+    assert len(err.splitlines()) == 1
+    assert os.listdir(shared) == []
+    shared.chmod(0o755)  # closed to others: the same command writes the file
+    assert site.metrics("--textfile", str(path)) == ""
+    assert "slurm_image_aliases" in path.read_text()

@@ -8,6 +8,7 @@ import pytest
 
 from slurm_image.domain.paths import (
     ancestors,
+    output_directory_problem,
     own_directory_problem,
     own_file_problem,
     shared_directory_problem,
@@ -69,6 +70,26 @@ def test_a_file_the_user_appends_to_is_the_users_alone(
     mode: int, owner: int, problem: str | None
 ) -> None:
     assert own_file_problem(mode, owner, USER) == problem
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "refused"),
+    [
+        (0o755, USER, False),
+        (0o700, USER, False),
+        (0o755, 0, False),
+        (0o1777, 0, True),
+        (0o1770, USER, True),
+        (0o775, USER, True),
+        (0o757, USER, True),
+        (0o755, OTHER, True),
+    ],
+    ids=str,
+)
+def test_an_output_directory_is_closed_to_group_and_others_even_when_sticky(
+    mode: int, owner: int, refused: bool
+) -> None:
+    assert (output_directory_problem(DIRECTORY | mode, owner, USER) is not None) is refused
 
 
 def test_ancestors_run_from_the_filesystem_root_to_the_path() -> None:

@@ -1,7 +1,8 @@
 """``metrics --textfile PATH`` writes its file atomically (entrypoints.textfile): a temporary
 file beside PATH, renamed onto it, mode 0644 whatever the umask; the old file replaced whole,
-no temporary left behind, even when the write fails; a PATH that cannot be written is refused
-naming ``--textfile`` before anything is created."""
+no temporary left behind, even when the write fails; a PATH that cannot be written, or whose
+directory another user may write (where they could plant the file first), is refused naming
+``--textfile`` before anything is created."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from slurm_image.domain.errors import InvalidPath
 from slurm_image.entrypoints import textfile
 from slurm_image.entrypoints.errors import exit_code_for
 from slurm_image.entrypoints.textfile import check_textfile, write_textfile
+from support import unavailable
 
 
 @pytest.fixture
@@ -163,3 +165,68 @@ def test_the_write_itself_refuses_a_directory_at_the_path(tmp_path: Path) -> Non
     assert refused.value.field == "--textfile"
     assert os.listdir(tmp_path) == ["slurm_image.prom"]
     assert (tmp_path / "slurm_image.prom").is_dir()
+
+
+OTHER_UID = 4243
+DIRECTORY_RULE = (
+    "is writable by group or others, who could plant the file before you (or replace it) with"
+    " figures of their own: " + textfile.DIRECTORY_HINT
+)
+
+
+def test_a_planted_file_in_a_directory_others_may_write_is_refused_and_left_alone() -> None:
+    """In a sticky 1777 textfile directory another user planted ``slurm_image.prom``: the
+    store's owner (an ordinary uid when the suite runs as root) is refused before anything is
+    read, naming the directory and the rule; the planted file stays as it was."""
+    base = Path(tempfile.mkdtemp(prefix="slurm-image-textfile-"))
+    try:
+        base.chmod(0o755)
+        shared = base / "textfile"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        planted = shared / "slurm_image.prom"
+        planted.write_bytes(b"slurm_image_aliases 1000\n")
+        if os.geteuid() == 0:
+            os.chown(planted, OTHER_UID, OTHER_UID)
+        uid = ORDINARY_UID if os.geteuid() == 0 else None
+        said = refusal_as(uid, str(planted))
+        assert said == f"--textfile: {planted}: its directory {shared} {DIRECTORY_RULE}"
+        assert planted.read_bytes() == b"slurm_image_aliases 1000\n"
+        assert os.listdir(shared) == ["slurm_image.prom"]
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o775, 0o1770])
+def test_a_directory_group_or_others_may_write_is_refused_by_the_check_and_by_the_write(
+    tmp_path: Path, mode: int
+) -> None:
+    shared = tmp_path / "textfile"
+    shared.mkdir()
+    shared.chmod(mode)
+    path = f"{shared}/slurm_image.prom"
+    rule = f"{path}: its directory {shared} "
+    with pytest.raises(InvalidPath) as checked:
+        check_textfile(path)
+    assert checked.value.field == "--textfile"
+    assert checked.value.rule.startswith(rule + "is writable by group or others")
+    assert exit_code_for(checked.value) == 2
+    with pytest.raises(InvalidPath) as written:  # the directory the write opens is held too
+        write_textfile(path, b"figures\n")
+    assert written.value.rule == checked.value.rule
+    assert os.listdir(shared) == []
+
+
+def test_a_directory_of_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        unavailable("giving a directory to another uid needs root (CI runs as root)")
+    theirs = tmp_path / "textfile"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    path = f"{theirs}/slurm_image.prom"
+    with pytest.raises(InvalidPath) as refused:
+        check_textfile(path)
+    assert refused.value.rule == (
+        f"{path}: its directory {theirs} is owned by uid {OTHER_UID}, neither by uid 0 nor by"
+        f" root: {textfile.DIRECTORY_HINT}"
+    )
