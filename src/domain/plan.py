@@ -20,13 +20,14 @@ from slurm_image.domain.request import Operation, Request
 from slurm_image.domain.resolution import utc_time_text
 from slurm_image.domain.signed_by import SignedBy
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
 import was resolved from), 4 ``signed_by`` (the signature the site policy accepted) and the
-request's ``unsigned_ok`` (an inspection let through without one). A plan is
-written in the oldest version that holds it, so a plan without ``resolved_from`` or
+request's ``unsigned_ok`` (an inspection let through without one), 5 the profile selection's
+``site_policy_sha256`` (a site policy file was merged into the profile's ``[policy]``). A plan
+is written in the oldest version that holds it, so a plan without ``resolved_from`` or
 ``signed_by`` is version 2, byte for byte what it was before version 3 existed (its digest,
-and the script that names it, unchanged); plans of versions 1 to 4 are read."""
+and the script that names it, unchanged); plans of versions 1 to 5 are read."""
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
@@ -100,7 +101,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4]
+    schema_version: Literal[1, 2, 3, 4, 5]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -125,7 +126,8 @@ class Plan(BaseModel):
     signed_by: SignedBy | None = absent_when_none()
     """The signature the profile's ``[policy]`` accepted for the pin (docs/design.md, "Image
     policy and signatures"); None: no signature was required (the policy applied is the
-    profile's, recorded above)."""
+    profile's, recorded above: with a site policy, the two merged, and the site file's SHA-256
+    in ``profile_selection``)."""
 
     @model_validator(mode="after")
     def _invariants(self) -> Plan:
@@ -179,6 +181,11 @@ class Plan(BaseModel):
             raise broken(
                 "request.unsigned_ok",
                 f"a schema version {self.schema_version} plan records no --unsigned-ok",
+            )
+        if self.profile_selection.site_policy_sha256 is not None and self.schema_version < 5:
+            raise broken(
+                "profile_selection.site_policy_sha256",
+                f"a schema version {self.schema_version} plan records no site policy",
             )
         if self.signed_by is not None:
             if self.schema_version < 4:
@@ -272,13 +279,7 @@ def derive_plan(
     if reference is not None:
         require_allowed_source(reference, profile.policy)
     return Plan(
-        schema_version=(
-            4
-            if signed_by is not None or request.unsigned_ok
-            else 3
-            if request.resolved_from is not None
-            else 2
-        ),
+        schema_version=_oldest_version(request, selection, signed_by),
         lifecycle_id=lifecycle_id,
         operation=request.operation,
         request=request,
@@ -300,6 +301,19 @@ def derive_plan(
         ),
         signed_by=signed_by,
     )
+
+
+def _oldest_version(
+    request: Request, selection: ProfileSelection, signed_by: SignedBy | None
+) -> Literal[2, 3, 4, 5]:
+    """The oldest schema version that holds the plan (``SCHEMA_VERSION``)."""
+    if selection.site_policy_sha256 is not None:
+        return 5
+    if signed_by is not None or request.unsigned_ok:
+        return 4
+    if request.resolved_from is not None:
+        return 3
+    return 2
 
 
 def load_plan(data: bytes) -> Plan:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import (
@@ -21,7 +22,7 @@ from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
-from slurm_image.domain.policy import Policy
+from slurm_image.domain.policy import Policy, strictest
 from slurm_image.domain.profile_catalog import How, choose_profile
 from slurm_image.domain.rest_api import AUTO, REST_API_VERSIONS
 
@@ -387,6 +388,9 @@ class ProfileSelection(BaseModel):
     pattern: str | None = None
     catalog_sha256: str | None = None
     profile_sha256: str
+    site_policy_sha256: str | None = absent_when_none()
+    """The SHA-256 of the site policy file merged into the profile's ``[policy]`` (the
+    profile recorded holds the result); None: there was none."""
 
 
 def _field_of(error: ValidationError) -> tuple[str, str]:
@@ -410,22 +414,68 @@ def parse_profile(data: Mapping[str, Any], prefix: str = "") -> SiteProfile:
         raise InvalidProfile(field=prefix + location, rule=message) from None
 
 
+@dataclass(frozen=True)
+class SitePolicy:
+    """The site policy file (docs/design.md, "The site policy"): where it was read, the SHA-256
+    of its bytes, and its ``[policy]`` table."""
+
+    path: str
+    sha256: str
+    policy: Policy
+
+
+class _SitePolicyFile(BaseModel):
+    """What the site policy file holds: one ``[policy]`` table and nothing else."""
+
+    model_config = FROZEN
+
+    policy: Policy
+
+
+def parse_site_policy(document: Mapping[str, Any], *, path: str, sha256: str) -> SitePolicy:
+    """The site policy of the TOML document of the file at ``path``. Raises
+    ``InvalidProfile`` naming the file and the key."""
+    try:
+        policy = _SitePolicyFile.model_validate(dict(document)).policy
+    except ValidationError as error:
+        location, message = _field_of(error)
+        raise InvalidProfile(field=f"{path}: {location}", rule=message) from None
+    return SitePolicy(path=path, sha256=sha256, policy=policy)
+
+
+def under_site_policy(profile: SiteProfile, site: SitePolicy, prefix: str = "") -> SiteProfile:
+    """``profile`` with the policy in force under ``site``: ``policy.strictest`` of the two.
+    Raises ``InvalidProfile`` (``prefix``: the cluster's, in a catalog)."""
+    try:
+        policy = strictest(site.policy, profile.policy)
+    except InvalidProfile as error:
+        raise InvalidProfile(
+            field=prefix + error.field, rule=f"{error.rule} (site policy {site.path})"
+        ) from None
+    return profile.model_copy(update={"policy": policy})
+
+
 def select_cluster(
     document: Mapping[str, Any],
     *,
     explicit: str | None,
     hostnames: Sequence[str],
     catalog_sha256: str,
+    site_policy: SitePolicy | None = None,
 ) -> tuple[SiteProfile, ProfileSelection]:
     """Pick (``profile_catalog.choose_profile``) and validate one profile from a file that is a
-    catalog or a single profile."""
+    catalog or a single profile; under a ``site_policy``, its ``[policy]`` is the strictest of
+    the two (``under_site_policy``) and the selection records the site file's SHA-256."""
     choice = choose_profile(document, explicit=explicit, hostnames=hostnames)
     profile = parse_profile(choice.table, prefix=choice.prefix)
+    if site_policy is not None:
+        profile = under_site_policy(profile, site_policy, choice.prefix)
     selection = ProfileSelection(
         how=choice.how,
         cluster=choice.cluster,
         pattern=choice.pattern,
         catalog_sha256=catalog_sha256,
         profile_sha256=profile.sha256(),
+        site_policy_sha256=site_policy.sha256 if site_policy is not None else None,
     )
     return profile, selection

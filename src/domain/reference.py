@@ -189,10 +189,16 @@ class RegistryPrefix(BaseModel):
     path: tuple[str, ...] = ()
 
     def covers(self, reference: OciReference | TagReference) -> bool:
-        if _lower_host(reference.enroot_registry) != self.registry:
-            return False
         components = tuple(reference.enroot_repository.split("/"))
-        return components[: len(self.path)] == self.path
+        return self._covers(_lower_host(reference.enroot_registry), components)
+
+    def within(self, other: RegistryPrefix) -> bool:
+        """Whether ``other`` covers everything this prefix covers: the same registry, and this
+        path starts with ``other``'s whole components."""
+        return other._covers(self.registry, self.path)
+
+    def _covers(self, registry: str, components: tuple[str, ...]) -> bool:
+        return registry == self.registry and components[: len(self.path)] == self.path
 
     def __str__(self) -> str:
         return "/".join((self.registry, *self.path))

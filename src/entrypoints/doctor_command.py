@@ -68,7 +68,7 @@ def exit_code(report: DoctorReport) -> int:
 
 
 def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
-    """Which file, which cluster, and why each was chosen."""
+    """Which file, which cluster, and why each was chosen; the site policy when one applied."""
     from slurm_image.entrypoints.profile_loader import PROFILE_ENV, profile_path
 
     path = profile_path(explicit, os.environ)
@@ -86,9 +86,11 @@ def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
         cluster = f"cluster {selection.cluster} (no host pattern matched: the catalog's default)"
     else:
         cluster = f"cluster {selection.cluster} (--cluster)"
+    site = selection.site_policy_sha256
     return (
         f"{path.resolve()} (from {why_file}); {cluster};"
         f" profile sha256 {selection.profile_sha256[:12]}"
+        + (f"; under the site policy (sha256 {site[:12]})" if site else "")
     )
 
 

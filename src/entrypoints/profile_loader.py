@@ -1,4 +1,5 @@
-"""Read the site profile: TOML file, ``SLURM_IMAGE_*`` overrides, cluster selection.
+"""Read the site profile: TOML file, ``SLURM_IMAGE_*`` overrides, cluster selection, and the
+site policy file over its ``[policy]`` (``entrypoints.site_policy``).
 
 ``load_profile`` validates the whole selected profile (the domain's models); ``store_root``
 reads only its ``workspace_root``, by the same rule, for the catalog reads (``show``,
@@ -204,9 +205,13 @@ def load_profile(
     cluster: str | None,
     environ: Mapping[str, str] | None = None,
     hostnames: list[str] | None = None,
+    site_policy: str | None = None,
 ) -> tuple[SiteProfile, ProfileSelection]:
-    """Load and validate the profile at ``path``. Raises ``InvalidProfile``; writes nothing."""
+    """Load and validate the profile at ``path``, under the site policy when its file exists
+    (``site_policy``: that file, for tests; else ``site_policy.SITE_POLICY_PATH``: no
+    variable or option names another). Raises ``InvalidProfile``; writes nothing."""
     from slurm_image.domain.profile import select_cluster
+    from slurm_image.entrypoints.site_policy import read_site_policy
 
     document, catalog_sha256 = _document(path, os.environ if environ is None else environ)
     return select_cluster(
@@ -214,6 +219,7 @@ def load_profile(
         explicit=cluster,
         hostnames=_host_names_for(document, cluster, hostnames),
         catalog_sha256=catalog_sha256,
+        site_policy=read_site_policy(site_policy),
     )
 
 
