@@ -47,6 +47,7 @@ from slurm_image.application.history import (
     entry_fields,
     latency_seconds,
 )
+from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
 from slurm_image.application.status import Statuses
 from slurm_image.application.store_records import (
@@ -65,7 +66,7 @@ from slurm_image.domain.publication import (
     SourceRecord,
 )
 from slurm_image.domain.request import Request
-from slurm_image.domain.store_layout import ARTIFACT_MODE
+from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
@@ -108,8 +109,10 @@ class Publish:
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         checkpoint: Callable[[str], None] = no_checkpoint,
         history: RecordHistory | None = None,
+        permissions: Permissions | None = None,
     ) -> None:
         self._store = store
+        self._permissions = permissions
         self._history = history
         self._records = StoreRecords(store)
         self._layout = self._records.layout
@@ -126,6 +129,7 @@ class Publish:
             for entry in existing.entries if existing is not None else ():
                 if entry.lifecycle_id == lifecycle_id:
                     return Publication(entry, changed=False)
+            self._require_owner(plan.request, existing)
             if plan.architecture is not None:  # refused before the image is hashed
                 check_binding(
                     existing,
@@ -136,10 +140,10 @@ class Publish:
                 )
             self._verify.require_success(lifecycle_id)
             record, digest, sources = self._verify(plan)
-            document = next_document(existing, record, replace)
+            document = next_document(existing, record, replace, plan.request.ownership)
             self._checkpoint("verified")
             self._commit(plan, document, record, digest, sources)
-            self._record(existing, record, plan)
+            self._record(existing, record, plan, plan.request.requester)
             bound = existing.entry(record.architecture) if existing is not None else None
             if bound is not None:
                 log.info(
@@ -203,8 +207,9 @@ class Publish:
             current = existing.entry(record.architecture) if existing is not None else None
             if current is not None and same_binding(current, record):
                 return Publication(current, changed=False)
-            self._records.write_alias(next_document(existing, record, replace))
-            self._record(existing, record, None)
+            self._require_owner(request, existing)
+            self._records.write_alias(next_document(existing, record, replace, request.ownership))
+            self._record(existing, record, None, request.requester)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
                 request.name,
@@ -214,8 +219,21 @@ class Publish:
             )
             return Publication(record, changed=True)
 
+    def _require_owner(self, request: Request, existing: AliasDocument | None) -> None:
+        """Only the alias's owner, its group and the admins may change a published alias
+        (``domain.access``); the rule is the requester's, whoever publishes for them."""
+        if existing is None or self._permissions is None:
+            return
+        self._permissions.of(request.requester).require_owner(
+            existing.ownership, field="name", what=f"changing alias {request.name}"
+        )
+
     def _record(
-        self, existing: AliasDocument | None, record: AliasRecord, plan: Plan | None
+        self,
+        existing: AliasDocument | None,
+        record: AliasRecord,
+        plan: Plan | None,
+        requester: Requester | None,
     ) -> None:
         """The binding of ``record`` in the store's history (``published`` or ``replaced``),
         still under the alias's lock: with the job and the latency of ``plan``'s publication,
@@ -231,7 +249,7 @@ class Publish:
                 submission = None
             fields["job_id"] = submission.job_id if submission is not None else None
             fields["publish_latency_seconds"] = latency_seconds(plan, record)
-        self._history(kind, **fields)
+        self._history(kind, requester=requester, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:
@@ -271,7 +289,7 @@ class Publish:
         self._checkpoint("marker")
         if candidate is not None:
             try:
-                self._store.install(candidate, record.path, expected=digest, mode=ARTIFACT_MODE)
+                self._records.install_artifact(candidate, record.path, digest, document)
             except AlreadyExists:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
             except WorkspaceError as error:

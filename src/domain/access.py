@@ -31,6 +31,11 @@ class Ownership:
     group: str | None = None
     private: bool = False
 
+    @property
+    def recorded(self) -> bool:
+        """Whether there is anything to record (else the alias is the store owner's)."""
+        return self.owner is not None or self.group is not None or self.private
+
     def describe(self) -> str:
         who = self.owner.user if self.owner is not None else STORE_OWNER
         return f"{who} and group {self.group}" if self.group else who
