@@ -2,10 +2,14 @@
 it (docs/gateway.md, "Who is asking"). The unix socket needs none: there the kernel names the
 peer.
 
-``authenticate(credential)`` decodes one MUNGE credential (the text ``munge -n`` prints) with
-the site's munged and returns the uid and gid it was made by. A credential is accepted once:
-the same credential again is refused (replayed), as is one past its time to live (expired),
-one made with another key or not decodable (invalid), or one whose payload is not empty.
+``authenticate(credential)`` decodes one MUNGE credential (the text ``munge -n`` prints, without
+its newline: ``MUNGE:<base64>:``) with the site's munged and returns the uid and gid it was made
+by. A credential is accepted once: the same credential again is refused (replayed), as is one
+past its time to live (expired), one made with another key or not decodable (invalid), text that
+is no armored credential, or one whose payload is not empty. "Once" is as far as the deciding
+memories reach: munged's, which is per daemon and lost when it restarts, and the adapter's own,
+per process until the credential's time to live ends; a credential replayed to a gateway on
+another host, asking another munged, is not recognised (docs/gateway.md, "Who is asking").
 
 Errors: ``CredentialRefused`` (field: ``authorization``, rule: why; maps to 401) and
 ``AuthenticatorUnavailable`` (field: the daemon's socket, rule: why; maps to 503) when munged
