@@ -8,6 +8,11 @@ from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
 from slurm_image.adapters.memory.history import MemoryHistory
 from slurm_image.adapters.memory.lock import MemoryLocks
+from slurm_image.adapters.memory.munge import (
+    MemoryAuthenticator,
+    MemoryCredentialSource,
+    MemoryMunge,
+)
 from slurm_image.adapters.memory.registry import MemoryRegistry, MemoryRegistryHost
 from slurm_image.adapters.memory.signatures import MemoryKeyFile, MemorySignatures
 from slurm_image.adapters.memory.store import MemoryStore
@@ -26,11 +31,14 @@ __all__ = [
     "FakeFilesystems",
     "FakeJob",
     "FakeSubmitter",
+    "MemoryAuthenticator",
+    "MemoryCredentialSource",
     "MemoryCredentialsFile",
     "MemoryFilesystem",
     "MemoryHistory",
     "MemoryKeyFile",
     "MemoryLocks",
+    "MemoryMunge",
     "MemoryNode",
     "MemoryRegistry",
     "MemoryRegistryHost",
