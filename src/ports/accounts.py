@@ -2,12 +2,14 @@
 is and which groups it is in (docs/gateway.md, "Who is asking").
 
 ``account(uid)`` answers with the account's name, primary gid and the names of every group it
-is in now (its primary group included); ``group_id(name)`` with a group's gid. The answers are
-the system's at the time of the call, never cached across calls by the port.
+is in now (its primary group included; a group with no name is left out, since no setting or
+request can name it); ``group_id(name)`` with a group's gid. The answers are the system's at the
+time of the call, never cached across calls by the port.
 
-Errors: ``UnknownAccount`` (field: ``uid`` or ``group``) for a uid or group the database does
-not know. A uid with no name cannot be recorded as a requester, so it is refused rather than
-named by number.
+Errors: ``UnknownAccount`` (field: ``uid`` or ``group``, value: the uid or name) for a uid or
+group the database does not know. A uid with no name, or with a name the store cannot record
+(``domain.requester.ACCOUNT_NAME``), cannot be recorded as a requester, so it is refused rather
+than named by number.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 Product code held to the same contract suites as the real adapters (tests/contract/).
 """
 
+from slurm_image.adapters.memory.accounts import MemoryAccounts
 from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
@@ -31,6 +32,7 @@ __all__ = [
     "FakeFilesystems",
     "FakeJob",
     "FakeSubmitter",
+    "MemoryAccounts",
     "MemoryAuthenticator",
     "MemoryCredentialSource",
     "MemoryCredentialsFile",
