@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from slurm_image.application.coalesce import Coalesce, Joined
+from slurm_image.application.credentials import check_given_credentials
+from slurm_image.application.errors import VerificationFailed
+from slurm_image.application.permissions import Permissions, may_use_source
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publish
 from slurm_image.application.signature_check import CheckSignature
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
+from slurm_image.domain.access import Access
+from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -56,6 +62,8 @@ class Outcome:
     job_directory: str | None = None
     published: AliasRecord | None = None
     from_store: bool = False
+    joined: bool = False
+    """The request joined a lifecycle already importing its source (one job for many)."""
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -70,6 +78,8 @@ class Outcome:
                 "lifecycle_id": self.lifecycle_id,
                 "from_store": self.from_store,
             }
+        if self.joined:
+            data["joined"] = True
         return data
 
 
@@ -99,6 +109,8 @@ class Lifecycle:
         publish: Callable[[], Publish],
         require_submitter: Callable[[], None],
         check_signature: Callable[[], CheckSignature] | None = None,
+        coalesce: Callable[[], Coalesce] | None = None,
+        permissions: Callable[[], Permissions] | None = None,
     ) -> None:
         self._prepare = prepare
         self._submit = submit
@@ -106,6 +118,8 @@ class Lifecycle:
         self._publish = publish
         self._require_submitter = require_submitter
         self._check_signature = check_signature
+        self._coalesce = coalesce
+        self._permissions = permissions
 
     def __call__(
         self,
@@ -113,15 +127,69 @@ class Lifecycle:
         profile: SiteProfile,
         selection: ProfileSelection,
         options: LifecycleOptions,
+        *,
+        credentials: RegistryCredentials | None = None,
     ) -> Outcome:
-        if options.submit:
-            self._require_submitter()
-            if request.operation == "import_oci" and not options.force:
-                answered = self._from_store(request, profile, replace=options.replace)
-                if isinstance(answered, Outcome):
-                    return answered
-                request = answered
-        prepared = self._prepare()(request, profile, selection)
+        """``credentials``: the requester's own entry for the source's registry, sent with a
+        request through the gateway (the request is then private to its group)."""
+        check_given_credentials(request, credentials)
+        if not options.submit:
+            return self._run(request, profile, selection, options, credentials)
+        self._require_submitter()
+        access = self._may_request(request)
+        if request.operation != "import_oci" or options.force:
+            return self._run(request, profile, selection, options, credentials)
+        architecture = request.architecture or profile.image_build.arch
+        coalesce = self._coalesce() if self._coalesce is not None else None
+        if coalesce is None or architecture is None:
+            answered = self._from_store(request, profile, replace=options.replace, access=access)
+            if isinstance(answered, Outcome):
+                return answered
+            return self._run(answered, profile, selection, options, credentials)
+        digest = parse_reference(request.source).digest
+        submitted = replace(options, wait=False)
+        with coalesce.deciding(digest):
+            answered = self._from_store(request, profile, replace=options.replace, access=access)
+            if isinstance(answered, Outcome):
+                return answered
+            if answered.operation != "import_oci":  # an inspection of the stored artifact
+                return self._run(answered, profile, selection, options, credentials)
+            joined = coalesce.join(answered, architecture, access, replace=options.replace)
+            if joined is None:
+                coalesce.require_capacity(access)
+                started = self._run(answered, profile, selection, submitted, credentials)
+                coalesce.open_book(
+                    started.lifecycle_id, answered, architecture, replace=options.replace
+                )
+        if joined is not None:
+            return self._finish_joined(joined, answered, options)
+        if not options.wait:
+            return started
+        return self._waited(started.lifecycle_id, started.job_id, options)
+
+    def _may_request(self, request: Request) -> Access | None:
+        """The requester may import, share with its group, and change the alias it names
+        (``application.permissions``); checked before anything is asked or staged."""
+        if self._permissions is None:
+            return None
+        permissions = self._permissions()
+        access = permissions.require_may_request(request.requester, request.ownership)
+        existing = self._publish().alias(request.name)
+        if existing is not None:
+            access.require_owner(
+                existing.ownership, field="name", what=f"changing alias {request.name}"
+            )
+        return access
+
+    def _run(
+        self,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+    ) -> Outcome:
+        prepared = self._prepare()(request, profile, selection, given_credentials=credentials)
         lifecycle_id = prepared.lifecycle_id
         if not options.submit:
             return Outcome(
@@ -137,11 +205,43 @@ class Lifecycle:
             raise
         if not options.wait:
             return Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
+        return self._waited(lifecycle_id, submission.job_id, options)
+
+    def _waited(self, lifecycle_id: str, job_id: str | None, options: LifecycleOptions) -> Outcome:
         waited = self._wait()([lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll)
         require_success(waited)
         record = self._publish()(lifecycle_id, replace=options.replace).record
+        return Outcome(lifecycle_id, LifecycleState.PUBLISHED, job_id=job_id, published=record)
+
+    def _finish_joined(
+        self, joined: Joined, request: Request, options: LifecycleOptions
+    ) -> Outcome:
+        """A request that joined a lifecycle in flight: without ``wait``, the lifecycle it
+        waits on; with it, its own alias bound once that lifecycle published."""
+        if not options.wait:
+            return Outcome(
+                joined.lifecycle_id, LifecycleState.SUBMITTED, job_id=joined.job_id, joined=True
+            )
+        waited = self._wait()(
+            [joined.lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll
+        )
+        require_success(waited)
+        publisher = self._publish()
+        publisher(joined.lifecycle_id, replace=joined.first_replace)
+        source = publisher.stored_source(joined.source_digest, joined.architecture)
+        if source is None:
+            raise VerificationFailed(
+                field="source",
+                rule=f"the import {joined.lifecycle_id} joined published nothing the store"
+                " can answer from",
+            )
+        record = publisher.bind_stored(request, source, replace=options.replace).record
         return Outcome(
-            lifecycle_id, LifecycleState.PUBLISHED, job_id=submission.job_id, published=record
+            joined.lifecycle_id,
+            LifecycleState.PUBLISHED,
+            job_id=joined.job_id,
+            published=record,
+            joined=True,
         )
 
     def _satisfies_policy(self, source: SourceRecord, profile: SiteProfile) -> bool:
@@ -153,13 +253,19 @@ class Lifecycle:
         return self._check_signature().satisfies(source.signed_by, profile)
 
     def _from_store(
-        self, request: Request, profile: SiteProfile, *, replace: bool
+        self,
+        request: Request,
+        profile: SiteProfile,
+        *,
+        replace: bool,
+        access: Access | None = None,
     ) -> Outcome | Request:
         """The store's answer to an import, or the request to run: the import itself, or an
         inspection of the stored artifact when the store lacks facts for the role. A source
         outside the policy's registries is refused here as the plan would refuse it, and a
         stored record answers only when it satisfies the policy in force now (its signature
-        by a key still trusted); otherwise the import runs, and checks the registry's
+        by a key still trusted) and, for a source imported with someone's own registry
+        credentials, only its group; otherwise the import runs, and checks the registry's
         signatures itself."""
         require_allowed_source(parse_reference(request.source), profile.policy)
         architecture = request.architecture or profile.image_build.arch
@@ -173,6 +279,9 @@ class Lifecycle:
         publisher = self._publish()
         source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
+            return request
+        if not may_use_source(source, access):
+            log.info("the store's record of %s is another group's: importing", request.source)
             return request
         if not self._satisfies_policy(source, profile):
             log.info(
@@ -204,4 +313,6 @@ class Lifecycle:
             source=artifact,
             architecture=architecture,
             resolved_from=request.resolved_from,
+            requester=request.requester,
+            group=request.group,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from slurm_image.domain.access import Access, Ownership
 from slurm_image.domain.errors import Forbidden
 from slurm_image.domain.gateway_settings import GatewaySettings
+from slurm_image.domain.publication import SourceRecord
 from slurm_image.domain.requester import Account, Requester
 from slurm_image.ports.accounts import Accounts, UnknownAccount
 
@@ -20,18 +21,30 @@ from slurm_image.ports.accounts import Accounts, UnknownAccount
 class Permissions:
     """The rules for the requesters of one store (see the module docstring)."""
 
-    def __init__(self, accounts: Accounts, settings: GatewaySettings, service_uid: int) -> None:
+    def __init__(
+        self,
+        accounts: Accounts,
+        settings: GatewaySettings,
+        *,
+        service_uid: int,
+        service_user: str,
+    ) -> None:
         self._accounts = accounts
         self.settings = settings
         self.service_uid = service_uid
+        self.service_user = service_user
 
     def account(self, uid: int) -> Account:
         return self._accounts.account(uid)
 
     def of(self, requester: Requester | None) -> Access:
-        """The rules for ``requester`` (None: the store's own account). A requester whose uid
-        the user database no longer knows, or knows under another name, may do nothing."""
-        uid = self.service_uid if requester is None else requester.uid
+        """The rules for ``requester`` (None: the store's own account, which may do everything
+        and is looked up nowhere). A requester whose uid the user database no longer knows, or
+        knows under another name, may do nothing."""
+        if requester is None:
+            own = Account(user=self.service_user, uid=self.service_uid, gid=-1, groups=frozenset())
+            return Access(account=own, settings=self.settings, store_owner_uid=self.service_uid)
+        uid = requester.uid
         try:
             account = self._accounts.account(uid)
         except UnknownAccount:
@@ -39,7 +52,7 @@ class Permissions:
                 field="requester",
                 rule=f"uid {uid} is not an account of this site (any more)",
             ) from None
-        if requester is not None and account.user != requester.user:
+        if account.user != requester.user:
             raise Forbidden(
                 field="requester",
                 rule=f"uid {uid} is now {account.user}, not {requester.user}",
@@ -69,3 +82,12 @@ class Permissions:
             if ownership.private:
                 self.require_service_in(ownership.group)
         return access
+
+
+def may_use_source(source: SourceRecord, access: Access | None) -> bool:
+    """Whether a stored source may answer ``access``'s requester: any source, but one imported
+    with someone's own registry credentials only for its group (and the admins)."""
+    if access is None or source.private_group is None:
+        return True
+    group = source.private_group
+    return access.admin or access.account.in_group(group)

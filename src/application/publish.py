@@ -47,6 +47,7 @@ from slurm_image.application.history import (
     entry_fields,
     latency_seconds,
 )
+from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
 from slurm_image.application.status import Statuses
@@ -110,9 +111,11 @@ class Publish:
         checkpoint: Callable[[str], None] = no_checkpoint,
         history: RecordHistory | None = None,
         permissions: Permissions | None = None,
+        orders: Orders | None = None,
     ) -> None:
         self._store = store
         self._permissions = permissions
+        self._orders = orders
         self._history = history
         self._records = StoreRecords(store)
         self._layout = self._records.layout
@@ -123,6 +126,41 @@ class Publish:
         self._checkpoint = checkpoint
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
+        """Publish the lifecycle (see the module docstring), then bind the orders that joined
+        it (``fulfil``)."""
+        publication = self._publish(lifecycle_id, replace=replace)
+        self.fulfil(lifecycle_id)
+        return publication
+
+    def fulfil(self, lifecycle_id: str) -> None:
+        """Bind every order that joined the published lifecycle to its artifact, each by its
+        requester's rights, and close its book. An order that cannot be bound (its alias is
+        another's, or bound already without ``replace``) is left unbound and said in the log;
+        its requester, waiting, is told by binding it again (``bind_stored``)."""
+        if self._orders is None:
+            return
+        book = self._orders.book(lifecycle_id)
+        if book is None:
+            return
+        with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
+            book = self._orders.book(lifecycle_id)
+            if book is None:
+                return
+            source = self.stored_source(book.source_digest, book.architecture)
+            for order in book.orders[1:] if source is not None else ():
+                assert source is not None
+                try:
+                    self.bind_stored(order.request, source, replace=order.replace)
+                except (ApplicationError, DomainError) as error:
+                    log.warning(
+                        "%s was not bound to the import it joined: %s",
+                        order.request.name,
+                        error,
+                        extra={"lifecycle_id": lifecycle_id},
+                    )
+            self._orders.close(lifecycle_id)
+
+    def _publish(self, lifecycle_id: str, *, replace: bool) -> Publication:
         plan = self._verify.plan(lifecycle_id)
         with self._alias_held(plan.request.name):
             existing = self._records.alias(plan.request.name)
@@ -155,6 +193,10 @@ class Publish:
                     extra={"lifecycle_id": lifecycle_id},
                 )
             return Publication(record, changed=True)
+
+    def alias(self, name: str) -> AliasDocument | None:
+        """The alias ``name`` as published now, or None."""
+        return self._records.alias(name)
 
     def stored_source(self, source_digest: str, architecture: str) -> SourceRecord | None:
         """The source record of ``source_digest`` for ``architecture`` when it holds the chain

@@ -97,6 +97,14 @@ class StoreLayout:
     def jobs(self) -> str:
         return f"{self.tmp}/jobs"
 
+    @property
+    def orders(self) -> str:
+        """The order books of lifecycles in flight (``domain.orders``)."""
+        return f"{self.tmp}/orders"
+
+    def order_book(self, lifecycle_id: str) -> str:
+        return f"{self.orders}/{paths.name(lifecycle_id, 'lifecycle_id')}.json"
+
     def artifact(self, sqsh_sha256: str) -> str:
         return f"{self.artifacts}/{hex_digest(sqsh_sha256, 'sqsh_sha256')}.sqsh"
 

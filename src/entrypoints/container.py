@@ -93,6 +93,11 @@ class Container(containers.DeclarativeContainer):
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
 
+    # Who may do what (docs/gateway.md): the [gateway] rules over the site's accounts, for the
+    # account this process runs as, which owns the store and may do everything itself.
+    accounts = providers.Singleton(make.accounts)
+    gateway_settings = providers.Callable(make.gateway_settings, profile)
+
     # Publication and the catalog (docs/design.md, "Publication"). The store is the workspace with
     # publication's operations; list/show need neither the scheduler nor the locks.
     lock_timeout_s = providers.Object(60.0)
@@ -109,6 +114,11 @@ class Container(containers.DeclarativeContainer):
     record_history = providers.Singleton(
         make.record_history, history=history, clock=clock, actor=actor
     )
+    permissions = providers.Singleton(
+        make.permissions, accounts=accounts, settings=gateway_settings, actor=actor
+    )
+    # One job for many requests of one image (docs/gateway.md, "Many users at once").
+    orders = providers.Singleton(make.orders, store=store, clock=clock)
 
     observe = providers.Factory(
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
@@ -128,6 +138,16 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         lock_timeout_s=lock_timeout_s,
         history=record_history,
+        permissions=permissions,
+        orders=orders,
+    )
+    coalesce = providers.Factory(
+        make.coalesce,
+        orders=orders,
+        locks=locks,
+        statuses=observe,
+        settings=gateway_settings,
+        lock_timeout_s=lock_timeout_s,
     )
     lifecycle = providers.Factory(
         make.lifecycle,
@@ -137,6 +157,8 @@ class Container(containers.DeclarativeContainer):
         publish=publish.provider,
         require_submitter=submitter_ready.provider,
         check_signature=check_signature.provider,
+        coalesce=coalesce.provider,
+        permissions=permissions.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader)

@@ -22,13 +22,16 @@ if TYPE_CHECKING:
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.coalesce import Coalesce
     from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
     from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.metrics import CollectMetrics
     from slurm_image.application.observe import Observe
+    from slurm_image.application.orders import Orders
     from slurm_image.application.outdated import Outdated
+    from slurm_image.application.permissions import Permissions
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.read_history import ReadHistory
@@ -36,7 +39,10 @@ if TYPE_CHECKING:
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
+    from slurm_image.domain.gateway_settings import GatewaySettings
+    from slurm_image.domain.profile import SiteProfile
     from slurm_image.domain.runtime import RuntimeFiles
+    from slurm_image.ports.accounts import Accounts
     from slurm_image.ports.history import History
     from slurm_image.ports.lock import Locks
     from slurm_image.ports.registry import Registry
@@ -256,3 +262,36 @@ def metrics(**wiring: Any) -> CollectMetrics:
     from slurm_image.application.metrics import CollectMetrics
 
     return CollectMetrics(**wiring)
+
+
+def accounts() -> Accounts:
+    from slurm_image.adapters.system_accounts import SystemAccounts
+
+    return SystemAccounts()
+
+
+def gateway_settings(profile: SiteProfile | None) -> GatewaySettings:
+    from slurm_image.domain.gateway_settings import GatewaySettings
+
+    if profile is not None and profile.gateway is not None:
+        return profile.gateway
+    return GatewaySettings()
+
+
+def permissions(accounts: Accounts, settings: GatewaySettings, actor: Actor) -> Permissions:
+    """The rules of who may do what on the store, for the account this process runs as."""
+    from slurm_image.application.permissions import Permissions
+
+    return Permissions(accounts, settings, service_uid=actor.uid, service_user=actor.user)
+
+
+def orders(**wiring: Any) -> Orders:
+    from slurm_image.application.orders import Orders
+
+    return Orders(**wiring)
+
+
+def coalesce(**wiring: Any) -> Coalesce:
+    from slurm_image.application.coalesce import Coalesce
+
+    return Coalesce(**wiring)
