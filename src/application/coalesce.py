@@ -74,7 +74,10 @@ class Coalesce:
         whose job may still succeed, and return it; None when there is none to join."""
         digest = parse_reference(request.source).digest
         for book in self._orders.open_books():
-            if (book.source_digest, book.architecture) != (digest, architecture):
+            if not book.joinable or (book.source_digest, book.architecture) != (
+                digest,
+                architecture,
+            ):
                 continue
             if book.first.request.role != request.role or len(book.orders) >= MAX_ORDERS:
                 continue
@@ -135,12 +138,13 @@ class Coalesce:
             )
 
     def open_book(
-        self, lifecycle_id: str, request: Request, architecture: str, *, replace: bool
+        self, lifecycle_id: str, request: Request, architecture: str | None, *, replace: bool
     ) -> None:
         """The book of a lifecycle just submitted, holding its own order."""
+        importing = request.operation == "import_oci"
         book = OrderBook(
             lifecycle_id=lifecycle_id,
-            source_digest=parse_reference(request.source).digest,
+            source_digest=parse_reference(request.source).digest if importing else None,
             architecture=architecture,
             orders=(self._orders.order(request, replace=replace),),
         )

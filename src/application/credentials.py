@@ -60,19 +60,23 @@ def remove_staged_credentials(workspace: Workspace, lifecycle_id: str) -> bool:
     return True
 
 
-def check_given_credentials(request: Request, credentials: RegistryCredentials | None) -> None:
+def check_given_credentials(registry: str, credentials: RegistryCredentials) -> None:
+    """Credentials sent with a request (through the gateway) must be ``registry``'s entry."""
+    if credentials.host != registry_host(registry):
+        raise InvalidRequest(
+            field="credentials",
+            rule=f"are for {credentials.host}, not the source's registry {registry_host(registry)}",
+        )
+
+
+def check_request_credentials(request: Request, credentials: RegistryCredentials | None) -> None:
     """Credentials sent with a request (through the gateway) are its registry's entry, for an
     import that says it is private to a group: what they pull is that group's alone."""
     if credentials is None:
         return
     if request.operation != "import_oci":
         raise InvalidRequest(field="credentials", rule="only an import uses registry credentials")
-    registry = parse_reference(request.source).enroot_registry
-    if credentials.host != registry_host(registry):
-        raise InvalidRequest(
-            field="credentials",
-            rule=f"are for {credentials.host}, not the source's registry {registry_host(registry)}",
-        )
+    check_given_credentials(parse_reference(request.source).enroot_registry, credentials)
     if not request.private:
         raise InvalidRequest(
             field="group",

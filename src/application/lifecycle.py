@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from slurm_image.application.coalesce import Coalesce, Joined
-from slurm_image.application.credentials import check_given_credentials
+from slurm_image.application.credentials import check_request_credentials
 from slurm_image.application.errors import VerificationFailed
 from slurm_image.application.permissions import Permissions, may_use_source
 from slurm_image.application.prepare import Prepare
@@ -35,6 +35,7 @@ from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
 from slurm_image.domain.access import Access
 from slurm_image.domain.credentials import RegistryCredentials
+from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -97,6 +98,11 @@ class LifecycleOptions:
     on_poll: Progress | None = None
 
 
+def _same_order(one: Request, other: Request) -> bool:
+    """Whether two requests ask for the same alias for the same requester."""
+    return (one.name, one.requester) == (other.name, other.requester)
+
+
 class Lifecycle:
     """Drive one lifecycle as far as its options say (see the module docstring)."""
 
@@ -132,40 +138,76 @@ class Lifecycle:
     ) -> Outcome:
         """``credentials``: the requester's own entry for the source's registry, sent with a
         request through the gateway (the request is then private to its group)."""
-        check_given_credentials(request, credentials)
+        check_request_credentials(request, credentials)
         if not options.submit:
             return self._run(request, profile, selection, options, credentials)
         self._require_submitter()
         access = self._may_request(request)
-        if request.operation != "import_oci" or options.force:
-            return self._run(request, profile, selection, options, credentials)
-        architecture = request.architecture or profile.image_build.arch
         coalesce = self._coalesce() if self._coalesce is not None else None
-        if coalesce is None or architecture is None:
+        architecture = request.architecture or profile.image_build.arch
+        if request.operation == "import_oci" and not options.force:
+            if coalesce is not None and architecture is not None:
+                return self._coalesced(
+                    coalesce, request, profile, selection, options, credentials, access
+                )
             answered = self._from_store(request, profile, replace=options.replace, access=access)
             if isinstance(answered, Outcome):
                 return answered
-            return self._run(answered, profile, selection, options, credentials)
-        digest = parse_reference(request.source).digest
-        submitted = replace(options, wait=False)
-        with coalesce.deciding(digest):
+            request = answered
+        if coalesce is None:
+            return self._run(request, profile, selection, options, credentials)
+        coalesce.require_capacity(access)
+        started = self._started(coalesce, request, profile, selection, options, credentials)
+        return self._waited(started, options) if options.wait else started
+
+    def _coalesced(
+        self,
+        coalesce: Coalesce,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+        access: Access | None,
+    ) -> Outcome:
+        """An import for a named architecture: the store's answer, else joining the lifecycle
+        importing the same image, else a lifecycle of its own, decided under the import's
+        lock (``application.coalesce``)."""
+        architecture = request.architecture or profile.image_build.arch
+        assert architecture is not None
+        with coalesce.deciding(parse_reference(request.source).digest):
             answered = self._from_store(request, profile, replace=options.replace, access=access)
             if isinstance(answered, Outcome):
                 return answered
-            if answered.operation != "import_oci":  # an inspection of the stored artifact
-                return self._run(answered, profile, selection, options, credentials)
-            joined = coalesce.join(answered, architecture, access, replace=options.replace)
+            joined = None
+            if answered.operation == "import_oci":
+                joined = coalesce.join(answered, architecture, access, replace=options.replace)
             if joined is None:
                 coalesce.require_capacity(access)
-                started = self._run(answered, profile, selection, submitted, credentials)
-                coalesce.open_book(
-                    started.lifecycle_id, answered, architecture, replace=options.replace
+                started = self._started(
+                    coalesce, answered, profile, selection, options, credentials
                 )
         if joined is not None:
             return self._finish_joined(joined, answered, options)
-        if not options.wait:
-            return started
-        return self._waited(started.lifecycle_id, started.job_id, options)
+        return self._waited(started, options) if options.wait else started
+
+    def _started(
+        self,
+        coalesce: Coalesce,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+    ) -> Outcome:
+        """Stage and submit, and open the lifecycle's order book (what whoever settles the
+        store publishes, and what others join)."""
+        started = self._run(request, profile, selection, replace(options, wait=False), credentials)
+        architecture = request.architecture or (
+            profile.image_build.arch if request.operation == "import_oci" else None
+        )
+        coalesce.open_book(started.lifecycle_id, request, architecture, replace=options.replace)
+        return started
 
     def _may_request(self, request: Request) -> Access | None:
         """The requester may import, share with its group, and change the alias it names
@@ -203,15 +245,17 @@ class Lifecycle:
                 f" retry with: {RETRY_COMMAND} {lifecycle_id}"
             )
             raise
-        if not options.wait:
-            return Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
-        return self._waited(lifecycle_id, submission.job_id, options)
+        submitted = Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
+        return self._waited(submitted, options) if options.wait else submitted
 
-    def _waited(self, lifecycle_id: str, job_id: str | None, options: LifecycleOptions) -> Outcome:
+    def _waited(self, submitted: Outcome, options: LifecycleOptions) -> Outcome:
+        lifecycle_id = submitted.lifecycle_id
         waited = self._wait()([lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll)
         require_success(waited)
         record = self._publish()(lifecycle_id, replace=options.replace).record
-        return Outcome(lifecycle_id, LifecycleState.PUBLISHED, job_id=job_id, published=record)
+        return Outcome(
+            lifecycle_id, LifecycleState.PUBLISHED, job_id=submitted.job_id, published=record
+        )
 
     def _finish_joined(
         self, joined: Joined, request: Request, options: LifecycleOptions
@@ -226,23 +270,38 @@ class Lifecycle:
             [joined.lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll
         )
         require_success(waited)
+        return self.finish(joined.lifecycle_id, request, replace=options.replace)
+
+    def finish(self, lifecycle_id: str, request: Request, *, replace: bool) -> Outcome:
+        """Publish the lifecycle whose job succeeded, for ``request``: the lifecycle's own
+        request is published as ``Publish`` does; a request that joined it is bound to the
+        artifact once it is published (with the replace its own order holds for the
+        lifecycle's alias)."""
         publisher = self._publish()
-        publisher(joined.lifecycle_id, replace=joined.first_replace)
-        source = publisher.stored_source(joined.source_digest, joined.architecture)
+        plan = publisher.plan(lifecycle_id)
+        if _same_order(plan.request, request):
+            record = publisher(lifecycle_id, replace=replace).record
+            return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record)
+        if request.operation != "import_oci" or plan.operation != "import_oci":
+            raise InvalidRequest(
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} imports another request's image: only an import joins",
+            )
+        architecture = plan.architecture
+        if architecture is None or parse_reference(request.source).digest != plan.source_digest:
+            raise InvalidRequest(
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} does not import {request.source} for a named architecture",
+            )
+        publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
+        source = publisher.stored_source(plan.source_digest or "", architecture)
         if source is None:
             raise VerificationFailed(
                 field="source",
-                rule=f"the import {joined.lifecycle_id} joined published nothing the store"
-                " can answer from",
+                rule=f"the import {lifecycle_id} published nothing the store can answer from",
             )
-        record = publisher.bind_stored(request, source, replace=options.replace).record
-        return Outcome(
-            joined.lifecycle_id,
-            LifecycleState.PUBLISHED,
-            job_id=joined.job_id,
-            published=record,
-            joined=True,
-        )
+        record = publisher.bind_stored(request, source, replace=replace).record
+        return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record, joined=True)
 
     def _satisfies_policy(self, source: SourceRecord, profile: SiteProfile) -> bool:
         policy = profile.policy

@@ -142,12 +142,16 @@ class Publish:
         book = self._orders.book(lifecycle_id)
         if book is None:
             return
+        if book.source_digest is None or book.architecture is None:
+            self._orders.close(lifecycle_id)  # nothing could join it
+            return
         with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
             book = self._orders.book(lifecycle_id)
-            if book is None:
+            if book is None or book.source_digest is None or book.architecture is None:
                 return
             source = self.stored_source(book.source_digest, book.architecture)
-            for order in book.orders[1:] if source is not None else ():
+            joined = book.orders[1:] if source is not None else ()
+            for order in joined:
                 assert source is not None
                 try:
                     self.bind_stored(order.request, source, replace=order.replace)
@@ -193,6 +197,16 @@ class Publish:
                     extra={"lifecycle_id": lifecycle_id},
                 )
             return Publication(record, changed=True)
+
+    def plan(self, lifecycle_id: str) -> Plan:
+        """The submitted plan of ``lifecycle_id``, verified."""
+        return self._verify.plan(lifecycle_id)
+
+    def first_order_replace(self, lifecycle_id: str) -> bool:
+        """Whether the lifecycle's own request may replace its alias, as its order book says
+        (False without one)."""
+        book = self._orders.book(lifecycle_id) if self._orders is not None else None
+        return book.first.replace if book is not None else False
 
     def alias(self, name: str) -> AliasDocument | None:
         """The alias ``name`` as published now, or None."""

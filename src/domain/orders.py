@@ -1,13 +1,13 @@
 """Requests waiting on one import (docs/gateway.md, "Many users at once"): the order book of a
 lifecycle in flight.
 
-An import of a source digest for an architecture runs one job however many ask for it at once:
-the first request's lifecycle is submitted with a book holding its own order, and every request
-for the same digest, architecture and role that arrives while the job has not failed joins the
-book with an order of its own (its alias, its requester, whether it replaces). When the
-lifecycle publishes, every order is bound to the same artifact, each by its requester's rights;
-then the book is closed. Books live in the store (``StoreLayout.orders``), so a process that
-stops loses none.
+Every lifecycle submitted is given a book holding its own order (its request, whether it
+replaces), so that whoever settles the store (the gateway, also after a restart) knows what to
+publish. An import of a source digest for a named architecture runs one job however many ask for
+it at once: every request for the same digest, architecture and role that arrives while the job
+has not failed joins the book with an order of its own. When the lifecycle publishes, every
+order is bound to the same artifact, each by its requester's rights; then the book is closed.
+Books live in the store (``StoreLayout.orders``), so a process that stops loses none.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ class OrderBook(BaseModel):
 
     schema_version: Literal[1] = 1
     lifecycle_id: str
-    source_digest: str
-    architecture: str
+    source_digest: str | None
+    """The import's pinned digest; None for an inspection."""
+    architecture: str | None
+    """The architecture the import is for; None: the node's, and then nothing joins it."""
     orders: tuple[Order, ...]
 
     @model_validator(mode="after")
@@ -53,10 +55,20 @@ class OrderBook(BaseModel):
         paths.name(self.lifecycle_id, "lifecycle_id")
         if not self.orders or len(self.orders) > MAX_ORDERS:
             raise InvalidRecord(field="orders", rule=f"must hold 1 to {MAX_ORDERS} orders")
-        roles = {order.request.role for order in self.orders}
-        if len(roles) != 1 or any(o.request.operation != "import_oci" for o in self.orders):
-            raise InvalidRecord(field="orders", rule="every order imports for one role")
+        if len(self.orders) > 1 and not self.joinable:
+            raise InvalidRecord(field="orders", rule="only an import for an architecture joins")
+        if len({order.request.role for order in self.orders}) != 1:
+            raise InvalidRecord(field="orders", rule="every order is for one role")
         return self
+
+    @property
+    def joinable(self) -> bool:
+        """Whether other requests may join: an import for a named architecture."""
+        return (
+            self.first.request.operation == "import_oci"
+            and self.source_digest is not None
+            and self.architecture is not None
+        )
 
     @property
     def first(self) -> Order:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain import paths
 from slurm_image.domain.architecture import ARCHITECTURES, from_machine
@@ -29,6 +29,9 @@ from slurm_image.domain.errors import DomainError, InvalidRecord, NoImageForArch
 from slurm_image.domain.roles import ROLES
 from slurm_image.domain.store_layout import hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
+
+if TYPE_CHECKING:
+    from slurm_image.domain.access import Ownership
 
 SUMMARY_KEYS = (
     "name",
@@ -120,6 +123,18 @@ class Owned:
 
     def fields(self) -> dict[str, object]:
         return {"owner": self.user, "group": self.group, "private": self.private}
+
+    def ownership(self) -> Ownership:
+        """The same as ``access.Ownership``, for the rules of who may see or change it."""
+        from slurm_image.domain.access import Ownership
+        from slurm_image.domain.requester import Requester
+
+        owner = (
+            Requester(user=self.user, uid=self.uid)
+            if self.user is not None and self.uid is not None
+            else None
+        )
+        return Ownership(owner=owner, group=self.group, private=self.private)
 
 
 def read_owned(document: Mapping[str, Any]) -> Owned:

@@ -16,7 +16,9 @@ from slurm_image.entrypoints import factories as make
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+    from slurm_image.application.history import Actor
     from slurm_image.domain.profile import SiteProfile
+    from slurm_image.domain.requester import Requester
     from slurm_image.ports.submitter import BatchSubmitter
 
 SUBMITTER_GROUP = "slurm_image.submitters"
@@ -117,6 +119,11 @@ class Container(containers.DeclarativeContainer):
     permissions = providers.Singleton(
         make.permissions, accounts=accounts, settings=gateway_settings, actor=actor
     )
+    # The requester a front end acts for (``acting_for``); None: this process's own account,
+    # which owns the store and may do everything.
+    caller: providers.Object[Requester | None] = providers.Object(None)
+    access = providers.Singleton(make.access, permissions=permissions, caller=caller)
+    sees = providers.Callable(make.sees, access=access, caller=caller)
     # One job for many requests of one image (docs/gateway.md, "Many users at once").
     orders = providers.Singleton(make.orders, store=store, clock=clock)
 
@@ -124,7 +131,13 @@ class Container(containers.DeclarativeContainer):
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
     )
     cancel = providers.Factory(
-        make.cancel, workspace=workspace, submitter=submitter, history=record_history
+        make.cancel,
+        workspace=workspace,
+        submitter=submitter,
+        history=record_history,
+        access=access,
+        orders=orders,
+        locks=locks,
     )
     logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
     wait = providers.Factory(make.wait, observe=observe, clock=clock)
@@ -161,7 +174,8 @@ class Container(containers.DeclarativeContainer):
         permissions=permissions.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
-    catalog = providers.Factory(make.catalog, store=store_reader)
+    catalog = providers.Factory(make.catalog, store=store_reader, sees=sees)
+    catalog_reader = providers.Factory(make.catalog_reader, store=store_reader, sees=sees)
     history_reader = providers.Singleton(make.history, store=store_reader)
     read_history = providers.Factory(make.read_history, history=history_reader)
     # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
@@ -182,7 +196,43 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         lock_timeout_s=lock_timeout_s,
         history=record_history,
+        access=access,
     )
+
+
+SHARED = (
+    "clock",
+    "runtime_files",
+    "credentials_file",
+    "workspace",
+    "submitter",
+    "registry",
+    "signatures",
+    "accounts",
+    "store",
+    "locks",
+    "history",
+    "permissions",
+    "orders",
+    "store_reader",
+    "history_reader",
+)
+"""What every requester's container shares with the process's (``acting_for``): the adapters
+and the store's state, built once."""
+
+
+def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
+    """A container whose use cases act for ``requester`` (a request through the gateway): the
+    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
+    parent's own instance."""
+    child = Container()
+    child.config.override(parent.config)
+    child.profile.override(parent.profile)
+    for name in SHARED:
+        getattr(child, name).override(getattr(parent, name))
+    child.actor.override(providers.Object(actor))
+    child.caller.override(providers.Object(requester))
+    return child
 
 
 BUILT_IN_SUBMITTERS = frozenset(Container.submitter.providers)

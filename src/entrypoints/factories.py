@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
-    from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.catalog_reader import CatalogReader, Sees
     from slurm_image.application.coalesce import Coalesce
     from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
     from slurm_image.application.lifecycle import Lifecycle
@@ -39,8 +39,10 @@ if TYPE_CHECKING:
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
+    from slurm_image.domain.access import Access
     from slurm_image.domain.gateway_settings import GatewaySettings
     from slurm_image.domain.profile import SiteProfile
+    from slurm_image.domain.requester import Requester
     from slurm_image.domain.runtime import RuntimeFiles
     from slurm_image.ports.accounts import Accounts
     from slurm_image.ports.history import History
@@ -234,10 +236,10 @@ def maintain(**wiring: Any) -> Maintain:
     return Maintain(**wiring)
 
 
-def catalog_reader(store: LocalStore) -> CatalogReader:
+def catalog_reader(store: LocalStore, sees: Sees | None = None) -> CatalogReader:
     from slurm_image.application.catalog_reader import CatalogReader
 
-    return CatalogReader(store)
+    return CatalogReader(store, sees)
 
 
 def lifecycle(**wiring: Any) -> Lifecycle:
@@ -295,3 +297,14 @@ def coalesce(**wiring: Any) -> Coalesce:
     from slurm_image.application.coalesce import Coalesce
 
     return Coalesce(**wiring)
+
+
+def access(permissions: Permissions, caller: Requester | None) -> Access:
+    """The rules for the requester a use case acts for (None: this process's own account)."""
+    return permissions.of(caller)
+
+
+def sees(access: Access, caller: Requester | None) -> Sees | None:
+    """The rule for private aliases when acting for a requester; None for this process's own
+    account, which reads what the store's files let it read."""
+    return access.sees if caller is not None else None
