@@ -54,7 +54,7 @@ def require_unchangeable(store: Store, path: str) -> None:
         )
 
 
-Sees = Callable[[Ownership], bool]
+Sees = Callable[["Ownership"], bool]
 """Whether the requester may know an alias exists (``domain.access.Access.sees``)."""
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.resolve import Resolution
+    from slurm_image.application.settle import Settled
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.layer_cache import CacheBound
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
+    from slurm_image.domain.published import PublishedAlias
     from slurm_image.domain.request import Operation, Request
     from slurm_image.domain.requester import Requester
     from slurm_image.domain.resolution import ResolvedFrom
@@ -389,6 +391,28 @@ class Lifecycles:
         if verify:
             return catalog.verify(name, arch=arch)
         return catalog.show(name, arch=arch)
+
+    def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
+        """``show NAME`` as launchers read it: the entry for ``arch`` (else this machine's) as
+        published, with every architecture the alias has and who it belongs to."""
+        if arch is not None:
+            check_architecture(arch)
+        return self.container.catalog_reader().show(name, arch=arch)
+
+    def catalog_list(self) -> list[PublishedAlias]:
+        """``list``: every entry of every alias the requester may see, as published."""
+        return self.container.catalog_reader().list()
+
+    def queue(self) -> list[dict[str, object]]:
+        """Every lifecycle in flight the requester may see, with the orders waiting on it
+        (``application.queue``)."""
+        return [queued.as_dict() for queued in self.container.queue()()]
+
+    def settle(self) -> Settled:
+        """Publish every lifecycle whose job succeeded and close what ended without a result
+        (``application.settle``): what the gateway does when it starts and then regularly."""
+        self._scheduler_side()
+        return self.container.settle()()
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
         """The architectures ``name`` has an image for (None: published before they were

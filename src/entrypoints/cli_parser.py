@@ -9,7 +9,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain.roles import ROLES
-from slurm_image.entrypoints import arguments, doctor_command, history_command, metrics_command
+from slurm_image.entrypoints import (
+    arguments,
+    doctor_command,
+    history_command,
+    metrics_command,
+    serve_command,
+)
 from slurm_image.entrypoints.arguments import Options
 from slurm_image.entrypoints.catalog_commands import (
     cleanup_command,
@@ -66,6 +72,13 @@ def _lifecycle_options(parser: arguments.Parser) -> None:
     _timeout(parser)
     parser.add_argument(
         "--replace", action="store_true", help="Rebind an existing alias (its old artifact stays)."
+    )
+    parser.add_argument(
+        "--group",
+        metavar="G",
+        help="Share the alias with group G (one you are in): its members may replace and"
+        " unregister it. Through a gateway, your own registry login for the source (in Enroot's"
+        " credentials file) is sent with the import, and only G sees what it publishes.",
     )
 
 
@@ -174,6 +187,8 @@ def build() -> arguments.Parser:
     collect.add_argument("--dry-run", action="store_true", help="List only; remove nothing.")
     history = _command(commands, "history", history_command.run, _doc(history_command.run))
     history_command.add_options(history)
+    serving = _command(commands, "serve", serve_command.run, _doc(serve_command.run))
+    serve_command.add_options(serving)
     for command in commands.choices.values():
         arguments.add_json(command)
     return root

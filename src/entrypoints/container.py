@@ -162,6 +162,10 @@ class Container(containers.DeclarativeContainer):
         settings=gateway_settings,
         lock_timeout_s=lock_timeout_s,
     )
+    settle = providers.Factory(
+        make.settle, orders=orders, statuses=observe, publish=publish.provider
+    )
+    queue = providers.Factory(make.queue, orders=orders, statuses=observe, access=access)
     lifecycle = providers.Factory(
         make.lifecycle,
         prepare=prepare.provider,

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from slurm_image.application.permissions import Permissions
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
+    from slurm_image.application.queue import Queue
     from slurm_image.application.read_history import ReadHistory
     from slurm_image.application.resolve import ResolveTag
+    from slurm_image.application.settle import Settle
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
@@ -308,3 +310,15 @@ def sees(access: Access, caller: Requester | None) -> Sees | None:
     """The rule for private aliases when acting for a requester; None for this process's own
     account, which reads what the store's files let it read."""
     return access.sees if caller is not None else None
+
+
+def settle(**wiring: Any) -> Settle:
+    from slurm_image.application.settle import Settle
+
+    return Settle(**wiring)
+
+
+def queue(**wiring: Any) -> Queue:
+    from slurm_image.application.queue import Queue
+
+    return Queue(**wiring)
