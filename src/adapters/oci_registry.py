@@ -50,6 +50,7 @@ from slurm_image.domain.registry_auth import (
     read_token_answer,
     retry_after_s,
 )
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 from slurm_image.ports.registry import (
     AnswerRefused,
     AnswerTooLarge,
@@ -560,13 +561,11 @@ class _Call:
 
 def _error_code(reply: _Reply) -> str:
     """`` (CODE: message)`` of a distribution error answer, printable and bounded."""
-    import json
-
     try:
-        errors = json.loads(reply.body).get("errors")
+        errors = load_untrusted_json(reply.body).get("errors")
         first = errors[0] if isinstance(errors, list) and errors else {}
         code, message = str(first.get("code", "")), str(first.get("message", ""))
-    except (ValueError, AttributeError, TypeError, RecursionError):
+    except (UnreadableJson, AttributeError):
         return ""
     text = ": ".join(part for part in (code, message) if part)
     text = "".join(ch if ch.isprintable() else "?" for ch in text)[:200]

@@ -12,7 +12,6 @@ and a Docker v2 schema 2 manifest.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel
 from slurm_image.domain.architecture import ARCHITECTURES, oci_name
 from slurm_image.domain.errors import InvalidRegistryAnswer, NoImageForArchitecture
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -226,9 +226,9 @@ def read_manifest(
         raise _refuse(field, f"the answer is larger than {MANIFEST_MAX_BYTES} bytes: refused")
     digest = check_content_digest(data, content_digest, field=field)
     try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse(field, "the answer is not JSON: refused") from None
+        body = load_untrusted_json(data)
+    except UnreadableJson as error:
+        raise _refuse(field, f"the answer {error.reason}: refused") from None
     if not isinstance(body, dict):
         raise _refuse(field, "the answer is not a JSON object: refused")
     if body.get("schemaVersion") != 2 or type(body.get("schemaVersion")) is not int:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
 from slurm_image.domain.signed_by import SignatureFormat, SignedBy
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 BUNDLE: SignatureFormat = "sigstore-bundle"
 LEGACY: SignatureFormat = "cosign-legacy"
@@ -208,9 +208,9 @@ def _json_object(data: bytes, what: str, looked_up: str) -> dict[str, Any]:
             field=looked_up, rule=f"{what} is larger than {SIGNATURE_MAX_BYTES} bytes: refused"
         )
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise SignatureRefused(field=looked_up, rule=f"{what} is not JSON") from None
+        value = load_untrusted_json(data)
+    except UnreadableJson as error:
+        raise SignatureRefused(field=looked_up, rule=f"{what} {error.reason}") from None
     if not isinstance(value, dict):
         raise SignatureRefused(field=looked_up, rule=f"{what} is not a JSON object")
     return value

@@ -29,7 +29,13 @@ from slurm_image.domain.errors import InvalidRequest, PlanInvariantViolation, Si
 from slurm_image.domain.manifest import OCI_INDEX, OCI_MANIFEST
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.request import make_request
-from slurm_image.domain.signatures import BUNDLE, LEGACY, load_public_key
+from slurm_image.domain.signatures import (
+    BUNDLE,
+    LEGACY,
+    bundle_tag,
+    legacy_tag,
+    load_public_key,
+)
 from slurm_image.entrypoints.errors import EXIT_INVALID, EXIT_UNSIGNED, exit_code_for
 from slurm_image.ports.signatures import KeyFileError
 from support import make_plan
@@ -135,6 +141,14 @@ def test_a_signature_copied_from_another_digest_is_refused(site: Site) -> None:
 def test_a_bundle_manifest_answered_for_another_digest_is_refused(site: Site) -> None:
     site.publish(bundle_signature(SITE_KEY, PIN, subject=OTHER))
     assert "signature of another digest" in site.refused().rule
+
+
+@pytest.mark.parametrize("tag", [bundle_tag(PIN), legacy_tag(PIN)], ids=["index", "sig"])
+def test_signature_material_of_400_kb_of_brackets_is_refused_with_exit_10(
+    site: Site, tag: str
+) -> None:
+    site.signatures.registry.put(REGISTRY, REPOSITORY, tag, b"[" * 400_000, OCI_MANIFEST)
+    assert "nests deeper than 32 levels" in site.refused().rule
 
 
 def index_pin(site: Site, child: str) -> str:
