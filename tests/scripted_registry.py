@@ -265,6 +265,9 @@ class Scripted:
     """(status, Retry-After) answered, in order, before the real answer."""
     stall_after: int | None = None
     """Send this many bytes of the manifest, then nothing more until the server stops."""
+    denial: str | None = None
+    """Answer 403 with this error message, ``{authorization}`` replaced by the Authorization
+    header received (a registry that echoes it)."""
 
 
 class ScriptedRegistry:
@@ -345,6 +348,13 @@ class ScriptedRegistry:
             )
             return
         scripted = self.scripted.get(path, Scripted())
+        if scripted.denial is not None:
+            echoed = scripted.denial.replace(
+                "{authorization}", handler.headers.get("Authorization") or ""
+            )
+            body = json.dumps({"errors": [{"code": "DENIED", "message": echoed}]}).encode()
+            send(handler, 403, body, {"Content-Type": "application/json"})
+            return
         if scripted.failures:
             status, retry_after = scripted.failures.pop(0)
             send(handler, status, b"", {"Retry-After": retry_after} if retry_after else {})

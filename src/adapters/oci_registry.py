@@ -29,7 +29,6 @@ environment (``https_proxy``, ``no_proxy``) as they do for curl.
 
 from __future__ import annotations
 
-import base64
 import logging
 import ssl
 import time
@@ -50,6 +49,7 @@ from slurm_image.domain.registry_auth import (
     read_token_answer,
     retry_after_s,
 )
+from slurm_image.domain.registry_text import registry_text
 from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 from slurm_image.ports.registry import (
     AnswerRefused,
@@ -125,11 +125,6 @@ def _ssl_failure(error: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def _basic(credentials: RegistryCredentials) -> str:
-    pair = f"{credentials.login}:{credentials.password}".encode()
-    return "Basic " + base64.b64encode(pair).decode("ascii")
-
-
 class HttpRegistry:
     """Fetches manifests over HTTP(S) (see the module docstring). ``sleep`` and ``monotonic``
     are injectable so that tests wait for nothing; ``transport`` replaces httpx's network one.
@@ -187,6 +182,8 @@ class _Call:
         self.scheme = "https"
         self.login = request.credentials.login if request.credentials else None
         self.token_with_credentials = False
+        self.secrets: set[str] = set(request.credentials.secrets() if request.credentials else ())
+        """Every credential this conversation may send, dropped from any text it quotes."""
 
     # -- the manifest --------------------------------------------------------------------
 
@@ -220,12 +217,31 @@ class _Call:
         token = self.owner._tokens.get(key) if key is not None else None
         if key is None or token is None or token.expires_at <= self.owner._monotonic():
             return self._get(self._manifest_url(), None), None
+        self.secrets.add(token.value)
         authorization = f"Bearer {token.value}"
         reply = self._get(self._manifest_url(), authorization)
         if reply.status == 401:
             del self.owner._tokens[key]  # refused: the challenge decides again
             return reply, None
         return reply, authorization
+
+    def _quote(self, text: object) -> str:
+        """Text the registry (or a host it sent us to) chose, as an error may quote it."""
+        return registry_text(text, self.secrets)
+
+    def _host(self, url: httpx.URL) -> str:
+        return self._quote(url.host)
+
+    def _error_code(self, reply: _Reply) -> str:
+        """`` CODE: message`` of a distribution error answer, quoted (``_quote``)."""
+        try:
+            errors = load_untrusted_json(reply.body).get("errors")
+            first = errors[0] if isinstance(errors, list) and errors else {}
+            code, message = str(first.get("code", "")), str(first.get("message", ""))
+        except (UnreadableJson, AttributeError):
+            return ""
+        text = self._quote(": ".join(part for part in (code, message) if part))
+        return f" {text}" if text else ""
 
     @property
     def _origin_text(self) -> str:
@@ -247,16 +263,16 @@ class _Call:
             )
         if reply.status == 404:
             raise RegistryNotFound(
-                field=self.registry, rule=f"has no {what} (answered 404{_error_code(reply)})"
+                field=self.registry, rule=f"has no {what} (answered 404{self._error_code(reply)})"
             )
         if reply.status == 403:
             raise RegistryAuthFailed(
                 field=self.registry,
-                rule=f"denies access to {what} (403{_error_code(reply)})"
+                rule=f"denies access to {what} (403{self._error_code(reply)})"
                 + self._with_entry(self.request.credentials),
             )
         raise RegistryRejected(
-            field=self.registry, rule=f"answered {reply.status}{_error_code(reply)} for {what}"
+            field=self.registry, rule=f"answered {reply.status}{self._error_code(reply)} for {what}"
         )
 
     # -- authentication ------------------------------------------------------------------
@@ -286,7 +302,7 @@ class _Call:
                 field=self.registry,
                 rule="asks for credentials over plain HTTP: they are sent over HTTPS only",
             )
-        return _basic(credentials)
+        return credentials.basic()
 
     def _require_own_origin(self, reply: _Reply) -> None:
         """A 401 from another origin than the registry's (a redirect led there) is never
@@ -294,7 +310,7 @@ class _Call:
         if _Origin.of(reply.url) != _Origin.of(self._manifest_url()):
             raise RegistryAuthFailed(
                 field=self.registry,
-                rule=f"a redirect led to {reply.url.host}, which asks for credentials:"
+                rule=f"a redirect led to {self._host(reply.url)}, which asks for credentials:"
                 " none are sent to another host than the registry's",
             )
 
@@ -314,8 +330,8 @@ class _Call:
         if realm.scheme == "http" and not self.request.allow_http:
             raise AnswerRefused(
                 field=self.registry,
-                rule=f"its Bearer realm {realm.host} is plain HTTP; tokens are asked for over"
-                " HTTPS (or with ENROOT_ALLOW_HTTP, anonymously)",
+                rule=f"its Bearer realm {self._host(realm)} is plain HTTP; tokens are asked for"
+                " over HTTPS (or with ENROOT_ALLOW_HTTP, anonymously)",
             )
         # The login goes to the realm the registry named only when both are HTTPS: a challenge
         # that came over plain HTTP could name anyone's realm.
@@ -328,29 +344,34 @@ class _Call:
         now = self.owner._monotonic()
         if cached is not None and cached.expires_at > now:
             self.token_with_credentials = cached.with_credentials
+            self.secrets.add(cached.value)
             return cached.value
         params = {"scope": scope, **({"service": service} if service else {})}
         url = realm.copy_merge_params(params)
         reply = self._get(
-            url, _basic(sendable) if sendable else None, max_bytes=TOKEN_ANSWER_MAX_BYTES
+            url, sendable.basic() if sendable else None, max_bytes=TOKEN_ANSWER_MAX_BYTES
         )
         if reply.status in (401, 403):
             if sendable is not None:
                 raise RegistryAuthFailed(
                     field=self.registry,
-                    rule=f"its token service {realm.host} refuses the credentials of the netrc"
-                    f" entry '{sendable.describe()}'",
+                    rule=f"its token service {self._host(realm)} refuses the credentials of the"
+                    f" netrc entry '{sendable.describe()}'",
                 )
-            raise self._no_credentials("Bearer", realm=realm.host)
+            raise self._no_credentials("Bearer", realm=self._host(realm))
         if reply.status != 200:
             raise RegistryRejected(
                 field=self.registry,
-                rule=f"its token service {realm.host} answered {reply.status}{_error_code(reply)}",
+                rule=f"its token service {self._host(realm)} answered"
+                f" {reply.status}{self._error_code(reply)}",
             )
         try:
             answer = read_token_answer(reply.body, field=self.registry)
         except InvalidRegistryAnswer as error:
-            raise AnswerRefused(field=self.registry, rule=f"{realm.host}: {error.rule}") from None
+            raise AnswerRefused(
+                field=self.registry, rule=f"{self._host(realm)}: {error.rule}"
+            ) from None
+        self.secrets.add(answer.token)
         lifetime = answer.lifetime_s
         margin = min(_TOKEN_MARGIN_S, lifetime / 10)
         self.token_with_credentials = sendable is not None
@@ -358,7 +379,13 @@ class _Call:
             answer.token, now + lifetime - margin, sendable is not None
         )
         self.owner._realms[(self._origin_text, self.request.repository, self.login)] = key
-        log.info("%s: a token from %s for %s, for %d s", self.registry, realm.host, scope, lifetime)
+        log.info(
+            "%s: a token from %s for %s, for %d s",
+            self.registry,
+            self._host(realm),
+            scope,
+            lifetime,
+        )
         return answer.token
 
     def _no_credentials(self, scheme: str, realm: str | None = None) -> RegistryAuthFailed:
@@ -450,7 +477,7 @@ class _Call:
                 )
             else:
                 rule = f"{last.reason} (within {self.request.timeout_s:g} s, retries included)"
-            raise RegistryUnavailable(field=str(url.host) or self.registry, rule=rule) from None
+            raise RegistryUnavailable(field=self._host(url) or self.registry, rule=rule) from None
 
     def _follow(self, url: httpx.URL, authorization: str | None, bound: int) -> _Reply:
         credential_origin = _Origin.of(url)
@@ -474,20 +501,23 @@ class _Call:
                 ) from None
             if target.scheme not in ("https", "http") or not target.host:
                 raise AnswerRefused(
-                    field=self.registry, rule=f"redirected to a {target.scheme or 'relative'} URL"
+                    field=self.registry,
+                    rule=f"redirected to a {self._quote(target.scheme) or 'relative'} URL",
                 )
             if target.userinfo:
                 raise AnswerRefused(
                     field=self.registry,
-                    rule=f"redirected to a URL with credentials in it ({target.host})",
+                    rule=f"redirected to a URL with credentials in it ({self._host(target)})",
                 )
             if target.scheme == "http" and not self.request.allow_http:
                 raise AnswerRefused(
                     field=self.registry,
-                    rule=f"redirected to plain HTTP ({target.host}), which is not allowed",
+                    rule=f"redirected to plain HTTP ({self._host(target)}), which is not allowed",
                 )
             if _Origin.of(target) != credential_origin and "Authorization" in headers:
-                log.info("%s: redirected to %s, without credentials", self.registry, target.host)
+                log.info(
+                    "%s: redirected to %s, without credentials", self.registry, self._host(target)
+                )
             current = target
         raise AnswerRefused(field=self.registry, rule=f"redirected more than {REDIRECTS_MAX} times")
 
@@ -506,43 +536,45 @@ class _Call:
                         if status == 429
                         else None
                     )
-                    raise _Transient(f"{url.host} answered {status}", retry_after=wait)
+                    raise _Transient(f"{self._host(url)} answered {status}", retry_after=wait)
                 if status in REDIRECT_STATUSES:
                     return _Reply(status, response.headers, b"", url)
                 limit = bound if status == 200 else ERROR_BODY_MAX
                 body = self._read(response, limit, refuse=status == 200)
                 return _Reply(status, response.headers, body, url)
         except httpx.TimeoutException:
-            raise _Transient(f"{url.host} did not answer in time") from None
+            raise _Transient(f"{self._host(url)} did not answer in time") from None
         except httpx.ConnectError as error:
             failure = _ssl_failure(error)
             if failure is None:
-                raise _Transient(f"cannot connect to {url.host}:{url.port or ''}") from None
+                raise _Transient(f"cannot connect to {self._host(url)}:{url.port or ''}") from None
             if isinstance(failure, ssl.SSLCertVerificationError):
                 raise RegistryUnavailable(
                     field=self.registry,
-                    rule=f"{url.host}'s certificate does not verify ({failure.verify_message});"
-                    " TLS trusts the system store (SSL_CERT_FILE, SSL_CERT_DIR)",
+                    rule=f"{self._host(url)}'s certificate does not verify"
+                    f" ({failure.verify_message}); TLS trusts the system store (SSL_CERT_FILE,"
+                    " SSL_CERT_DIR)",
                 ) from None
             if _Origin.of(url) == _Origin.of(self._manifest_url()) and url.scheme == "https":
                 raise _NoTls from None
-            raise _Transient(f"TLS with {url.host} failed ({failure.reason})") from None
+            raise _Transient(f"TLS with {self._host(url)} failed ({failure.reason})") from None
         except httpx.TransportError as error:
-            raise _Transient(f"{url.host}: {type(error).__name__}") from None
+            raise _Transient(f"{self._host(url)}: {type(error).__name__}") from None
 
     def _read(self, response: httpx.Response, limit: int, *, refuse: bool) -> bytes:
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise AnswerRefused(
                 field=self.registry,
-                rule=f"sent its answer {encoding}-encoded; only identity was asked for",
+                rule=f"sent its answer {self._quote(encoding)}-encoded; only identity was asked"
+                " for",
             )
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_raw(_CHUNK):
             if self.owner._monotonic() > self.deadline:
                 raise _Transient(
-                    f"{response.url.host} did not finish its answer within"
+                    f"{self._host(response.url)} did not finish its answer within"
                     f" {self.request.timeout_s:g} s"
                 )
             size += len(chunk)
@@ -557,16 +589,3 @@ class _Call:
                 break
             chunks.append(chunk)
         return b"".join(chunks)
-
-
-def _error_code(reply: _Reply) -> str:
-    """`` (CODE: message)`` of a distribution error answer, printable and bounded."""
-    try:
-        errors = load_untrusted_json(reply.body).get("errors")
-        first = errors[0] if isinstance(errors, list) and errors else {}
-        code, message = str(first.get("code", "")), str(first.get("message", ""))
-    except (UnreadableJson, AttributeError):
-        return ""
-    text = ": ".join(part for part in (code, message) if part)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)[:200]
-    return f" {text}" if text else ""

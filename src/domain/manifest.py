@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from slurm_image.domain.architecture import ARCHITECTURES, oci_name
 from slurm_image.domain.errors import InvalidRegistryAnswer, NoImageForArchitecture
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.registry_text import registry_text
 from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -123,9 +124,7 @@ def _refuse(field: str, rule: str) -> InvalidRegistryAnswer:
 
 
 def _short(value: object) -> str:
-    text = str(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= _TEXT_MAX else text[:_TEXT_MAX] + "..."
+    return registry_text(value, limit=_TEXT_MAX)
 
 
 def check_content_digest(data: bytes, content_digest: str | None, *, field: str) -> str:

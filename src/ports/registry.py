@@ -11,8 +11,9 @@ keeps, because a registry, a mirror or a proxy answering for it is untrusted:
 - credentials (``RegistryCredentials``: the one netrc entry of the registry's host) are sent
   only over HTTPS, only to the registry's own origin and to the token realm its Bearer
   challenge names (an https URL), never along a redirect to another origin, and they never
-  appear in an error, a log line or a return value; a plain-HTTP registry is asked anonymously,
-  and only when ``allow_http`` is set;
+  appear in an error, a log line or a return value, not even when the registry echoes them: a
+  registry's own text reaches an error only through ``domain.registry_text``; a plain-HTTP
+  registry is asked anonymously, and only when ``allow_http`` is set;
 - a Bearer token lives in the adapter's memory only, for the lifetime its issuer gave;
 - transient failures (connection errors, timeouts, 429, 502, 503, 504) are retried within
   ``timeout_s``, a 429's ``Retry-After`` honoured up to a bound.

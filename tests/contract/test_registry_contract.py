@@ -52,6 +52,15 @@ class Harness(Protocol):
         """Make ``REPOSITORY:1`` answer ``content_digest`` as its Docker-Content-Digest."""
         ...
 
+    def deny(self, address: str, message: str) -> None:
+        """Make ``REPOSITORY:1`` answer 403 with ``message``, ``{authorization}`` in it replaced
+        by the Authorization the registry received."""
+        ...
+
+    def tokens_issued(self) -> list[str]:
+        """Every token the registries' realms issued."""
+        ...
+
     def logins(self) -> list[tuple[str, str]]:
         """(``registry`` or ``realm``, login) for every login sent so far."""
         ...
@@ -106,6 +115,17 @@ class HttpHarness:
     def lie(self, address: str, content_digest: str) -> None:
         self.registries[address].script(REPOSITORY, "1", content_digest=content_digest)
 
+    def deny(self, address: str, message: str) -> None:
+        self.registries[address].script(REPOSITORY, "1", denial=message)
+
+    def tokens_issued(self) -> list[str]:
+        return [
+            token
+            for server in self.servers
+            if isinstance(server, TokenService)
+            for token in server.issued
+        ]
+
     def logins(self) -> list[tuple[str, str]]:
         found = []
         for server in self.servers:
@@ -159,6 +179,12 @@ class MemoryHarness:
     def lie(self, address: str, content_digest: str) -> None:
         manifest = self.registry.hosts[address].manifests[(REPOSITORY, "1")]
         manifest.content_digest = content_digest
+
+    def deny(self, address: str, message: str) -> None:
+        self.registry.hosts[address].denial = message
+
+    def tokens_issued(self) -> list[str]:
+        return list(self.registry.issued)
 
     def logins(self) -> list[tuple[str, str]]:
         return [
@@ -338,3 +364,22 @@ def test_credentials_never_travel_over_plain_http(harness: Harness, auth: str) -
     with pytest.raises(RegistryAuthFailed):
         ask(harness, address, credentials=entry(address), allow_http=True)
     assert harness.logins() == []
+
+
+@pytest.mark.parametrize("auth", ["basic", "bearer"])
+def test_a_refusal_that_echoes_the_credentials_sent_is_quoted_without_them(
+    harness: Harness, auth: str
+) -> None:
+    address = harness.serve(auth)
+    harness.deny(address, "no access for \x1b[2J{authorization} [" + "padding " * 100 + "]")
+    with pytest.raises(RegistryAuthFailed) as caught:
+        ask(harness, address, credentials=entry(address))
+    text = f"{caught.value.field}: {caught.value.rule}"
+    assert "(403 DENIED: no access for " in text
+    assert "<credential removed>" in text
+    basic = entry(address).basic().removeprefix("Basic ")
+    tokens = harness.tokens_issued()
+    assert (auth == "bearer") == bool(tokens)
+    for secret in (basic, PASSWORD, *tokens):
+        assert secret not in text
+    assert "\x1b" not in text and "padding " * 30 not in text

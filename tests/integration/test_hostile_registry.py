@@ -204,6 +204,27 @@ def test_another_host_asking_for_credentials_after_a_redirect_gets_none(
         assert PASSWORD not in resolved.stderr + resolved.stdout
 
 
+def test_a_refusal_that_echoes_the_login_it_received_is_printed_without_it(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    registry = ScriptedRegistry(
+        "127.0.0.1", tls.server_context(), auth="basic", accounts={LOGIN: PASSWORD}
+    )
+    with closing(registry):
+        registry.put(REPOSITORY, "1", DATA)
+        registry.script(REPOSITORY, "1", denial="you sent {authorization}\r\nX-Evil: 1")
+        site = ResolveSite(tmp_path, netrc=netrc_for(registry), ca_file=tls.ca_file)
+
+        resolved = site.run("resolve", f"{registry.address}/{REPOSITORY}:1")
+
+        assert resolved.returncode == 3, resolved.stderr
+        assert "DENIED: you sent Basic <credential removed>X-Evil: 1" in resolved.stderr
+        basic = base64.b64encode(f"{LOGIN}:{PASSWORD}".encode()).decode()
+        for secret in (basic, basic[:24], PASSWORD):
+            assert secret not in resolved.stderr + resolved.stdout
+        assert len(resolved.stderr.strip().splitlines()) == 1
+
+
 def test_a_bearer_realm_over_plain_http_never_gets_the_login(
     tmp_path: Path, tls: TlsMaterial
 ) -> None:
