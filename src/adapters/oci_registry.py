@@ -8,7 +8,8 @@ way the registry's ``WWW-Authenticate`` challenge asks:
   entry (over HTTPS only), or a Bearer token from the challenge's realm (an https URL; the
   entry's login goes there only when the challenge itself came over HTTPS). The token is asked
   for ``repository:<repository>:pull`` (never a wider scope the registry might name) and kept
-  in this object's memory for its ``expires_in``;
+  in this object's memory for its ``expires_in``, for that registry's origin only: another
+  registry naming the same realm never gets it;
 - redirects are followed here, at most five: the ``Authorization`` header goes only to the
   origin it was made for (the registry, or the token realm), never along a redirect to another
   scheme, host or port; a redirect to plain HTTP is refused unless ``allow_http``;
@@ -88,6 +89,18 @@ class _Origin:
 
 
 @dataclass(frozen=True)
+class _TokenKey:
+    """What a cached token was issued for: the registry's origin it is sent to, and what its
+    realm was asked (the realm, service, scope and the login it was given)."""
+
+    origin: _Origin
+    realm: str
+    service: str
+    scope: str
+    login: str | None
+
+
+@dataclass(frozen=True)
 class _Reply:
     status: int
     headers: httpx.Headers
@@ -144,8 +157,8 @@ class HttpRegistry:
         self._sleep = sleep
         self._monotonic = monotonic
         self._transport = transport
-        self._tokens: dict[tuple[str, str, str, str | None], _Token] = {}
-        self._realms: dict[tuple[str, str, str | None], tuple[str, str, str, str | None]] = {}
+        self._tokens: dict[_TokenKey, _Token] = {}
+        self._realms: dict[tuple[_Origin, str, str | None], _TokenKey] = {}
         self._context: ssl.SSLContext | None = None
 
     def _ssl(self) -> ssl.SSLContext:
@@ -213,7 +226,7 @@ class _Call:
     def _first_try(self) -> tuple[_Reply, str | None]:
         """The first request: with a token still valid from an earlier challenge of this
         registry and repository, else anonymous; a refused token is dropped."""
-        key = self.owner._realms.get((self._origin_text, self.request.repository, self.login))
+        key = self.owner._realms.get((self._origin, self.request.repository, self.login))
         token = self.owner._tokens.get(key) if key is not None else None
         if key is None or token is None or token.expires_at <= self.owner._monotonic():
             return self._get(self._manifest_url(), None), None
@@ -242,6 +255,10 @@ class _Call:
             return ""
         text = self._quote(": ".join(part for part in (code, message) if part))
         return f" {text}" if text else ""
+
+    @property
+    def _origin(self) -> _Origin:
+        return _Origin.of(self._manifest_url())
 
     @property
     def _origin_text(self) -> str:
@@ -339,7 +356,9 @@ class _Call:
         sendable = credentials if realm.scheme == "https" and self.scheme == "https" else None
         service = challenge.params.get("service", "")
         scope = f"repository:{self.request.repository}:pull"
-        key = (str(realm.copy_with(query=None)), service, scope, self.login)
+        # A token goes only to the registry it was issued for: another registry whose challenge
+        # names the same realm, service and repository gets a token of its own.
+        key = _TokenKey(self._origin, str(realm.copy_with(query=None)), service, scope, self.login)
         cached = self.owner._tokens.get(key)
         now = self.owner._monotonic()
         if cached is not None and cached.expires_at > now:
@@ -378,7 +397,7 @@ class _Call:
         self.owner._tokens[key] = _Token(
             answer.token, now + lifetime - margin, sendable is not None
         )
-        self.owner._realms[(self._origin_text, self.request.repository, self.login)] = key
+        self.owner._realms[(self._origin, self.request.repository, self.login)] = key
         log.info(
             "%s: a token from %s for %s, for %d s",
             self.registry,

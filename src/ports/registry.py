@@ -14,7 +14,9 @@ keeps, because a registry, a mirror or a proxy answering for it is untrusted:
   appear in an error, a log line or a return value, not even when the registry echoes them: a
   registry's own text reaches an error only through ``domain.registry_text``; a plain-HTTP
   registry is asked anonymously, and only when ``allow_http`` is set;
-- a Bearer token lives in the adapter's memory only, for the lifetime its issuer gave;
+- a Bearer token lives in the adapter's memory only, for the lifetime its issuer gave, and
+  goes only to the registry (scheme, host and port) it was asked for: another registry whose
+  challenge names the same realm gets a token of its own;
 - transient failures (connection errors, timeouts, 429, 502, 503, 504) are retried within
   ``timeout_s``, a 429's ``Retry-After`` honoured up to a bound.
 

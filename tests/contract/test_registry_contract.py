@@ -44,8 +44,10 @@ class Harness(Protocol):
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
-        """A new registry holding ``DATA`` as ``REPOSITORY:1``; its host[:port]."""
+        """A new registry holding ``DATA`` as ``REPOSITORY:1``; its host[:port]. ``realm_of``:
+        a Bearer registry whose challenge names the token realm of that one."""
         ...
 
     def lie(self, address: str, content_digest: str) -> None:
@@ -92,10 +94,13 @@ class HttpHarness:
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
         context = self.tls_material.server_context() if tls else None
         tokens = None
-        if auth == "bearer":  # the realm is another host, as auth.docker.io is for Docker Hub
+        if realm_of is not None:
+            tokens = self.registries[realm_of].tokens
+        elif auth == "bearer":  # the realm is another host, as auth.docker.io is for Docker Hub
             tokens = TokenService(
                 "127.0.0.2",
                 self.tls_material.server_context(),
@@ -161,9 +166,11 @@ class MemoryHarness:
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
         self.count += 1
         address = f"registry{self.count}.example.org:5000"
+        realm = f"auth{self.count}.example.org"
         self.registry.host(
             address,
             tls=tls,
@@ -171,8 +178,12 @@ class MemoryHarness:
             accounts={LOGIN: PASSWORD},
             public=set(public),
             token_lifetime_s=token_lifetime,
-            realm=f"auth{self.count}.example.org",
+            realm=self.registry.hosts[realm_of].realm if realm_of is not None else realm,
         )
+        if realm_of is not None:  # one realm: its accounts and public repositories
+            shared = self.registry.hosts[realm_of]
+            self.registry.hosts[address].public = shared.public
+            self.registry.hosts[address].accounts = shared.accounts
         self.registry.put(address, REPOSITORY, "1", DATA, V2S2)
         return address
 
@@ -348,6 +359,18 @@ def test_a_token_serves_until_its_lifetime_ends(harness: Harness) -> None:
     harness.advance(121)
     assert ask(harness, address, credentials=entry(address)) == DATA
     assert harness.token_requests() == 2
+
+
+@pytest.mark.parametrize("login", [True, False], ids=["login", "anonymous"])
+def test_a_token_goes_only_to_the_registry_it_was_issued_for(harness: Harness, login: bool) -> None:
+    victim = harness.serve("bearer", public=(REPOSITORY,))
+    other = harness.serve("bearer", realm_of=victim)  # names the victim's realm and service
+    assert ask(harness, victim, credentials=entry(victim) if login else None) == DATA
+    assert harness.token_requests() == 1
+    assert ask(harness, other, credentials=entry(other) if login else None) == DATA
+    assert harness.token_requests() == 2  # its own, never the victim's
+    assert ask(harness, victim, credentials=entry(victim) if login else None) == DATA
+    assert harness.token_requests() == 2  # each kept for its own registry
 
 
 def test_a_plain_http_registry_is_refused_unless_http_is_allowed(harness: Harness) -> None:
