@@ -21,7 +21,13 @@ way the registry's ``WWW-Authenticate`` challenge asks:
 - transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are retried
   with tenacity within the request's ``timeout_s``, exponentially from 0.5 s, and a 429's
   ``Retry-After`` is waited for when it is at most ``retry_after_max_s``; a certificate that
-  does not verify is not retried.
+  does not verify is not retried;
+- the whole conversation (connecting, TLS, headers and body of every try, retry, redirect and
+  token request) ends by the request's deadline, ``timeout_s`` after it began: each read is
+  given at most the time left, and a watchdog shuts the conversation's connections down when
+  the deadline passes. httpx's timeouts bound one read each, so without it a registry sending
+  a byte of its headers or body every few seconds would hold the command for as long as it
+  liked. Only the system resolver's own timeouts bound a name lookup.
 
 TLS trusts the system store, as Enroot's curl does: ``ssl.create_default_context()``, through
 which OpenSSL reads ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` when set; proxies come from the
@@ -31,11 +37,14 @@ environment (``https_proxy``, ``no_proxy``) as they do for curl.
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import tenacity
@@ -116,6 +125,52 @@ class _Token:
     """Whether the realm was given the netrc entry for it."""
 
 
+class _Watchdog:
+    """Shuts a conversation's connections down ``seconds`` after it began (module docstring).
+    It learns of each connection through httpcore's ``trace`` extension, the moment the TCP
+    connection (or its TLS) is made; a read blocked on a connection shut down returns at once,
+    and the conversation sees its deadline has passed (``expired``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._streams: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if not event.endswith(("connect_tcp.complete", "start_tls.complete")):
+            return
+        stream = info.get("return_value")
+        with self._lock:
+            self._streams.append(stream)
+            expired = self.expired
+        if expired:
+            _shut_down(stream)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            streams = list(self._streams)
+        for stream in streams:
+            _shut_down(stream)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut_down(stream: Any) -> None:
+    """Shut down the socket under an httpcore network stream (TLS or not), waking a read
+    blocked on it in another thread; closing is left to the thread that owns it."""
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        # OSError: closed already, or detached when TLS wrapped it. The plain socket's
+        # shutdown, also for a TLS one: no TLS state is touched from this thread.
+        with suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
 class _Transient(Exception):
     """One try failed in a way a later one may not; never leaves this module."""
 
@@ -167,8 +222,12 @@ class HttpRegistry:
         return self._context
 
     def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
-        with self._client() as client:
-            return _Call(self, client, request).manifest()
+        watchdog = _Watchdog(request.timeout_s)
+        try:
+            with self._client() as client:
+                return _Call(self, client, request, watchdog).manifest()
+        finally:
+            watchdog.cancel()
 
     @contextmanager
     def _client(self) -> Iterator[httpx.Client]:
@@ -183,14 +242,21 @@ class HttpRegistry:
 
 
 class _Call:
-    """One ``fetch_manifest``: its deadline, the origin the registry answers on, and the
-    credentials of the request."""
+    """One ``fetch_manifest``: its deadline (and the watchdog keeping it), the origin the
+    registry answers on, and the credentials of the request."""
 
-    def __init__(self, owner: HttpRegistry, client: httpx.Client, request: ManifestRequest):
+    def __init__(
+        self,
+        owner: HttpRegistry,
+        client: httpx.Client,
+        request: ManifestRequest,
+        watchdog: _Watchdog,
+    ):
         self.owner = owner
         self.client = client
         self.request = request
         self.deadline = owner._monotonic() + request.timeout_s
+        self.watchdog = watchdog
         self.registry = request.registry
         self.scheme = "https"
         self.login = request.credentials.login if request.credentials else None
@@ -255,6 +321,15 @@ class _Call:
             return ""
         text = self._quote(": ".join(part for part in (code, message) if part))
         return f" {text}" if text else ""
+
+    def _left(self) -> float:
+        """The seconds left before the deadline (none once the watchdog has fired)."""
+        if self.watchdog.expired:
+            return 0.0
+        return self.deadline - self.owner._monotonic()
+
+    def _late(self, url: httpx.URL) -> _Transient:
+        return _Transient(f"{self._host(url)} did not answer in time")
 
     @property
     def _origin(self) -> _Origin:
@@ -459,7 +534,7 @@ class _Call:
                 and error.retry_after > owner._retry_after_max_s
             ):
                 return True
-            remaining = self.deadline - owner._monotonic()
+            remaining = self._left()
             return state.attempt_number >= owner._attempts or state.upcoming_sleep >= remaining
 
         def wait(state: tenacity.RetryCallState) -> float:
@@ -495,8 +570,9 @@ class _Call:
                     f" the {owner._retry_after_max_s:.0f} s waited at most"
                 )
             else:
-                rule = f"{last.reason} (within {self.request.timeout_s:g} s, retries included)"
-            raise RegistryUnavailable(field=self._host(url) or self.registry, rule=rule) from None
+                rule = f"{last.reason} (within {self.request.timeout_s:.3g} s, retries included)"
+            where = self.registry if _Origin.of(url) == self._origin else self._host(url)
+            raise RegistryUnavailable(field=where, rule=rule) from None
 
     def _follow(self, url: httpx.URL, authorization: str | None, bound: int) -> _Reply:
         credential_origin = _Origin.of(url)
@@ -541,12 +617,16 @@ class _Call:
         raise AnswerRefused(field=self.registry, rule=f"redirected more than {REDIRECTS_MAX} times")
 
     def _exchange(self, url: httpx.URL, headers: dict[str, str], bound: int) -> _Reply:
-        remaining = self.deadline - self.owner._monotonic()
+        remaining = self._left()
         if remaining <= 0:
-            raise _Transient(f"no answer within {self.request.timeout_s:g} s")
+            raise self._late(url)
         try:
             with self.client.stream(
-                "GET", url, headers=headers, timeout=httpx.Timeout(remaining)
+                "GET",
+                url,
+                headers=headers,
+                timeout=httpx.Timeout(remaining),
+                extensions={"trace": self.watchdog.trace},
             ) as response:
                 status = response.status_code
                 if status in TRANSIENT_STATUSES:
@@ -562,8 +642,10 @@ class _Call:
                 body = self._read(response, limit, refuse=status == 200)
                 return _Reply(status, response.headers, body, url)
         except httpx.TimeoutException:
-            raise _Transient(f"{self._host(url)} did not answer in time") from None
+            raise self._late(url) from None
         except httpx.ConnectError as error:
+            if self.watchdog.expired:
+                raise self._late(url) from None
             failure = _ssl_failure(error)
             if failure is None:
                 raise _Transient(f"cannot connect to {self._host(url)}:{url.port or ''}") from None
@@ -578,6 +660,8 @@ class _Call:
                 raise _NoTls from None
             raise _Transient(f"TLS with {self._host(url)} failed ({failure.reason})") from None
         except httpx.TransportError as error:
+            if self.watchdog.expired:
+                raise self._late(url) from None
             raise _Transient(f"{self._host(url)}: {type(error).__name__}") from None
 
     def _read(self, response: httpx.Response, limit: int, *, refuse: bool) -> bytes:
@@ -591,11 +675,8 @@ class _Call:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_raw(_CHUNK):
-            if self.owner._monotonic() > self.deadline:
-                raise _Transient(
-                    f"{self._host(response.url)} did not finish its answer within"
-                    f" {self.request.timeout_s:g} s"
-                )
+            if self._left() <= 0:
+                raise self._late(response.url)
             size += len(chunk)
             if size > limit:
                 if refuse:

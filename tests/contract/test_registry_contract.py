@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pytest
 
-from scripted_registry import V2S2, ScriptedRegistry, TokenService, manifest_bytes
+from scripted_registry import V2S2, Dribble, ScriptedRegistry, TokenService, manifest_bytes
 from slurm_image.adapters.memory import MemoryRegistry
 from slurm_image.adapters.oci_registry import HttpRegistry
 from slurm_image.domain.credentials import RegistryCredentials
@@ -61,6 +61,11 @@ class Harness(Protocol):
 
     def tokens_issued(self) -> list[str]:
         """Every token the registries' realms issued."""
+        ...
+
+    def dribble(self, address: str) -> None:
+        """Make ``REPOSITORY:1`` answer slower than any test's deadline, without ever pausing
+        long (HTTP: a byte of its headers every 0.25 s for 10 s)."""
         ...
 
     def logins(self) -> list[tuple[str, str]]:
@@ -122,6 +127,9 @@ class HttpHarness:
 
     def deny(self, address: str, message: str) -> None:
         self.registries[address].script(REPOSITORY, "1", denial=message)
+
+    def dribble(self, address: str) -> None:
+        self.registries[address].script(REPOSITORY, "1", dribble=Dribble("headers"))
 
     def tokens_issued(self) -> list[str]:
         return [
@@ -194,6 +202,9 @@ class MemoryHarness:
     def deny(self, address: str, message: str) -> None:
         self.registry.hosts[address].denial = message
 
+    def dribble(self, address: str) -> None:
+        self.registry.hosts[address].answer_s = 3600
+
     def tokens_issued(self) -> list[str]:
         return list(self.registry.issued)
 
@@ -233,6 +244,7 @@ def ask(
     credentials: RegistryCredentials | None = None,
     allow_http: bool = False,
     max_bytes: int = 4 * 1024 * 1024,
+    timeout_s: float = 20,
 ) -> bytes:
     answer = harness.registry.fetch_manifest(
         ManifestRequest(
@@ -241,7 +253,7 @@ def ask(
             reference=reference,
             accept=ACCEPT,
             max_bytes=max_bytes,
-            timeout_s=20,
+            timeout_s=timeout_s,
             allow_http=allow_http,
             credentials=credentials,
         )
@@ -371,6 +383,18 @@ def test_a_token_goes_only_to_the_registry_it_was_issued_for(harness: Harness, l
     assert harness.token_requests() == 2  # its own, never the victim's
     assert ask(harness, victim, credentials=entry(victim) if login else None) == DATA
     assert harness.token_requests() == 2  # each kept for its own registry
+
+
+@pytest.mark.parametrize("auth", ["anonymous", "bearer"])
+def test_a_registry_answering_slower_than_the_deadline_is_given_up_on_at_it(
+    harness: Harness, auth: str
+) -> None:
+    address = harness.serve(auth, public=(REPOSITORY,))
+    harness.dribble(address)
+    with pytest.raises(RegistryUnavailable) as caught:
+        ask(harness, address, timeout_s=1)
+    assert caught.value.field == address
+    assert "did not answer in time (within 1 s, retries included)" in caught.value.rule
 
 
 def test_a_plain_http_registry_is_refused_unless_http_is_allowed(harness: Harness) -> None:

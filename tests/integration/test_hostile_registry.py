@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import gzip
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from resolve_site import ResolveSite
 from scripted_registry import (
     LIST_V2,
     V2S2,
+    Dribble,
     ScriptedRegistry,
     Sink,
     TokenService,
@@ -177,6 +180,51 @@ def test_a_registry_that_stalls_mid_answer_is_given_up_on_within_the_timeout(
         )
         assert resolved.returncode == 3, resolved.stderr
         assert "within 2 s" in resolved.stderr
+
+
+def finished(answers: Callable[[], list[bool]]) -> bool:
+    """Whether the one dribbled answer was sent to its end (waiting for the server to know:
+    its next byte fails once the client hung up)."""
+    stop = time.monotonic() + 30
+    while not answers() and time.monotonic() < stop:
+        time.sleep(0.05)
+    (done,) = answers()
+    return done
+
+
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_registry_that_dribbles_its_answer_is_cut_off_at_the_timeout(
+    tmp_path: Path, tls: TlsMaterial, part: str
+) -> None:
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(registry):
+        registry.put(REPOSITORY, "1", DATA)
+        registry.script(REPOSITORY, "1", dribble=Dribble(part, every=0.25, count=40))
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1", "--timeout", "2", timeout=60
+        )
+        assert resolved.returncode == 3, resolved.stderr
+        assert "did not answer in time (within 2 s, retries included)" in resolved.stderr
+        path = f"/v2/{REPOSITORY}/manifests/1"
+        assert not finished(lambda: [registry.finished[path]] if path in registry.finished else [])
+
+
+def test_a_token_realm_that_dribbles_its_answer_is_cut_off_at_the_timeout(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    tokens = TokenService(
+        "127.0.0.2", tls.server_context(), {}, {REPOSITORY}, dribble=Dribble("headers")
+    )
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context(), auth="bearer", tokens=tokens)
+    with closing(tokens, registry):
+        registry.put(REPOSITORY, "1", DATA)
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1", "--timeout", "2", timeout=60
+        )
+        assert resolved.returncode == 3, resolved.stderr
+        assert "127.0.0.2: 127.0.0.2 did not answer in time (within 2 s" in resolved.stderr
+        assert len(tokens.requests) == 1
+        assert not finished(lambda: tokens.finished)
 
 
 def test_another_host_asking_for_credentials_after_a_redirect_gets_none(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
+from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.registry_text import registry_text
 from slurm_image.ports.registry import (
@@ -46,6 +48,9 @@ class MemoryRegistryHost:
     realm: str = ""
     manifests: dict[tuple[str, str], MemoryManifest] = field(default_factory=dict)
     blobs: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    answer_s: float = 0.0
+    """How long each of its answers takes, on the registry's clock: one longer than a request's
+    ``timeout_s`` is ``RegistryUnavailable`` at that deadline, as the HTTP adapter ends it."""
     denial: str | None = None
     """When set, every request that passes authentication is answered 403 with this error
     message, ``{authorization}`` in it replaced by the ``Authorization`` the registry received
@@ -62,10 +67,11 @@ class Sent:
 
 @dataclass
 class MemoryRegistry:
-    """Registries by host[:port]; ``now`` is the fake time tokens expire by (``advance``)."""
+    """Registries by host[:port]; ``clock`` is the fake time tokens expire by and answers take
+    (``advance``): a use case given the same clock sees that time pass."""
 
     hosts: dict[str, MemoryRegistryHost] = field(default_factory=dict)
-    now: float = 0.0
+    clock: FakeClock = field(default_factory=FakeClock)
     sent: list[Sent] = field(default_factory=list)
     token_requests: int = 0
     issued: list[str] = field(default_factory=list)
@@ -118,14 +124,26 @@ class MemoryRegistry:
         self.host(registry).blobs[(repository, digest)] = data
         return digest
 
+    @property
+    def now(self) -> float:
+        return self.clock.now().timestamp()
+
     def advance(self, seconds: float) -> None:
-        self.now += seconds
+        self.clock.advance(timedelta(seconds=seconds))
 
     def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
         registry = request.registry
         host = self.hosts.get(registry)
         if host is None:
             raise RegistryUnavailable(field=registry, rule=f"cannot connect to {registry}")
+        if host.answer_s > request.timeout_s:
+            self.advance(request.timeout_s)
+            raise RegistryUnavailable(
+                field=registry,
+                rule=f"{registry} did not answer in time (within {request.timeout_s:.3g} s,"
+                " retries included)",
+            )
+        self.advance(host.answer_s)
         if not host.tls and not request.allow_http:
             raise RegistryUnavailable(
                 field=registry,
