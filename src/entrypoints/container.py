@@ -74,6 +74,7 @@ class Container(containers.DeclarativeContainer):
         make.check_signature,
         signatures=signatures,
         registry=registry,
+        clock=clock,
         credentials=credentials_file,
     )
     plan_lifecycle = providers.Factory(
