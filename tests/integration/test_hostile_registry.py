@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import time
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from lying_registry import Answer, lying_registry
 from resolve_site import ResolveSite
 from scripted_registry import (
     LIST_V2,
+    OCI_INDEX,
     V2S2,
     Dribble,
     ScriptedRegistry,
@@ -32,8 +34,11 @@ from scripted_registry import (
     manifest_bytes,
 )
 from slurm_image.adapters.oci_registry import HttpRegistry
+from slurm_image.adapters.registry_signatures import RegistrySignatures
 from slurm_image.domain.manifest import ACCEPT
+from slurm_image.domain.signatures import bundle_tag
 from slurm_image.ports.registry import AnswerRefused, ManifestRequest, RegistryUnavailable
+from slurm_image.ports.signatures import SignatureRequest
 from support import unavailable
 from tls_material import TlsMaterial, make_tls_material
 
@@ -225,6 +230,27 @@ def test_a_token_realm_that_dribbles_its_answer_is_cut_off_at_the_timeout(
         assert "127.0.0.2: 127.0.0.2 did not answer in time (within 2 s" in resolved.stderr
         assert len(tokens.requests) == 1
         assert not finished(lambda: tokens.finished)
+
+
+def test_a_signature_lookup_whose_registry_dribbles_ends_within_its_timeout(
+    tls: TlsMaterial, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_file))
+    pin = digest_of(DATA)
+    tag = bundle_tag(pin)
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(registry):
+        index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []})
+        registry.put(REPOSITORY, tag, index.encode(), OCI_INDEX)
+        registry.script(REPOSITORY, tag, dribble=Dribble("body"))
+        lookup = RegistrySignatures(HttpRegistry()).signatures_of(
+            SignatureRequest(registry.address, REPOSITORY, pin, max_bytes=1 << 20, timeout_s=2)
+        )
+        with pytest.raises(RegistryUnavailable) as caught:
+            list(lookup)
+        assert "did not answer in time (within 2 s" in caught.value.rule
+        path = f"/v2/{REPOSITORY}/manifests/{tag}"
+        assert not finished(lambda: [registry.finished[path]] if path in registry.finished else [])
 
 
 def test_another_host_asking_for_credentials_after_a_redirect_gets_none(
