@@ -96,8 +96,8 @@ def _registry_timeout(parser: arguments.Parser) -> None:
         "--timeout",
         metavar="S",
         type=arguments.seconds(1),
-        help=f"Give up on a registry after S seconds, retries included (default"
-        f" {RESOLVE_TIMEOUT_S:g}).",
+        help=f"Ask registries for S seconds at most in all, every request and retry included"
+        f" (default {RESOLVE_TIMEOUT_S:g}).",
     )
 
 

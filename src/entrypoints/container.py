@@ -74,6 +74,7 @@ class Container(containers.DeclarativeContainer):
         make.check_signature,
         signatures=signatures,
         registry=registry,
+        clock=clock,
         credentials=credentials_file,
     )
     plan_lifecycle = providers.Factory(
@@ -191,7 +192,7 @@ class Container(containers.DeclarativeContainer):
     resolve_tag = providers.Factory(
         make.resolve_tag, registry=registry, clock=clock, credentials=credentials_file
     )
-    outdated = providers.Factory(make.outdated, catalog=catalog, resolve=resolve_tag)
+    outdated = providers.Factory(make.outdated, catalog=catalog, resolve=resolve_tag, clock=clock)
     maintain = providers.Factory(
         make.maintain,
         store=store,
