@@ -71,7 +71,7 @@ class GatewayLab:
         self.profile = self.directory / "site.toml"
         self.profile.write_text(
             f'workspace_root = "{self.root}"\n'
-            "[image_build]\npartition = \"cpu\"\ncpus_per_task = 1\nmemory = \"1G\"\n"
+            '[image_build]\npartition = "cpu"\ncpus_per_task = 1\nmemory = "1G"\n'
             'time_limit = "0:10:00"\narch = "x86_64"\n'
             '[submitter]\nkind = "fake"\n'
             f"[gateway]\n{gateway_settings}\n"
@@ -82,7 +82,8 @@ class GatewayLab:
         self.service = service
         self.accounts.add_user(service, service_uid, 0)
         self.accounts.add_group(service if service_uid else "root", 0)
-        for name, uid in USERS.items():
+        self.users = dict(USERS)
+        for name, uid in self.users.items():
             self.accounts.add_user(name, uid, uid)
             self.accounts.add_group(name, uid)
         for group, (gid, members) in GROUPS.items():
@@ -93,6 +94,7 @@ class GatewayLab:
         container = self.lifecycles.container
         container.submitter.override(providers.Object(self.scheduler))
         container.accounts.override(providers.Object(self.accounts))
+        self.lifecycles.open_store()
         self.layout = StoreLayout(str(self.root))
         self.who = Who(self.accounts, self.munge.authenticator(), plain_http_ok=True)
         self.app = create_app(Gateway(lifecycles=self.lifecycles, who=self.who))
@@ -105,13 +107,17 @@ class GatewayLab:
     # -- the server --------------------------------------------------------------------
 
     def start(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.start_on(port)
+
+    def start_on(self, port: int) -> None:
+        """Serve the application on ``port`` of the loopback (a gateway started again)."""
         import uvicorn
 
         from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
         listener = Listener("http", host="127.0.0.1", port=port)
         sock = bind(listener)
         config = uvicorn.Config(
@@ -139,7 +145,11 @@ class GatewayLab:
     # -- who asks ----------------------------------------------------------------------
 
     def uid(self, user: str) -> int:
-        return USERS[user] if user in USERS else _service()[1]
+        return self.users[user] if user in self.users else _service()[1]
+
+    def add_user(self, name: str, uid: int) -> None:
+        self.users[name] = uid
+        self.accounts.add_user(name, uid, uid)
 
     def client(self, user: str) -> RemoteLifecycles:
         """The command line of ``user``, asking the gateway."""

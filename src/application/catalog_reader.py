@@ -76,6 +76,18 @@ class CatalogReader:
             raise UnknownAlias.named(name)
         return data
 
+    def hidden(self, name: str) -> bool:
+        """Whether ``name`` is published but not for the requester to see (``sees``)."""
+        if self._sees is None:
+            return False
+        try:
+            self.entries(name)
+        except UnknownAlias:
+            return self._store.entry_kind(self.layout.alias(name)) is not None
+        except (DomainError, VerificationFailed):
+            return False
+        return False
+
     def names(self) -> list[str]:
         """The published aliases' names, in the directory's order."""
         if self._store.entry_kind(self.layout.aliases) != "directory":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.requester import account_name
@@ -21,7 +21,12 @@ def _principal(value: str) -> str:
     return value
 
 
+PRINCIPALS_MAX = 1000
+
+
 def _principals(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(values) > PRINCIPALS_MAX:
+        raise ValueError(f"must list at most {PRINCIPALS_MAX} users and groups")
     for value in values:
         _principal(value)
     return values
@@ -47,6 +52,11 @@ class GatewaySettings(BaseModel):
     max_active_per_user: Annotated[int, Field(ge=1, le=100_000)] = 8
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+
+    @field_validator("admins", "importers", mode="before")
+    @classmethod
+    def _listify(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
 
 
 def named(principals: tuple[str, ...], user: str, groups: frozenset[str]) -> bool:

@@ -408,6 +408,13 @@ class Lifecycles:
         (``application.queue``)."""
         return [queued.as_dict() for queued in self.container.queue()()]
 
+    def open_store(self) -> None:
+        """Make the store's directories when they are missing (``slurm-image serve`` on a new
+        workspace): a gateway answers ``list`` and ``/metrics`` from its first moment."""
+        from slurm_image.application.store_records import StoreRecords
+
+        StoreRecords(self.container.store()).prepare_directories()
+
     def settle(self) -> Settled:
         """Publish every lifecycle whose job succeeded and close what ended without a result
         (``application.settle``): what the gateway does when it starts and then regularly."""

@@ -182,7 +182,13 @@ class Container(containers.DeclarativeContainer):
     catalog = providers.Factory(make.catalog, store=store_reader, sees=sees)
     catalog_reader = providers.Factory(make.catalog_reader, store=store_reader, sees=sees)
     history_reader = providers.Singleton(make.history, store=store_reader)
-    read_history = providers.Factory(make.read_history, history=history_reader)
+    read_history = providers.Factory(
+        make.read_history,
+        history=history_reader,
+        hidden=providers.Callable(
+            make.hidden_aliases, catalog_reader=catalog_reader, caller=caller
+        ),
+    )
     # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
     # as anyone reads them, nothing of the scheduler.
     metrics = providers.Factory(

@@ -5,6 +5,7 @@ and so loads neither dependency-injector nor the model library."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -127,10 +128,18 @@ def record_history(**wiring: Any) -> RecordHistory:
     return RecordHistory(**wiring)
 
 
-def read_history(history: History) -> ReadHistory:
+def read_history(history: History, hidden: Callable[[str], bool] | None = None) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
-    return ReadHistory(history)
+    return ReadHistory(history, hidden)
+
+
+def hidden_aliases(
+    catalog_reader: CatalogReader, caller: Requester | None
+) -> Callable[[str], bool] | None:
+    """For a requester, whether an alias is another group's private one (its history is then
+    not theirs to read); None for this process's own account."""
+    return catalog_reader.hidden if caller is not None else None
 
 
 def noticing_observe(workspace: Workspace, record: RecordHistory, **wiring: Any) -> NoticeJobEnds:

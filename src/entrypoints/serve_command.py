@@ -66,6 +66,7 @@ def build(
 
     lifecycles = Lifecycles.from_profile(options.profile, cluster=options.cluster)
     lifecycles.container.submitter_ready()
+    lifecycles.open_store()
     plain_http = any(listener.kind == "http" for listener in listeners)
     who = Who(
         lifecycles.container.accounts(),
