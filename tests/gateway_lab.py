@@ -118,14 +118,15 @@ class GatewayLab:
 
         from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
 
-        listener = Listener("http", host="127.0.0.1", port=port)
-        sock = bind(listener)
+        sock = bind(Listener("http", host="127.0.0.1", port=port))
+        self.socket = str(self.directory / "gateway.sock")
+        unix = bind(Listener("unix", path=self.socket))
         config = uvicorn.Config(
             self.app, http=PeerCredentialsProtocol, lifespan="off", log_level="warning"
         )
         self._server = _Server(config).server
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[sock])), daemon=True
+            target=lambda: asyncio.run(self._server.serve(sockets=[sock, unix])), daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + 20
