@@ -1,7 +1,8 @@
 """The gateway's HTTP API (docs/gateway.md, "The API"): versioned JSON under ``/v1/``, a thin
-layer that only translates. Every route tells who asks (``who``), takes that requester's verbs
-(``Lifecycles.acting_for``) and calls the one the command line calls for the same command;
-results travel as ``entrypoints.wire`` writes them and errors as ``http_errors`` maps them.
+layer that only translates; and the catalog's pages (``gateway.pages``). Every route tells who
+asks (``who``), takes that requester's verbs (``Lifecycles.acting_for``) and calls the one the
+command line calls for the same command; results travel as ``entrypoints.wire`` writes them and
+errors as ``http_errors`` maps them.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Gateway:
 
     lifecycles: Lifecycles
     who: Who
-    buckets: dict[int, Bucket] = field(default_factory=dict)
+    buckets: dict[int | str, Bucket] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: Callable[[], float] = time.monotonic
 
@@ -63,14 +64,22 @@ class Gateway:
 
     def admit(self, asker: Asker) -> None:
         """Take one of the requester's tokens (``domain.limits``), or refuse with ``Busy``."""
+        self._take(asker.account.uid, asker.account.user)
+
+    def admit_anonymous(self, host: str) -> None:
+        """Take a token of the readers with no identity asking from ``host`` (the catalog's
+        public pages), or refuse with ``Busy``."""
+        self._take(f"anonymous@{host}", f"{host} (no identity)")
+
+    def _take(self, key: int | str, who: str) -> None:
         per_minute = self.settings.requests_per_minute
         with self.lock:
-            bucket, wait_s = take(self.buckets.get(asker.account.uid), self.clock(), per_minute)
-            self.buckets[asker.account.uid] = bucket
+            bucket, wait_s = take(self.buckets.get(key), self.clock(), per_minute)
+            self.buckets[key] = bucket
         if wait_s is not None:
             raise Busy(
                 field="requests_per_minute",
-                rule=f"{asker.account.user} made more than {per_minute} requests in a minute",
+                rule=f"{who} made more than {per_minute} requests in a minute",
                 retry_after_s=wait_s,
             )
 
@@ -385,7 +394,11 @@ def create_app(gateway: Gateway) -> FastAPI:
         may see, with its orders."""
         return {"queue": lifecycles.queue()}
 
+    from slurm_image.entrypoints.gateway.pages import SecurityHeaders, add_pages
+
+    add_pages(app)
     app.add_middleware(BodyLimit, max_bytes=lambda: gateway.settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
     return app
 
 
