@@ -134,6 +134,15 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     for step in steps:  # the batch job's shell steps are package data the renderer reads
         assert f"slurm_image/domain/job_steps/{step}" in names
     assert "slurm_image/entrypoints/cli.py" in names
+    pages = ROOT / "src" / "entrypoints" / "pages"
+    shipped = sorted(
+        path.relative_to(pages).as_posix()
+        for folder in ("templates", "static")
+        for path in (pages / folder).iterdir()
+    )
+    assert "templates/catalog.html" in shipped and "static/catalog.js" in shipped
+    for page_file in shipped:  # the catalog's templates and assets are package data too
+        assert f"slurm_image/entrypoints/pages/{page_file}" in names
 
 
 def test_the_wheel_installs_beside_pypi_entrypoints_and_a_site_plugin(
