@@ -1,7 +1,7 @@
 """``slurm-image catalog --html DIR``: the catalog's pages as files, for a site that publishes
-them on a web server of its own (docs/cli.md, "catalog"). The same templates as the gateway's
-pages, with relative links (``index.html``, ``aliases/NAME.html``, ``static/``), so the folder
-opens from ``file://`` as well as from any server; the policy is a meta tag.
+them on a web server of its own (docs/cli.md, "catalog --html DIR"). The same templates as the
+gateway's pages, with relative links (``index.html``, ``aliases/NAME.html``, ``static/``), so the
+folder opens from ``file://`` as well as from any server; the policy is a meta tag.
 
 What is written is what ``reading`` answers (the command line reads the store as anyone may
 see it: ``Lifecycles.for_anyone``). ``DIR`` is the export's own: every file is written whole
