@@ -254,11 +254,21 @@ def test_the_static_export_opens_from_file_and_matches_the_served_pages(
     assert not (exported / "aliases" / "secret.html").exists()
 
 
+@pytest.fixture(scope="module")
+def in_flight(site: CatalogSite) -> str:
+    """A lifecycle in flight on the site, so that /requests has a row to check."""
+    outcome = site.lab.client("dave").import_image(LIVE, name="live", role="client")
+    write_progress(site.lab, outcome.lifecycle_id, "extract", layers_done=2, layers_total=4)
+    return outcome.lifecycle_id
+
+
 @pytest.mark.parametrize("page", ["/", "/aliases/torch", "/requests", "static"])
 def test_the_pages_pass_axe_core_with_no_serious_or_critical_violation(
-    browser: Any, site: CatalogSite, exported: Path, axe: str, page: str
+    browser: Any, site: CatalogSite, exported: Path, in_flight: str, axe: str, page: str
 ) -> None:
     visit(browser, static(exported, "index.html") if page == "static" else served(site, page))
+    if page == "/requests":
+        assert [row[0] for row in rows(browser, "in-flight-rows")] == ["live"]
     browser.execute_script(axe)
     violations = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
