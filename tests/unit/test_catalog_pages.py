@@ -116,6 +116,10 @@ def test_the_alias_page_offers_the_srun_line_of_this_machines_entry_only() -> No
     page = views.alias_page("torch", entries, [], "x86_64")
     assert page.here is not None and page.here.srun.endswith(f"={PATH} --pty bash")
     assert views.alias_page("torch", entries, [], "aarch64").here is None
+    before_architectures = [PublishedAlias(record(architecture=None), (None,))]
+    old = views.alias_page("torch", before_architectures, [], "aarch64")
+    assert old.architectures == ["unknown"]
+    assert old.here is not None, "an alias from before architectures runs on any machine"
 
 
 def test_the_history_and_the_requests_rows() -> None:

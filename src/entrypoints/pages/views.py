@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slurm_image.domain.architecture import from_machine
-from slurm_image.domain.errors import DomainError, InvalidReference
+from slurm_image.domain.errors import DomainError, InvalidReference, NoImageForArchitecture
 from slurm_image.domain.history import HistoryEvent
-from slurm_image.domain.published import PublishedAlias
+from slurm_image.domain.published import PublishedAlias, choose_entry
 from slurm_image.domain.reference import parse_reference, parse_tag_reference
 from slurm_image.domain.shell import quote
 from slurm_image.domain.sizes import for_person
@@ -379,8 +379,14 @@ class AliasPage:
 
     @property
     def here(self) -> Entry | None:
-        """The entry for this machine's architecture, whose ``srun`` line the page offers."""
-        return next((e for e in self.entries if e.architecture == self.machine), None)
+        """The entry ``show`` resolves on this machine (``published.choose_entry``), whose
+        ``srun`` line the page offers; None when the alias has none for it."""
+        recorded = [_text(entry.record.get("architecture")) for entry in self.entries]
+        try:
+            index = choose_entry(self.name, recorded, asked=None, machine=self.machine)
+        except NoImageForArchitecture:
+            return None
+        return self.entries[index]
 
     @property
     def architectures(self) -> list[str]:
