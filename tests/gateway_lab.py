@@ -37,7 +37,7 @@ from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.entrypoints.api import Lifecycles
 from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.gateway.serve import Listener, _Server, bind
+from slurm_image.entrypoints.gateway.serve import Listener, QuietServer, bind
 from slurm_image.entrypoints.gateway.who import Who
 from slurm_image.entrypoints.remote import Gateway as GatewayAddress
 from slurm_image.entrypoints.remote import RemoteLifecycles
@@ -124,7 +124,7 @@ class GatewayLab:
         config = uvicorn.Config(
             self.app, http=PeerCredentialsProtocol, lifespan="off", log_level="warning"
         )
-        self._server = _Server(config).server
+        self._server = QuietServer(config)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve(sockets=[sock, unix])), daemon=True
         )

@@ -41,7 +41,6 @@ class Joined:
     job_id: str | None
     source_digest: str
     architecture: str
-    first_replace: bool
 
 
 class Coalesce:
@@ -98,7 +97,6 @@ class Coalesce:
                 job_id=job_id,
                 source_digest=digest,
                 architecture=architecture,
-                first_replace=book.first.replace,
             )
         return None
 

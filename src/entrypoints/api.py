@@ -447,10 +447,13 @@ class Lifecycles:
         return self.reading().queue()
 
     def open_store(self) -> None:
-        """Make the store's directories when they are missing (``slurm-image serve`` on a new
-        workspace): a gateway answers ``list`` and ``/metrics`` from its first moment."""
+        """Ready to serve many requests at once (``slurm-image serve``): every shared adapter
+        built (``container.build_shared``), and the store's directories made when missing, so
+        that a gateway answers ``list`` and ``/metrics`` from its first moment."""
         from slurm_image.application.store_records import StoreRecords
+        from slurm_image.entrypoints.container import build_shared
 
+        build_shared(self.container)
         StoreRecords(self.container.store()).prepare_directories()
 
     def settle(self) -> Settled:

@@ -235,6 +235,14 @@ SHARED = (
 and the store's state, built once."""
 
 
+def build_shared(container: Container) -> None:
+    """Build every shared instance now, in one thread: a gateway serves requests from many
+    threads, and two first calls at once must not build two lock tables or two token
+    caches."""
+    for name in SHARED:
+        getattr(container, name)()
+
+
 def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
     """A container whose use cases act for ``requester`` (a request through the gateway): the
     history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the

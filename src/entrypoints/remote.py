@@ -84,8 +84,6 @@ def _credentials_json(credentials: RegistryCredentials | None) -> dict[str, str]
 class RemoteLifecycles:
     """The verbs, asked of a gateway (see the module docstring)."""
 
-    requester = None
-
     def __init__(
         self,
         gateway: Gateway,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.lifecycle_state import LifecycleState
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.published import PublishedAlias
+    from slurm_image.entrypoints.remote_error import RemoteError
 
 Json = dict[str, Any]
 
@@ -336,7 +337,3 @@ def remote_error_from(data: Json) -> RemoteError:
         rule=str(data.get("rule") or "refused"),
         exit_code=code if type(code) is int and 0 < code < 128 else 1,
     )
-
-
-if TYPE_CHECKING:
-    from slurm_image.entrypoints.remote_error import RemoteError

@@ -30,7 +30,8 @@ def post(
 ) -> httpx.Response:
     headers = {} if credential is None else {"Authorization": f"Munge {credential}"}
     headers |= kw.pop("headers", {})
-    return httpx.post(f"{lab.url}{path}", headers=headers, timeout=30, **({"json": body} | kw))
+    timeout = kw.pop("timeout", 30)
+    return httpx.post(f"{lab.url}{path}", headers=headers, timeout=timeout, **({"json": body} | kw))
 
 
 def error_of(answer: httpx.Response) -> dict[str, Any]:
@@ -222,3 +223,43 @@ def test_the_committed_openapi_document_is_the_gateways() -> None:
         "docs/gateway-openapi.json is stale: regenerate it with"
         " `.venv/bin/python scripts/gateway-openapi`"
     )
+
+
+def test_munged_down_is_a_503_naming_its_socket(lab: GatewayLab) -> None:
+    credential = lab.credential("alice")
+    lab.munge.stop()
+    answer = httpx.get(f"{lab.url}/v1/aliases", headers={"Authorization": f"Munge {credential}"})
+    assert answer.status_code == 503
+    error = error_of(answer)
+    assert error["exit_code"] == 3
+    assert lab.munge.socket in error["field"] + error["rule"]
+
+
+def test_the_scheduler_down_is_a_503_and_leaves_no_lifecycle_in_flight(lab: GatewayLab) -> None:
+    lab.scheduler.reachable = False
+    answer = post(lab, "/v1/lifecycles", IMPORT, credential=lab.credential("alice"))
+    assert answer.status_code == 503
+    assert error_of(answer)["exit_code"] == 3
+    assert not list(Path(lab.layout.orders).glob("*.json")), "no book: nothing to settle"
+    assert lab.scheduler.jobs == {}
+
+
+def test_a_client_that_goes_away_mid_wait_changes_nothing(lab: GatewayLab) -> None:
+    started = post(lab, "/v1/lifecycles", IMPORT, credential=lab.credential("alice")).json()
+    with pytest.raises(httpx.ReadTimeout):
+        post(
+            lab,
+            "/v1/lifecycles/wait",
+            {"lifecycle_ids": [started["lifecycle_id"]], "timeout_s": 5},
+            credential=lab.credential("alice"),
+            timeout=0.5,
+        )
+    status = httpx.get(
+        f"{lab.url}/v1/lifecycles",
+        params={"ids": started["lifecycle_id"]},
+        headers={"Authorization": f"Munge {lab.credential('alice')}"},
+    ).json()["lifecycles"][0]
+    assert status["state"] == "PENDING"
+    assert lab.scheduler.job(started["job_id"]).state.value == "PENDING"
+    lab.run_job(started["lifecycle_id"])
+    assert lab.local().settle().published == [started["lifecycle_id"]]

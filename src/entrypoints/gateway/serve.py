@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import uvicorn
+
 from slurm_image.domain.errors import InvalidRequest
+from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -158,10 +161,6 @@ def serve(
     settle_every_s: float = SETTLE_EVERY_S,
 ) -> None:
     """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
-    import uvicorn
-
-    from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
-
     if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
         raise InvalidRequest(
             field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
@@ -184,7 +183,7 @@ def serve(
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
         )
-        servers.append((_Server(config), sockets))
+        servers.append((QuietServer(config), sockets))
     settler = _Settler(lifecycles, settle_every_s)
     settler.start()
     for listener in listeners:
@@ -199,31 +198,24 @@ def serve(
                     Path(listener.path).unlink()
 
 
-class _Server:
+class QuietServer(uvicorn.Server):
     """uvicorn's server, leaving the signals to ``_serve_all`` (several share one loop)."""
 
-    def __init__(self, config: object) -> None:
-        import uvicorn
-
-        class Quiet(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                yield
-
-        assert isinstance(config, uvicorn.Config)
-        self.server = Quiet(config)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
-async def _serve_all(servers: list[tuple[_Server, list[socket.socket]]]) -> None:
+async def _serve_all(servers: list[tuple[QuietServer, list[socket.socket]]]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
         for server, _ in servers:
-            server.server.should_exit = True
+            server.should_exit = True
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop)
     from anyio import to_thread
 
     to_thread.current_default_thread_limiter().total_tokens = 256
-    await asyncio.gather(*(server.server.serve(sockets=sockets) for server, sockets in servers))
+    await asyncio.gather(*(server.serve(sockets=sockets) for server, sockets in servers))
