@@ -243,15 +243,21 @@ def build_shared(container: Container) -> None:
         getattr(container, name)()
 
 
-def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
-    """A container whose use cases act for ``requester`` (a request through the gateway): the
-    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
-    parent's own instance."""
+def _sharing(parent: Container) -> Container:
+    """A container of the same profile whose ``SHARED`` instances are the parent's own."""
     child = Container()
     child.config.override(parent.config)
     child.profile.override(parent.profile)
     for name in SHARED:
         getattr(child, name).override(getattr(parent, name))
+    return child
+
+
+def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
+    """A container whose use cases act for ``requester`` (a request through the gateway): the
+    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
+    parent's own instance."""
+    child = _sharing(parent)
     child.actor.override(providers.Object(actor))
     child.caller.override(providers.Object(requester))
     return child
@@ -260,11 +266,7 @@ def acting_for(parent: Container, actor: Actor, requester: Requester) -> Contain
 def for_anyone(parent: Container) -> Container:
     """A container whose catalog, history and queue are what a reader with no identity may
     see (``domain.access.seen_by_anyone``); everything in ``SHARED`` is the parent's own."""
-    child = Container()
-    child.config.override(parent.config)
-    child.profile.override(parent.profile)
-    for name in SHARED:
-        getattr(child, name).override(getattr(parent, name))
+    child = _sharing(parent)
     child.anyone.override(providers.Object(True))
     return child
 
