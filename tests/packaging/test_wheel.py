@@ -278,7 +278,15 @@ def test_the_example_site_submitter_passes_the_shipped_contract_as_its_own_packa
     assert facts["refused_field"] == "spool"
 
 
-BENCH_KEYS = {"job_vs_bare_enroot", "sqsh_reads_in_job", "show_vs_python", "show_missing_vs_python"}
+BENCH_KEYS = {
+    "job_vs_bare_enroot",
+    "sqsh_reads_in_job",
+    "show_vs_python",
+    "show_missing_vs_python",
+    "gateway_show_p99_ms",
+    "gateway_show_vs_cli",
+    "gateway_list_per_second",
+}
 
 
 def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_path: Path) -> None:
@@ -303,3 +311,4 @@ def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_
     assert set(figures) >= BENCH_KEYS, figures
     assert figures["sqsh_reads_in_job"] > 0
     assert figures["scheduler_calls_per_poll_100_jobs"] == 1
+    assert figures["gateway_coalesced_jobs_for_10_imports"] == 1

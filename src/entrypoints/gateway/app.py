@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,21 +41,26 @@ from slurm_image.entrypoints.gateway.who import Asker, Who
 
 if TYPE_CHECKING:
     from slurm_image.domain.credentials import RegistryCredentials
+    from slurm_image.domain.requester import Account
     from slurm_image.entrypoints.gateway.bodies import Credentials
 
 API_VERSION = "v1"
+VERBS_KEPT = 1024
+"""Requesters (account and host) whose verbs the gateway keeps built, the latest used."""
 log_name = "slurm_image.gateway"
 
 
 @dataclass
 class Gateway:
-    """What the routes share: the service account's verbs, who asks, the request rate."""
+    """What the routes share: the service account's verbs, who asks, the request rate, and
+    each recent requester's verbs."""
 
     lifecycles: Lifecycles
     who: Who
     buckets: dict[int | str, Bucket] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: Callable[[], float] = time.monotonic
+    verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
 
     @property
     def settings(self) -> Any:
@@ -84,7 +90,21 @@ class Gateway:
             )
 
     def acting_for(self, asker: Asker) -> Lifecycles:
-        return self.lifecycles.acting_for(asker.account.requester, host=asker.host)
+        """The verbs of ``asker``, built once per account as the user database answers now (so
+        a change of its groups builds them anew) and host: building them costs several times
+        what a ``show`` does (bench/RESULTS.md, "The gateway")."""
+        key = (asker.account, asker.host)
+        with self.lock:
+            known = self.verbs.get(key)
+            if known is not None:
+                self.verbs.move_to_end(key)
+                return known
+        built = self.lifecycles.acting_for(asker.account.requester, host=asker.host)
+        with self.lock:
+            self.verbs[key] = built
+            while len(self.verbs) > VERBS_KEPT:
+                self.verbs.popitem(last=False)
+        return built
 
 
 def error_response(error: BaseException) -> JSONResponse:
