@@ -33,6 +33,7 @@ from slurm_image.domain.history import EventKind, HistoryEvent
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
+from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
@@ -116,16 +117,26 @@ def latency_seconds(plan: Plan, record: AliasRecord) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def attempt_fields(workspace: Workspace, lifecycle_id: str) -> dict[str, Any]:
-    """What the attempt's own records (plan, submission) say about it, as far as they can be
-    read: the lifecycle id at least. An event is still recorded when they cannot."""
-    fields: dict[str, Any] = {"lifecycle_id": lifecycle_id}
+def attempt_plan(workspace: Workspace, lifecycle_id: str) -> Plan | None:
+    """The attempt's plan, or None when it cannot be read (said in the log)."""
     try:
         layout, identity = attempt_directory(workspace, lifecycle_id)
         data = workspace.read_verified(layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity)
-        fields |= plan_fields(load_plan(data.data))
+        return load_plan(data.data)
     except (WorkspaceError, DomainError, ApplicationError) as error:
         log.info("the history names %s without its plan: %s", lifecycle_id, error)
+        return None
+
+
+def attempt_fields(
+    workspace: Workspace, lifecycle_id: str, plan: Plan | None = None
+) -> dict[str, Any]:
+    """What the attempt's own records (plan, submission) say about it, as far as they can be
+    read: the lifecycle id at least. An event is still recorded when they cannot."""
+    fields: dict[str, Any] = {"lifecycle_id": lifecycle_id}
+    plan = plan if plan is not None else attempt_plan(workspace, lifecycle_id)
+    if plan is not None:
+        fields |= plan_fields(plan)
     try:
         submission = read_submission(workspace, lifecycle_id)
     except (DomainError, ApplicationError):
@@ -145,14 +156,23 @@ class RecordHistory:
         self._actor = actor
         self.failures: list[SlurmImageError | ValueError] = []
 
-    def __call__(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
-        """The event as appended, or None when it could not be (warned about)."""
+    def __call__(
+        self, event: EventKind, *, requester: Requester | None = None, **fields: Any
+    ) -> HistoryEvent | None:
+        """The event as appended, or None when it could not be (warned about). ``requester``:
+        the account the change was made for (a request through the gateway), which the event
+        names instead of the account that made it."""
+        user, uid = (
+            (self._actor.user, self._actor.uid)
+            if requester is None
+            else (requester.user, requester.uid)
+        )
         try:
             built = HistoryEvent(
                 event=event,
                 time=self._clock.now(),
-                user=self._actor.user,
-                uid=self._actor.uid,
+                user=user,
+                uid=uid,
                 host=self._actor.host,
                 **fields,
             )
@@ -171,7 +191,13 @@ class RecordHistory:
         return built
 
     def job_end(
-        self, workspace: Workspace, lifecycle_id: str, event: EventKind, **fields: Any
+        self,
+        workspace: Workspace,
+        lifecycle_id: str,
+        event: EventKind,
+        *,
+        requester: Requester | None = None,
+        **fields: Any,
     ) -> HistoryEvent | None:
         """Record the end of the lifecycle's job once (``JOB_END_MARKER``); None when it was
         recorded before, or cannot be now."""
@@ -190,7 +216,12 @@ class RecordHistory:
                 extra={"lifecycle_id": lifecycle_id},
             )
             return None
-        recorded = self(event, **(attempt_fields(workspace, lifecycle_id) | fields))
+        plan = attempt_plan(workspace, lifecycle_id)
+        if requester is None and plan is not None:
+            requester = plan.request.requester  # a job run for a request through the gateway
+        recorded = self(
+            event, requester=requester, **(attempt_fields(workspace, lifecycle_id, plan) | fields)
+        )
         if recorded is None:
             try:
                 workspace.remove_file(marker, within=identity)

@@ -4,6 +4,7 @@ nothing of the lifecycle's use cases or the scheduler."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from slurm_image.domain import paths
@@ -14,10 +15,13 @@ from slurm_image.ports.history import History
 
 class ReadHistory:
     """The store's history, oldest first: every event, or those of the alias ``name``, at or
-    after ``since``; with the count of lines that were no event (a torn last line)."""
+    after ``since``; with the count of lines that were no event (a torn last line). ``hidden``:
+    whether an alias is one the requester may not see (through the gateway: a private alias of
+    another group), whose events are then left out, and which is unknown when named."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: History, hidden: Callable[[str], bool] | None = None) -> None:
         self._history = history
+        self._hidden = hidden
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         if name is not None:
@@ -26,10 +30,26 @@ class ReadHistory:
             raise InvalidRequest(
                 field="since", rule="must be an aware time (UTC, or with an offset)"
             )
+        hidden = self._hidden
+        if name is not None and hidden is not None and hidden(name):
+            from slurm_image.application.errors import UnknownAlias
+
+            raise UnknownAlias.named(name)
         read = self._history.read(since)
-        if name is None:
-            return read
+        seen: dict[str, bool] = {}
+
+        def shown(alias: str | None) -> bool:
+            if alias is None or hidden is None:
+                return True
+            if alias not in seen:
+                seen[alias] = not hidden(alias)
+            return seen[alias]
+
         return HistoryRead(
-            events=tuple(event for event in read.events if event.alias == name),
+            events=tuple(
+                event
+                for event in read.events
+                if (name is None or event.alias == name) and shown(event.alias)
+            ),
             skipped=read.skipped,
         )

@@ -11,7 +11,7 @@ from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
-from slurm_image.domain.job import JobSpec
+from slurm_image.domain.job import JobSpec, submission_marker
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -20,14 +20,16 @@ from slurm_image.domain.request import Operation, Request
 from slurm_image.domain.resolution import utc_time_text
 from slurm_image.domain.signed_by import SignedBy
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
 import was resolved from), 4 ``signed_by`` (the signature the site policy accepted) and the
-request's ``unsigned_ok`` (an inspection let through without one), 5 the profile selection's
-``site_policy_sha256`` (a site policy file was merged into the profile's ``[policy]``). A plan
-is written in the oldest version that holds it, so a plan without ``resolved_from`` or
-``signed_by`` is version 2, byte for byte what it was before version 3 existed (its digest,
-and the script that names it, unchanged); plans of versions 1 to 5 are read."""
+request's ``unsigned_ok`` (an inspection let through without one), 5 the request's
+``requester``, ``group`` and ``private`` (a request made through the gateway), 6 the profile
+selection's ``site_policy_sha256`` (a site policy file was merged into the profile's
+``[policy]``). A plan is written in the oldest version that holds it, so a plan without
+``resolved_from`` or ``signed_by`` is version 2, byte for byte what it was before version 3
+existed (its digest, and the script that names it, unchanged); plans of versions 1 to 6 are
+read."""
 PLAN_MAX_BYTES = 1 << 20
 CONTAINER_PREFIX = "/.slurm-image"
 
@@ -101,7 +103,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4, 5]
+    schema_version: Literal[1, 2, 3, 4, 5, 6]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -182,7 +184,12 @@ class Plan(BaseModel):
                 "request.unsigned_ok",
                 f"a schema version {self.schema_version} plan records no --unsigned-ok",
             )
-        if self.profile_selection.site_policy_sha256 is not None and self.schema_version < 5:
+        if self.request.gateway_fields and self.schema_version < 5:
+            raise broken(
+                "request.requester",
+                f"a schema version {self.schema_version} plan records no requester or group",
+            )
+        if self.profile_selection.site_policy_sha256 is not None and self.schema_version < 6:
             raise broken(
                 "profile_selection.site_policy_sha256",
                 f"a schema version {self.schema_version} plan records no site policy",
@@ -206,8 +213,10 @@ class Plan(BaseModel):
 
     @property
     def marker(self) -> str:
-        """The submission marker carried in the job comment: unique per attempt."""
-        return f"slurm-image:{self.lifecycle_id}"
+        """The submission marker carried in the job comment: unique per attempt, naming the
+        requester of a request made through the gateway (``job.submission_marker``)."""
+        requester = self.request.requester
+        return submission_marker(self.lifecycle_id, requester.user if requester else None)
 
     def canonical_bytes(self) -> bytes:
         return canonical_json(self.model_dump(mode="json"))
@@ -305,9 +314,11 @@ def derive_plan(
 
 def _oldest_version(
     request: Request, selection: ProfileSelection, signed_by: SignedBy | None
-) -> Literal[2, 3, 4, 5]:
+) -> Literal[2, 3, 4, 5, 6]:
     """The oldest schema version that holds the plan (``SCHEMA_VERSION``)."""
     if selection.site_policy_sha256 is not None:
+        return 6
+    if request.gateway_fields:
         return 5
     if signed_by is not None or request.unsigned_ok:
         return 4

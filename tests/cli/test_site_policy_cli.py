@@ -120,7 +120,7 @@ def test_the_plan_records_the_merged_policy_and_the_site_files_sha256(site: Site
     text = f'[policy]\nallowed_registries = ["{REGISTRY}"]\n'
     site.site_policy(text)
     plan = site.json(*IMPORT)["plan"]
-    assert plan["schema_version"] == 5
+    assert plan["schema_version"] == 6
     assert plan["profile_selection"]["site_policy_sha256"] == (
         hashlib.sha256(text.encode()).hexdigest()
     )

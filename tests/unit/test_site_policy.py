@@ -3,7 +3,7 @@
 weaken. The merge rule (``domain.policy.strictest``); the file read only when root alone can
 change it and every directory on its way (``entrypoints.site_policy``, on real files: giving
 them to root needs root, which CI runs as); the profile loader applying it; the plan recording
-it in schema version 5 and no plan without it changing."""
+it in schema version 6 and no plan without it changing."""
 
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ def test_without_the_file_the_profile_is_loaded_as_before(tmp_path: Path) -> Non
     assert "site_policy_sha256" not in selection.model_dump()
 
 
-# -- the plan: version 5 records it, no other plan changes -----------------------------------
+# -- the plan: version 6 records it, no other plan changes -----------------------------------
 
 
 def site_plan(site_sha256: str | None) -> Any:
@@ -318,13 +318,13 @@ def site_plan(site_sha256: str | None) -> Any:
     )
 
 
-def test_a_plan_made_under_a_site_policy_is_version_5_and_records_its_sha256() -> None:
+def test_a_plan_made_under_a_site_policy_is_version_6_and_records_its_sha256() -> None:
     plan = site_plan("a" * 64)
-    assert plan.schema_version == 5
+    assert plan.schema_version == 6
     data = json.loads(plan.canonical_bytes())
     assert data["profile_selection"]["site_policy_sha256"] == "a" * 64
     assert load_plan(plan.canonical_bytes()) == plan
-    older = dict(data, schema_version=4)
+    older = dict(data, schema_version=5)
     with pytest.raises(PlanInvariantViolation) as refused:
         load_plan(json.dumps(older, sort_keys=True, separators=(",", ":")).encode())
     assert refused.value.field == "profile_selection.site_policy_sha256"
