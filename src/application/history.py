@@ -7,12 +7,18 @@ the order of its changes. A change is never undone, nor reported as failed, beca
 could not be appended: the failure is logged as a warning naming the history file (or lock)
 and the event that is missing, and the command's own result stands.
 
-``NoticeJobEnds`` records a job that ended without a result to publish (``job_failed``) the
-first time any command observes it (``status``, ``wait``, ``publish``, ``import --wait``),
-exactly once per lifecycle: the attempt's marker ``history.recorded`` is created exclusively
-first, and removed again when the append fails, so that a later observation tries again. A
-crash between the two leaves the event absent, never twice. ``Cancel`` takes the same marker,
-so a job it cancelled is recorded as ``cancelled`` and not also as failed.
+``NoticeJobEnds`` records a job that ended without a result to publish (``job_failed``, or
+``cancelled`` when the scheduler says CANCELLED: someone's ``scancel``) the first time any
+command observes it (``status``, ``wait``, ``publish``, ``import --wait``), exactly once per
+lifecycle: the attempt's marker ``history.recorded`` is created exclusively first, and removed
+again when the append fails, so that a later observation tries again. A crash between the two
+leaves the event absent, never twice. ``Cancel`` takes the same marker, so a job it cancelled is
+recorded once. Only who may write the attempt records it: a reader of the store (the operating
+system refuses the marker) observes without a word about the history.
+
+``RecordHistory.refused`` records a refusal (``refused``): the rule, the exit code, what was
+asked for; the entry points call it for the product's refusals (a source outside the policy,
+a signature refused, a registry's answer that lied) and a front end for its own.
 
 ``application.read_history.ReadHistory`` reads it back.
 """
@@ -29,13 +35,13 @@ from slurm_image.application.errors import ApplicationError
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import LifecycleStatus, is_final, succeeded
 from slurm_image.domain.errors import DomainError, SlurmImageError
-from slurm_image.domain.history import EventKind, HistoryEvent
+from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
-from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
+from slurm_image.ports.workspace import AccessDenied, AlreadyExists, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from slurm_image.application.observe import Observe
@@ -145,10 +151,12 @@ class RecordHistory:
         self._actor = actor
         self.failures: list[SlurmImageError | ValueError] = []
 
-    def __call__(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
-        """The event as appended, or None when it could not be (warned about)."""
+    def event(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
+        """The event as this actor would record it now, not appended (a publication's marker
+        carries it, so that a recovery records it as its publisher); None when a field breaks
+        its rule (warned about)."""
         try:
-            built = HistoryEvent(
+            return HistoryEvent(
                 event=event,
                 time=self._clock.now(),
                 user=self._actor.user,
@@ -156,19 +164,63 @@ class RecordHistory:
                 host=self._actor.host,
                 **fields,
             )
-            self._history.append(built)
-        except (SlurmImageError, ValueError) as error:
-            self.failures.append(error)
-            what = fields.get("alias") or fields.get("lifecycle_id") or fields.get("artifact")
-            log.warning(
-                "the store's history misses this %s event%s: %s",
-                event,
-                f" ({what})" if what else "",
-                error,
-                extra={"lifecycle_id": fields.get("lifecycle_id") or "-"},
-            )
+        except ValueError as error:
+            self._missed(event, fields, error)
             return None
-        return built
+
+    def __call__(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
+        """The event as appended, or None when it could not be (warned about)."""
+        built = self.event(event, **fields)
+        return None if built is None else self.append(built)
+
+    def append(self, event: HistoryEvent) -> HistoryEvent | None:
+        """Append ``event`` as built (by this process, or by the crashed one a recovery
+        finishes for), timed now; None when it could not be (warned about)."""
+        timed = event.model_copy(update={"time": self._clock.now()})
+        try:
+            self._history.append(timed)
+        except (SlurmImageError, ValueError) as error:
+            self._missed(event.event, event.model_dump(), error)
+            return None
+        return timed
+
+    def refused(
+        self,
+        rule: str,
+        exit_code: int,
+        *,
+        reason: str,
+        source: str | None = None,
+        alias: str | None = None,
+        **fields: Any,
+    ) -> HistoryEvent | None:
+        """Record a refusal of what someone asked for: ``rule`` (``domain.history.REFUSAL_RULE``:
+        ``source_not_allowed``, ``signature_missing``, a front end's ``unauthenticated``...),
+        the ``exit_code`` the command (or request) ended with, and ``reason`` as it was told;
+        ``source`` and ``alias`` as asked for (a source is cut like the reason). The actor is
+        who asked: a front end records as its requester (``Actor``)."""
+        return self(
+            "refused",
+            rule=rule,
+            exit_code=exit_code,
+            reason=reason_text(reason),
+            source=None if source is None else reason_text(source),
+            alias=alias,
+            **fields,
+        )
+
+    def _missed(
+        self, event: str, fields: dict[str, Any], error: SlurmImageError | ValueError
+    ) -> None:
+        self.failures.append(error)
+        what = fields.get("alias") or fields.get("lifecycle_id") or fields.get("artifact")
+        log.warning(
+            "the store's history misses this %s event%s: %s",
+            event,
+            f" ({what})" if what else "",
+            error,
+            extra={"lifecycle_id": fields.get("lifecycle_id") or "-"},
+        )
 
     def job_end(
         self, workspace: Workspace, lifecycle_id: str, event: EventKind, **fields: Any
@@ -180,6 +232,16 @@ class RecordHistory:
             marker = layout.in_job(JOB_END_MARKER)
             workspace.write_new(marker, b"", mode=0o600, within=identity)
         except AlreadyExists:
+            return None
+        except AccessDenied as error:
+            # a reader of the store, or a store mounted read-only here: the writer records it
+            log.info(
+                "the %s event of %s is left to whoever may write the store: %s",
+                event,
+                lifecycle_id,
+                error,
+                extra={"lifecycle_id": lifecycle_id},
+            )
             return None
         except (WorkspaceError, ApplicationError) as error:
             log.warning(
@@ -204,9 +266,26 @@ def ended_without_result(status: LifecycleStatus) -> bool:
     return isinstance(status.state, JobState) and is_final(status) and not succeeded(status)
 
 
+def job_end_event(status: LifecycleStatus) -> EventKind:
+    """How the history names a job that ended without a result: ``cancelled`` when the
+    scheduler says it was (whoever cancelled it: ``cancel``, or ``scancel`` past the product),
+    else ``job_failed``."""
+    return "cancelled" if status.state is JobState.CANCELLED else "job_failed"
+
+
+def job_end_fields(status: LifecycleStatus) -> dict[str, Any]:
+    """What an observed end of a job tells its event: job, exit code, state and run time."""
+    return {
+        "job_id": status.job_id,
+        "exit_code": status.exit_code,
+        "state": str(status.state),
+        "job_seconds": status.job_seconds,
+    }
+
+
 class NoticeJobEnds:
-    """``Observe``, recording each job that ended without a result (``job_failed``) the first
-    time it is observed (see the module docstring)."""
+    """``Observe``, recording each job that ended without a result (``job_failed``, or
+    ``cancelled``) the first time it is observed (see the module docstring)."""
 
     def __init__(self, observe: Observe, workspace: Workspace, record: RecordHistory) -> None:
         self._observe = observe
@@ -220,10 +299,8 @@ class NoticeJobEnds:
                 self._record.job_end(
                     self._workspace,
                     status.lifecycle_id,
-                    "job_failed",
-                    job_id=status.job_id,
-                    exit_code=status.exit_code,
-                    state=str(status.state),
+                    job_end_event(status),
+                    **job_end_fields(status),
                 )
         return statuses
 

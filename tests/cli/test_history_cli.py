@@ -100,6 +100,7 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
         ("unregistered", "app"),
         ("gc_artifact", None),
         ("gc_artifact", None),
+        ("gc_removed", None),  # their source record
     ]
     assert all((e["user"], e["uid"], e["host"]) == ME for e in events)
     published, replaced, job_failed, stopped, unregistered = events[:5]
@@ -114,7 +115,9 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
     )
     assert (stopped["job_id"], stopped["state"]) == (cancelled["job_id"], "CANCELLED")
     assert (unregistered["architecture"], unregistered["artifact"]) == ("x86_64", OTHER_SHA)
-    assert {e["artifact"] for e in events[5:]} == {SHA, OTHER_SHA}
+    assert {e["artifact"] for e in events[5:7]} == {SHA, OTHER_SHA}
+    assert {e["bytes"] for e in events[5:7]} == {len(SQSH_BYTES), len(OTHER)}
+    assert (events[7]["removed"], events[7]["count"]) == ("source", 1)
     assert set(events[0]) == {
         "schema_version",
         "event",
@@ -135,7 +138,15 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
         "state",
         "job_seconds",
         "publish_latency_seconds",
+        "recovered",
+        "rule",
+        "source",
+        "reason",
+        "removed",
+        "count",
+        "bytes",
     }
+    assert events[0]["schema_version"] == 2
 
 
 def test_the_human_form_is_one_row_per_event_newest_last(site: Site) -> None:
