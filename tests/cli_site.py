@@ -14,6 +14,7 @@ from dependency_injector import providers
 import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
 from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.ports.clock import Clock
 
 
 class CliSite:
@@ -35,12 +36,15 @@ class CliSite:
         return json.loads(out)
 
 
-def fake_scheduler(directory: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSubmitter:
+def fake_scheduler(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock | None = None
+) -> FakeSubmitter:
     """Run the command line from ``directory`` (its ``slurm-image.toml``) with every container's
-    submitter replaced by the one fake scheduler returned."""
+    submitter replaced by the one fake scheduler returned (dating its jobs by ``clock``, else
+    the system's)."""
     monkeypatch.chdir(directory)
     monkeypatch.delenv("SLURM_IMAGE_PROFILE", raising=False)
-    scheduler = FakeSubmitter()
+    scheduler = FakeSubmitter(clock=clock)
     real_build = api.build_container
 
     def build(profile: Any = None) -> Any:

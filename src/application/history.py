@@ -17,8 +17,10 @@ recorded once. Only who may write the attempt records it: a reader of the store 
 system refuses the marker) observes without a word about the history.
 
 ``RecordHistory.refused`` records a refusal (``refused``): the rule, the exit code, what was
-asked for; the entry points call it for the product's refusals (a source outside the policy,
-a signature refused, a registry's answer that lied) and a front end for its own.
+asked for; a front end calls it for its own refusals. ``RecordRefusals`` records the product's
+(an error whose class names a ``refusal``: a source outside the policy, a signature refused, a
+registry's answer that lied), for the entry points, which know the exit code; only in a store
+that exists (a refused first request creates none).
 
 ``application.read_history.ReadHistory`` reads it back.
 """
@@ -39,8 +41,10 @@ from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
+from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
+from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import AccessDenied, AlreadyExists, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
@@ -259,6 +263,38 @@ class RecordHistory:
             except WorkspaceError as error:
                 log.warning("%s stays: %s", marker, error, extra={"lifecycle_id": lifecycle_id})
         return recorded
+
+
+class RecordRefusals:
+    """Record ``error`` as a refusal when its class names one (``SlurmImageError.refusal``),
+    with the ``exit_code`` and ``reason`` the command ends with, in the store when there is one
+    (``images/``); nothing for any other error."""
+
+    def __init__(self, store: Store, record: RecordHistory) -> None:
+        self._store = store
+        self._record = record
+
+    def __call__(
+        self,
+        error: BaseException,
+        exit_code: int,
+        *,
+        reason: str,
+        source: str | None,
+        alias: str | None,
+    ) -> HistoryEvent | None:
+        rule = error.refusal if isinstance(error, SlurmImageError) else None
+        if rule is None:
+            return None
+        images = StoreLayout(self._store.root).images
+        try:
+            present = self._store.entry_kind(images) == "directory"
+        except WorkspaceError:
+            present = False
+        if not present:
+            log.info("no store at %s to record the refusal (%s) in", images, rule)
+            return None
+        return self._record.refused(rule, exit_code, reason=reason, source=source, alias=alias)
 
 
 def ended_without_result(status: LifecycleStatus) -> bool:

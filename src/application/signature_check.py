@@ -26,6 +26,7 @@ from slurm_image.domain.signatures import (
     Candidate,
     PublicKey,
     load_public_key,
+    stronger,
     verify,
 )
 from slurm_image.domain.signed_by import SignedBy
@@ -100,7 +101,7 @@ class CheckSignature:
                 found = self._find(reference, child, profile, credentials)
                 verified = verify(found, keys, [child], child)
             except SignatureRefused as second:
-                raise SignatureRefused(
+                raise stronger(type(refused), type(second))(
                     field=pin,
                     rule=f"{refused.rule}; nor its {architecture} manifest {child}: {second.rule}",
                 ) from None

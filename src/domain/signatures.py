@@ -40,7 +40,13 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
-from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
+from slurm_image.domain.errors import (
+    InvalidSignatureKey,
+    ReplayedSignature,
+    SignatureRefused,
+    SignedByOtherKey,
+    Unsigned,
+)
 from slurm_image.domain.signed_by import SignatureFormat, SignedBy
 
 BUNDLE: SignatureFormat = "sigstore-bundle"
@@ -421,8 +427,9 @@ def verify(
     keys = list(keys)
     accepted = frozenset(accepted)
     if not candidates:
-        raise SignatureRefused(field=looked_up, rule="is not signed (no cosign signature found)")
+        raise Unsigned(field=looked_up, rule="is not signed (no cosign signature found)")
     reasons: list[str] = []
+    refusal: type[SignatureRefused] = SignedByOtherKey
     for candidate in candidates:
         key = next((k for k in keys if _verifies(k, candidate.signature, candidate.message)), None)
         if key is None:
@@ -432,12 +439,14 @@ def verify(
             named = _signed_digest(candidate, looked_up)
         except SignatureRefused as error:
             reasons.append(f"{candidate.format} {candidate.digest}: {error.rule}")
+            refusal = stronger(refusal, type(error))
             continue
         if named not in accepted:
             reasons.append(
                 f"{candidate.format} {candidate.digest}: signed by a policy key for another"
                 f" digest, {named} (a replayed signature)"
             )
+            refusal = ReplayedSignature
             continue
         return Verified(
             format=candidate.format,
@@ -445,7 +454,12 @@ def verify(
             key_fingerprint=key.fingerprint,
             signed_digest=named,
         )
-    raise SignatureRefused(
+    raise refusal(
         field=looked_up,
         rule="has no signature by a policy key over this digest: " + "; ".join(reasons),
     )
+
+
+def stronger(one: type[SignatureRefused], other: type[SignatureRefused]) -> type[SignatureRefused]:
+    """Of two refusals of one pin, the one that says most (``SignatureRefused.strength``)."""
+    return other if other.strength > one.strength else one

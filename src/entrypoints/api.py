@@ -14,7 +14,8 @@ typed records and raises the same typed errors; ``exit_code_for(error)`` in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -103,6 +104,29 @@ class Lifecycles:
         (``entrypoints.container.require_submitter``)."""
         self.container.submitter_ready()
 
+    @contextmanager
+    def _refusals_recorded(self, *, source: str, alias: str) -> Iterator[None]:
+        """Record in the store's history what the block refuses on the site's word (a source
+        outside the policy, a signature refused, a registry's answer that lied: the error's
+        ``refusal``), with the exit code the command line ends with; then let it go on. A
+        ``--dry-run`` (``plan``) attempts nothing and records nothing."""
+        try:
+            yield
+        except Exception as error:
+            from slurm_image.domain.errors import SlurmImageError
+
+            if isinstance(error, SlurmImageError) and error.refusal is not None:
+                from slurm_image.entrypoints.errors import describe, exit_code_for
+
+                self.container.record_refusals()(
+                    error,
+                    exit_code_for(error),
+                    reason=describe(error),
+                    source=source,
+                    alias=alias,
+                )
+            raise
+
     # -- lifecycles ----------------------------------------------------------------------
 
     def plan(
@@ -143,7 +167,30 @@ class Lifecycles:
     ) -> Request:
         """The request for ``source``; with ``resolve`` (imports only), the request for the
         pin the tag ``source`` resolves to now, recording where it came from. Name, role and
-        architecture are checked before any registry is asked."""
+        architecture are checked before any registry is asked. A refusal of the tag (outside
+        the policy, a registry's answer that lied) is recorded in the store's history."""
+        with self._refusals_recorded(source=source, alias=name):
+            return self._request(
+                operation,
+                source,
+                name=name,
+                role=role,
+                arch=arch,
+                resolve=resolve,
+                unsigned_ok=unsigned_ok,
+            )
+
+    def _request(
+        self,
+        operation: Operation,
+        source: str,
+        *,
+        name: str,
+        role: str,
+        arch: str | None,
+        resolve: bool,
+        unsigned_ok: bool = False,
+    ) -> Request:
         if not resolve:
             return make_request(
                 operation,
@@ -243,11 +290,13 @@ class Lifecycles:
         on_poll: Progress | None = None,
     ) -> Outcome:
         """Stage, and (``submit``) submit; with ``wait``, wait and publish. An import the store
-        can answer runs no job unless ``force`` (``application.lifecycle``)."""
+        can answer runs no job unless ``force`` (``application.lifecycle``). A refusal on the
+        site's word (its policy, its keys) is recorded in the store's history."""
         from slurm_image.application.lifecycle import LifecycleOptions
 
         options = LifecycleOptions(submit, wait, timeout_s, replace, force, on_poll)
-        return self.container.lifecycle()(request, self.profile, self.selection, options)
+        with self._refusals_recorded(source=request.source, alias=request.name):
+            return self.container.lifecycle()(request, self.profile, self.selection, options)
 
     def stage(self, request: Request) -> PreparedLifecycle:
         return self.container.prepare()(request, self.profile, self.selection)

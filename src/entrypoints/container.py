@@ -109,6 +109,9 @@ class Container(containers.DeclarativeContainer):
     record_history = providers.Singleton(
         make.record_history, history=history, clock=clock, actor=actor
     )
+    # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
+    # that does not hold): the API records it with the exit code the command ends with.
+    record_refusals = providers.Factory(make.record_refusals, store=store, record=record_history)
 
     observe = providers.Factory(
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
+    from slurm_image.application.history import (
+        Actor,
+        NoticeJobEnds,
+        RecordHistory,
+        RecordRefusals,
+    )
     from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
@@ -115,6 +120,12 @@ def record_history(**wiring: Any) -> RecordHistory:
     from slurm_image.application.history import RecordHistory
 
     return RecordHistory(**wiring)
+
+
+def record_refusals(**wiring: Any) -> RecordRefusals:
+    from slurm_image.application.history import RecordRefusals
+
+    return RecordRefusals(**wiring)
 
 
 def read_history(history: History) -> ReadHistory:

@@ -61,6 +61,8 @@ class AnswerRefused(RegistryError):
     """An answer the product will not read: too large, a redirect it must not follow, or a
     token answer it cannot use."""
 
+    refusal = "registry_answer_refused"
+
 
 class AnswerTooLarge(AnswerRefused):
     """The answer holds more than the request's ``max_bytes``."""
