@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+REFUSAL_RULES = (
+    "source_not_allowed",
+    "signature_missing",
+    "signature_other_key",
+    "signature_replayed",
+    "signature_invalid",
+    "registry_digest_mismatch",
+    "registry_answer_refused",
+)
+"""Every ``refusal`` an error of the product names (a front end may record rules of its own):
+``metrics`` counts each, zeros too, so that an alert has a series from the start."""
+
 
 class SlurmImageError(Exception):
     """Base of every error the product raises: built as ``Kind(field=..., rule=..., value=...)``.

@@ -385,7 +385,9 @@ class Lifecycles:
     def metrics(self) -> StoreMetrics:
         """The store's figures (``application.metrics``): aliases, artifacts, the layer cache,
         attempts, and the history's totals; nothing of the scheduler is asked."""
-        return self.container.metrics()(layer_cache=self.layer_cache_bound())
+        return self.container.metrics()(
+            layer_cache=self.layer_cache_bound(), store_name=self.profile.store_name
+        )
 
     def unregister(self, name: str) -> str:
         return self.container.maintain().unregister(name)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from slurm_image.domain.credentials import RegistryCredentials
-from slurm_image.domain.errors import SlurmImageError
+from slurm_image.domain.errors import InvalidRegistryAnswer, SlurmImageError
 
 
 class RegistryError(SlurmImageError):
@@ -61,7 +61,7 @@ class AnswerRefused(RegistryError):
     """An answer the product will not read: too large, a redirect it must not follow, or a
     token answer it cannot use."""
 
-    refusal = "registry_answer_refused"
+    refusal = InvalidRegistryAnswer.refusal
 
 
 class AnswerTooLarge(AnswerRefused):
