@@ -207,6 +207,23 @@ class HistoryRead:
     skipped: int = 0
 
 
+@dataclass(frozen=True)
+class HistoryPosition:
+    """How far a follower has read: the month file (None: none yet) and the offset just past
+    its last whole line read. A line not ended yet (an append in progress) lies beyond it."""
+
+    month: str | None = None
+    offset: int = 0
+
+
+def parse_whole_lines(data: bytes) -> tuple[HistoryRead, int]:
+    """The events of ``data``'s whole lines, and how many bytes they take: a last line without
+    its newline is left for later (an append in progress, or a crash's torn line, which the
+    next append ends with a newline)."""
+    end = data.rfind(b"\n") + 1
+    return parse_history(data[:end]), end
+
+
 def event_line(event: HistoryEvent) -> bytes:
     """The event as one line: compact JSON, sorted keys, UTF-8, the newline included."""
     text = json.dumps(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.read_history import ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.entrypoints.api import Lifecycles
     from slurm_image.entrypoints.arguments import Options
 
@@ -24,6 +24,12 @@ def history_reader(options: Options) -> ReadHistory:
     from slurm_image.entrypoints.lookup import history_reader
 
     return history_reader(options.profile, cluster=options.cluster)
+
+
+def history_follower(options: Options) -> FollowHistory:
+    from slurm_image.entrypoints.lookup import history_follower
+
+    return history_follower(options.profile, cluster=options.cluster)
 
 
 def lifecycles(options: Options) -> Lifecycles:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from slurm_image.application.outdated import Outdated
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
-    from slurm_image.application.read_history import ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
@@ -132,6 +132,12 @@ def read_history(history: History) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
     return ReadHistory(history)
+
+
+def follow_history(history: History) -> FollowHistory:
+    from slurm_image.application.read_history import FollowHistory
+
+    return FollowHistory(history)
 
 
 def noticing_observe(workspace: Workspace, record: RecordHistory, **wiring: Any) -> NoticeJobEnds:

@@ -25,7 +25,7 @@ from slurm_image.application.history import (
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.observe import Observe
 from slurm_image.application.publish import Publish
-from slurm_image.application.read_history import ReadHistory
+from slurm_image.application.read_history import FollowHistory, ReadHistory
 from slurm_image.application.wait import Wait
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError, InvalidRequest
@@ -598,3 +598,35 @@ def test_read_history_filters_by_alias_and_since(lab: HistoryLab) -> None:
         read(since=datetime(2024, 1, 1))
     with pytest.raises(DomainError):
         read("../etc")
+
+
+def test_following_emits_what_there_is_then_each_append_of_the_alias_until_stopped(
+    lab: HistoryLab,
+) -> None:
+    lab.record("unregistered", alias="one")
+    lab.record("unregistered", alias="two")
+    emitted: list[HistoryEvent] = []
+    waits: list[float] = []
+
+    def appended_then(*more: str) -> Any:
+        def step() -> bool:
+            for alias in more:
+                lab.record("unregistered", alias=alias)
+            return False
+
+        return step
+
+    script = iter(
+        [appended_then("one", "two"), appended_then(), appended_then("one"), lambda: True]
+    )
+
+    def stopped(seconds: float) -> bool:
+        waits.append(seconds)
+        return bool(next(script)())
+
+    FollowHistory(lab.history, interval_s=0.5)(emitted.append, stopped, "one")
+    assert [e.alias for e in emitted] == ["one", "one", "one"]
+    assert emitted == [e for e in lab.events() if e.alias == "one"]
+    assert waits == [0.5] * 4
+    with pytest.raises(DomainError):
+        FollowHistory(lab.history)(emitted.append, stopped, "../etc")
