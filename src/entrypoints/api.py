@@ -143,7 +143,7 @@ class Lifecycles:
         """The plan and script, creating nothing (``--dry-run``); ``resolve``: ``source`` is a
         tag, pinned first (``resolve_tag``); ``unsigned_ok``: an inspection let through under
         ``require_signature``."""
-        request = self.request(
+        request = self._request(
             operation,
             source,
             name=name,
