@@ -13,7 +13,9 @@ from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
 import slurm_image.entrypoints.cli as cli
+from publish_support import SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.domain.paths import AttemptLayout
 from slurm_image.ports.clock import Clock
 
 
@@ -34,6 +36,28 @@ class CliSite:
         code, out, err = self.run(*args, "--json")
         assert code == 0, err
         return json.loads(out)
+
+    def publish_resolved(
+        self, tag: str, name: str, manifest: str, arch: str = "x86_64"
+    ) -> dict[str, Any]:
+        """``import TAG --resolve``, its job finished as the job would finish it (a candidate,
+        its inspection, the verified chain to ``manifest``), and ``publish``: an entry that
+        records the tag."""
+        submitted = self.json(
+            "import", tag, "--resolve", "--name", name, "--role", "client", "--arch", arch
+        )
+        attempt = AttemptLayout(str(self.root), submitted["lifecycle_id"])
+        pin = json.loads(Path(attempt.plan).read_text())["source_digest"]
+        candidate = SQSH_BYTES + name.encode()
+        Path(attempt.in_job("candidate.sqsh")).write_bytes(candidate)
+        Path(attempt.in_job("output/inspection.json")).write_bytes(
+            inspection("client", candidate, machine=arch)
+        )
+        Path(attempt.chain_record).write_bytes(chain_json(pin, manifest))
+        Path(attempt.architecture_record).write_bytes(f"{arch}\n".encode())
+        self.scheduler.finish(submitted["job_id"])
+        published: dict[str, Any] = self.json("publish", submitted["lifecycle_id"])
+        return published
 
 
 def fake_scheduler(

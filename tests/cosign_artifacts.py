@@ -149,6 +149,26 @@ def bundle_signature(
     )
 
 
+def listed_together(digest: str, *parts: Artifacts) -> Artifacts:
+    """The bundle signatures ``parts`` of ``digest`` listed by one index, in the order given, as
+    cosign appends each new signature (and anyone who may push, any referrer) to it."""
+    tag = signatures.bundle_tag(digest)
+    together = Artifacts()
+    entries: list[Any] = []
+    for part in parts:
+        index, _ = part.manifests[tag]
+        entries += json.loads(index)["manifests"]
+        together.manifests.update(
+            (reference, manifest)
+            for reference, manifest in part.manifests.items()
+            if reference != tag
+        )
+        together.blobs += [blob for blob in part.blobs if blob not in together.blobs]
+    index = compact({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
+    together.manifests[tag] = (index, OCI_INDEX)
+    return together
+
+
 def legacy_signature(
     private: PrivateKey, digest: str, *, payload: bytes | None = None, annotation: str | None = None
 ) -> Artifacts:

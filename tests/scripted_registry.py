@@ -6,8 +6,9 @@ there, anonymously, with Basic auth or with Bearer tokens of a ``TokenService``,
 certificates of ``tls_material``) or plain HTTP. A test can make it lie: a
 ``Docker-Content-Digest`` of other bytes, a redirect (to another loopback address, a "host"
 of its own), an answer of any size sent chunked without a ``Content-Length``, transient failures
-with a ``Retry-After``. Every server records each request it got with the ``Authorization``
-header it carried, so a test can say which host saw which credentials.
+with a ``Retry-After``, an answer dribbled a byte at a time (headers or body) or sent late.
+Every server records each request it got with the ``Authorization`` header it carried, so a
+test can say which host saw which credentials.
 
 Bounded: each server stops after ``lifetime`` seconds.
 """
@@ -180,6 +181,47 @@ def send_chunked(handler: BaseHTTPRequestHandler, size: int, media_type: str) ->
     return sent
 
 
+@dataclass(frozen=True)
+class Dribble:
+    """Send ``part`` (``headers`` or ``body``) of an answer one byte every ``every`` seconds,
+    ``count`` bytes of it, then the rest at once: no read ever waits long, the answer as a whole
+    takes ``count * every`` seconds."""
+
+    part: str = "headers"
+    every: float = 0.25
+    count: int = 40
+
+
+def send_dribbled(
+    handler: BaseHTTPRequestHandler,
+    body: bytes,
+    headers: dict[str, str],
+    dribble: Dribble,
+    stop: threading.Event,
+) -> bool:
+    """A 200 answer of ``body`` sent as ``dribble`` says; whether it was sent to its end (False:
+    the client hung up first, or the server stopped)."""
+    lines = ["HTTP/1.1 200 OK", f"Content-Length: {len(body)}", "Connection: close"]
+    lines += [f"{key}: {value}" for key, value in headers.items()]
+    lines.append("X-Dribble: " + "." * dribble.count)
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    whole = head + body
+    start = head.index(b"X-Dribble: ") + 11 if dribble.part == "headers" else len(head)
+    handler.close_connection = True
+    try:
+        handler.wfile.write(whole[:start])
+        for position in range(start, start + dribble.count):
+            handler.wfile.write(whole[position : position + 1])
+            handler.wfile.flush()
+            if stop.wait(dribble.every):
+                return False
+        handler.wfile.write(whole[start + dribble.count :])
+        handler.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+        return False
+    return True
+
+
 @dataclass
 class _Issued:
     login: str | None
@@ -201,12 +243,17 @@ class TokenService:
         service: str = "scripted-registry",
         lifetime: int = 300,
         server_lifetime: float = 300,
+        dribble: Dribble | None = None,
     ) -> None:
         self.accounts = accounts
         self.public = public
         self.service = service
         self.lifetime = lifetime
+        self.dribble = dribble
+        self.finished: list[bool] = []
+        """Per dribbled answer: whether it was sent to the end."""
         self.issued: dict[str, _Issued] = {}
+        self.stopped = threading.Event()
         self.server = Server(host, self._respond, tls, server_lifetime)
 
     @property
@@ -235,9 +282,14 @@ class TokenService:
         token = secrets.token_urlsafe(24)
         self.issued[token] = _Issued(login if isinstance(login, str) else None, scope)
         body = json.dumps({"token": token, "expires_in": self.lifetime}).encode()
+        if self.dribble is not None:
+            headers = {"Content-Type": "application/json"}
+            self.finished.append(send_dribbled(handler, body, headers, self.dribble, self.stopped))
+            return
         send(handler, 200, body, {"Content-Type": "application/json"})
 
     def close(self) -> None:
+        self.stopped.set()
         self.server.close()
 
 
@@ -265,6 +317,13 @@ class Scripted:
     """(status, Retry-After) answered, in order, before the real answer."""
     stall_after: int | None = None
     """Send this many bytes of the manifest, then nothing more until the server stops."""
+    denial: str | None = None
+    """Answer 403 with this error message, ``{authorization}`` replaced by the Authorization
+    header received (a registry that echoes it)."""
+    dribble: Dribble | None = None
+    """Send the manifest this slowly (``Dribble``)."""
+    delay: float = 0.0
+    """Wait this long before answering."""
 
 
 class ScriptedRegistry:
@@ -287,6 +346,8 @@ class ScriptedRegistry:
         self.manifests: dict[str, tuple[bytes, str]] = {}
         self.scripted: dict[str, Scripted] = {}
         self.sent_bytes: dict[str, int] = {}
+        self.finished: dict[str, bool] = {}
+        """Per dribbled path: whether its last answer was sent to the end."""
         self.stopped = threading.Event()
         self.server = Server(host, self._respond, tls, lifetime)
 
@@ -345,6 +406,13 @@ class ScriptedRegistry:
             )
             return
         scripted = self.scripted.get(path, Scripted())
+        if scripted.denial is not None:
+            echoed = scripted.denial.replace(
+                "{authorization}", handler.headers.get("Authorization") or ""
+            )
+            body = json.dumps({"errors": [{"code": "DENIED", "message": echoed}]}).encode()
+            send(handler, 403, body, {"Content-Type": "application/json"})
+            return
         if scripted.failures:
             status, retry_after = scripted.failures.pop(0)
             send(handler, status, b"", {"Retry-After": retry_after} if retry_after else {})
@@ -362,6 +430,14 @@ class ScriptedRegistry:
             return
         data, media_type = found
         digest = scripted.content_digest or digest_of(data)
+        if scripted.delay and self.stopped.wait(scripted.delay):
+            return
+        if scripted.dribble is not None:
+            headers = {"Content-Type": media_type, "Docker-Content-Digest": digest}
+            self.finished[path] = send_dribbled(
+                handler, data, headers, scripted.dribble, self.stopped
+            )
+            return
         if scripted.stall_after is not None:
             handler.send_response(200)
             handler.send_header("Content-Type", media_type)

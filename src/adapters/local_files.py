@@ -60,3 +60,14 @@ def read_bounded(fd: int, max_bytes: int, field: str) -> bytes:
         total += len(chunk)
         if total > max_bytes:
             raise TooLarge(field=field, rule=f"holds more than {max_bytes} bytes")
+
+
+def group_id(name: str, field: str) -> int:
+    """The gid of the group ``name`` for a file at ``field``; ``WorkspaceError`` when the
+    system knows no such group."""
+    import grp
+
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise WorkspaceError(field=field, rule=f"group {name} does not exist here") from None

@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from slurm_image.adapters.local_files import READ_FLAGS, identity_of, port_error, read_bounded
+from slurm_image.adapters.local_files import (
+    READ_FLAGS,
+    group_id,
+    identity_of,
+    port_error,
+    read_bounded,
+)
 from slurm_image.adapters.local_workspace import LocalWorkspace
 from slurm_image.domain.file_kinds import EntryKind, describe_mode
 from slurm_image.domain.file_kinds import entry_kind as file_kind
@@ -172,8 +178,15 @@ class LocalStore(LocalWorkspace):
             raise port_error(error, path) from None
 
     def install(
-        self, source: str, destination: str, *, expected: FileDigest, mode: int
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: FileDigest,
+        mode: int,
+        group: str | None = None,
     ) -> FileIdentity:
+        gid = -1 if group is None else group_id(group, destination)
         with self._parent(source, None) as (source_dir, source_name):
             try:
                 fd = os.open(source_name, READ_FLAGS, dir_fd=source_dir)
@@ -199,6 +212,7 @@ class LocalStore(LocalWorkspace):
                     with suppress(FileNotFoundError):
                         os.stat(target_name, dir_fd=target_dir, follow_symlinks=False)
                         raise AlreadyExists(field=destination, rule="already exists")
+                    os.fchown(fd, -1, gid)
                     os.fchmod(fd, mode)
                     os.fsync(fd)
                     self._link(source_dir, source_name, target_dir, target_name, destination)
@@ -226,13 +240,16 @@ class LocalStore(LocalWorkspace):
         except FileExistsError:
             raise AlreadyExists(field=field, rule="already exists") from None
 
-    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+    def publish_file(
+        self, path: str, data: bytes, *, mode: int, staging: str, group: str | None = None
+    ) -> None:
+        gid = -1 if group is None else group_id(group, path)
         with (
             self._parent(path, None) as (parent, name),
             self._directory(self._components(staging)) as staging_fd,
         ):
             temporary = f"{name}.{secrets.token_hex(8)}.tmp"
-            self._create(staging_fd, temporary, path, data, mode)
+            self._create(staging_fd, temporary, path, data, mode, gid=gid)
             try:
                 os.rename(temporary, name, src_dir_fd=staging_fd, dst_dir_fd=parent)
             except OSError as error:

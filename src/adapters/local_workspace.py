@@ -92,8 +92,11 @@ class LocalWorkspace(LocalTree):
             finally:
                 os.close(fd)
 
-    def _create(self, parent: int, name: str, field: str, data: bytes, mode: int) -> WrittenFile:
-        """Create ``name`` exclusively, write, set ``mode``, fsync. Removed again on failure."""
+    def _create(
+        self, parent: int, name: str, field: str, data: bytes, mode: int, *, gid: int = -1
+    ) -> WrittenFile:
+        """Create ``name`` exclusively, write, set the group ``gid`` (-1: keep) and ``mode``,
+        fsync. Removed again on failure."""
         try:
             fd = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=parent)
         except OSError as error:
@@ -103,6 +106,8 @@ class LocalWorkspace(LocalTree):
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
+                if gid != -1:
+                    os.fchown(fd, -1, gid)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
                 status = os.fstat(fd)

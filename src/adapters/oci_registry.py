@@ -8,7 +8,8 @@ way the registry's ``WWW-Authenticate`` challenge asks:
   entry (over HTTPS only), or a Bearer token from the challenge's realm (an https URL; the
   entry's login goes there only when the challenge itself came over HTTPS). The token is asked
   for ``repository:<repository>:pull`` (never a wider scope the registry might name) and kept
-  in this object's memory for its ``expires_in``;
+  in this object's memory for its ``expires_in``, for that registry's origin only: another
+  registry naming the same realm never gets it;
 - redirects are followed here, at most five: the ``Authorization`` header goes only to the
   origin it was made for (the registry, or the token realm), never along a redirect to another
   scheme, host or port; a redirect to plain HTTP is refused unless ``allow_http``;
@@ -20,7 +21,13 @@ way the registry's ``WWW-Authenticate`` challenge asks:
 - transient failures (connection errors, timeouts, 408, 429, 500, 502, 503, 504) are retried
   with tenacity within the request's ``timeout_s``, exponentially from 0.5 s, and a 429's
   ``Retry-After`` is waited for when it is at most ``retry_after_max_s``; a certificate that
-  does not verify is not retried.
+  does not verify is not retried;
+- the whole conversation (connecting, TLS, headers and body of every try, retry, redirect and
+  token request) ends by the request's deadline, ``timeout_s`` after it began: each read is
+  given at most the time left, and a watchdog shuts the conversation's connections down when
+  the deadline passes. httpx's timeouts bound one read each, so without it a registry sending
+  a byte of its headers or body every few seconds would hold the command for as long as it
+  liked. Only the system resolver's own timeouts bound a name lookup.
 
 TLS trusts the system store, as Enroot's curl does: ``ssl.create_default_context()``, through
 which OpenSSL reads ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` when set; proxies come from the
@@ -29,13 +36,15 @@ environment (``https_proxy``, ``no_proxy``) as they do for curl.
 
 from __future__ import annotations
 
-import base64
 import logging
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import tenacity
@@ -50,6 +59,8 @@ from slurm_image.domain.registry_auth import (
     read_token_answer,
     retry_after_s,
 )
+from slurm_image.domain.registry_text import registry_text
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 from slurm_image.ports.registry import (
     AnswerRefused,
     AnswerTooLarge,
@@ -87,6 +98,18 @@ class _Origin:
 
 
 @dataclass(frozen=True)
+class _TokenKey:
+    """What a cached token was issued for: the registry's origin it is sent to, and what its
+    realm was asked (the realm, service, scope and the login it was given)."""
+
+    origin: _Origin
+    realm: str
+    service: str
+    scope: str
+    login: str | None
+
+
+@dataclass(frozen=True)
 class _Reply:
     status: int
     headers: httpx.Headers
@@ -100,6 +123,52 @@ class _Token:
     expires_at: float
     with_credentials: bool
     """Whether the realm was given the netrc entry for it."""
+
+
+class _Watchdog:
+    """Shuts a conversation's connections down ``seconds`` after it began (module docstring).
+    It learns of each connection through httpcore's ``trace`` extension, the moment the TCP
+    connection (or its TLS) is made; a read blocked on a connection shut down returns at once,
+    and the conversation sees its deadline has passed (``expired``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._streams: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if not event.endswith(("connect_tcp.complete", "start_tls.complete")):
+            return
+        stream = info.get("return_value")
+        with self._lock:
+            self._streams.append(stream)
+            expired = self.expired
+        if expired:
+            _shut_down(stream)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            streams = list(self._streams)
+        for stream in streams:
+            _shut_down(stream)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut_down(stream: Any) -> None:
+    """Shut down the socket under an httpcore network stream (TLS or not), waking a read
+    blocked on it in another thread; closing is left to the thread that owns it."""
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        # OSError: closed already, or detached when TLS wrapped it. The plain socket's
+        # shutdown, also for a TLS one: no TLS state is touched from this thread.
+        with suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class _Transient(Exception):
@@ -124,11 +193,6 @@ def _ssl_failure(error: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def _basic(credentials: RegistryCredentials) -> str:
-    pair = f"{credentials.login}:{credentials.password}".encode()
-    return "Basic " + base64.b64encode(pair).decode("ascii")
-
-
 class HttpRegistry:
     """Fetches manifests over HTTP(S) (see the module docstring). ``sleep`` and ``monotonic``
     are injectable so that tests wait for nothing; ``transport`` replaces httpx's network one.
@@ -148,8 +212,8 @@ class HttpRegistry:
         self._sleep = sleep
         self._monotonic = monotonic
         self._transport = transport
-        self._tokens: dict[tuple[str, str, str, str | None], _Token] = {}
-        self._realms: dict[tuple[str, str, str | None], tuple[str, str, str, str | None]] = {}
+        self._tokens: dict[_TokenKey, _Token] = {}
+        self._realms: dict[tuple[_Origin, str, str | None], _TokenKey] = {}
         self._context: ssl.SSLContext | None = None
 
     def _ssl(self) -> ssl.SSLContext:
@@ -158,8 +222,12 @@ class HttpRegistry:
         return self._context
 
     def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
-        with self._client() as client:
-            return _Call(self, client, request).manifest()
+        watchdog = _Watchdog(request.timeout_s)
+        try:
+            with self._client() as client:
+                return _Call(self, client, request, watchdog).manifest()
+        finally:
+            watchdog.cancel()
 
     @contextmanager
     def _client(self) -> Iterator[httpx.Client]:
@@ -174,18 +242,27 @@ class HttpRegistry:
 
 
 class _Call:
-    """One ``fetch_manifest``: its deadline, the origin the registry answers on, and the
-    credentials of the request."""
+    """One ``fetch_manifest``: its deadline (and the watchdog keeping it), the origin the
+    registry answers on, and the credentials of the request."""
 
-    def __init__(self, owner: HttpRegistry, client: httpx.Client, request: ManifestRequest):
+    def __init__(
+        self,
+        owner: HttpRegistry,
+        client: httpx.Client,
+        request: ManifestRequest,
+        watchdog: _Watchdog,
+    ):
         self.owner = owner
         self.client = client
         self.request = request
         self.deadline = owner._monotonic() + request.timeout_s
+        self.watchdog = watchdog
         self.registry = request.registry
         self.scheme = "https"
         self.login = request.credentials.login if request.credentials else None
         self.token_with_credentials = False
+        self.secrets: set[str] = set(request.credentials.secrets() if request.credentials else ())
+        """Every credential this conversation may send, dropped from any text it quotes."""
 
     # -- the manifest --------------------------------------------------------------------
 
@@ -215,16 +292,48 @@ class _Call:
     def _first_try(self) -> tuple[_Reply, str | None]:
         """The first request: with a token still valid from an earlier challenge of this
         registry and repository, else anonymous; a refused token is dropped."""
-        key = self.owner._realms.get((self._origin_text, self.request.repository, self.login))
+        key = self.owner._realms.get((self._origin, self.request.repository, self.login))
         token = self.owner._tokens.get(key) if key is not None else None
         if key is None or token is None or token.expires_at <= self.owner._monotonic():
             return self._get(self._manifest_url(), None), None
+        self.secrets.add(token.value)
         authorization = f"Bearer {token.value}"
         reply = self._get(self._manifest_url(), authorization)
         if reply.status == 401:
             del self.owner._tokens[key]  # refused: the challenge decides again
             return reply, None
         return reply, authorization
+
+    def _quote(self, text: object) -> str:
+        """Text the registry (or a host it sent us to) chose, as an error may quote it."""
+        return registry_text(text, self.secrets)
+
+    def _host(self, url: httpx.URL) -> str:
+        return self._quote(url.host)
+
+    def _error_code(self, reply: _Reply) -> str:
+        """`` CODE: message`` of a distribution error answer, quoted (``_quote``)."""
+        try:
+            errors = load_untrusted_json(reply.body).get("errors")
+            first = errors[0] if isinstance(errors, list) and errors else {}
+            code, message = str(first.get("code", "")), str(first.get("message", ""))
+        except (UnreadableJson, AttributeError):
+            return ""
+        text = self._quote(": ".join(part for part in (code, message) if part))
+        return f" {text}" if text else ""
+
+    def _left(self) -> float:
+        """The seconds left before the deadline (none once the watchdog has fired)."""
+        if self.watchdog.expired:
+            return 0.0
+        return self.deadline - self.owner._monotonic()
+
+    def _late(self, url: httpx.URL) -> _Transient:
+        return _Transient(f"{self._host(url)} did not answer in time")
+
+    @property
+    def _origin(self) -> _Origin:
+        return _Origin.of(self._manifest_url())
 
     @property
     def _origin_text(self) -> str:
@@ -246,16 +355,16 @@ class _Call:
             )
         if reply.status == 404:
             raise RegistryNotFound(
-                field=self.registry, rule=f"has no {what} (answered 404{_error_code(reply)})"
+                field=self.registry, rule=f"has no {what} (answered 404{self._error_code(reply)})"
             )
         if reply.status == 403:
             raise RegistryAuthFailed(
                 field=self.registry,
-                rule=f"denies access to {what} (403{_error_code(reply)})"
+                rule=f"denies access to {what} (403{self._error_code(reply)})"
                 + self._with_entry(self.request.credentials),
             )
         raise RegistryRejected(
-            field=self.registry, rule=f"answered {reply.status}{_error_code(reply)} for {what}"
+            field=self.registry, rule=f"answered {reply.status}{self._error_code(reply)} for {what}"
         )
 
     # -- authentication ------------------------------------------------------------------
@@ -285,7 +394,7 @@ class _Call:
                 field=self.registry,
                 rule="asks for credentials over plain HTTP: they are sent over HTTPS only",
             )
-        return _basic(credentials)
+        return credentials.basic()
 
     def _require_own_origin(self, reply: _Reply) -> None:
         """A 401 from another origin than the registry's (a redirect led there) is never
@@ -293,7 +402,7 @@ class _Call:
         if _Origin.of(reply.url) != _Origin.of(self._manifest_url()):
             raise RegistryAuthFailed(
                 field=self.registry,
-                rule=f"a redirect led to {reply.url.host}, which asks for credentials:"
+                rule=f"a redirect led to {self._host(reply.url)}, which asks for credentials:"
                 " none are sent to another host than the registry's",
             )
 
@@ -313,8 +422,8 @@ class _Call:
         if realm.scheme == "http" and not self.request.allow_http:
             raise AnswerRefused(
                 field=self.registry,
-                rule=f"its Bearer realm {realm.host} is plain HTTP; tokens are asked for over"
-                " HTTPS (or with ENROOT_ALLOW_HTTP, anonymously)",
+                rule=f"its Bearer realm {self._host(realm)} is plain HTTP; tokens are asked for"
+                " over HTTPS (or with ENROOT_ALLOW_HTTP, anonymously)",
             )
         # The login goes to the realm the registry named only when both are HTTPS: a challenge
         # that came over plain HTTP could name anyone's realm.
@@ -322,42 +431,55 @@ class _Call:
         sendable = credentials if realm.scheme == "https" and self.scheme == "https" else None
         service = challenge.params.get("service", "")
         scope = f"repository:{self.request.repository}:pull"
-        key = (str(realm.copy_with(query=None)), service, scope, self.login)
+        # A token goes only to the registry it was issued for: another registry whose challenge
+        # names the same realm, service and repository gets a token of its own.
+        key = _TokenKey(self._origin, str(realm.copy_with(query=None)), service, scope, self.login)
         cached = self.owner._tokens.get(key)
         now = self.owner._monotonic()
         if cached is not None and cached.expires_at > now:
             self.token_with_credentials = cached.with_credentials
+            self.secrets.add(cached.value)
             return cached.value
         params = {"scope": scope, **({"service": service} if service else {})}
         url = realm.copy_merge_params(params)
         reply = self._get(
-            url, _basic(sendable) if sendable else None, max_bytes=TOKEN_ANSWER_MAX_BYTES
+            url, sendable.basic() if sendable else None, max_bytes=TOKEN_ANSWER_MAX_BYTES
         )
         if reply.status in (401, 403):
             if sendable is not None:
                 raise RegistryAuthFailed(
                     field=self.registry,
-                    rule=f"its token service {realm.host} refuses the credentials of the netrc"
-                    f" entry '{sendable.describe()}'",
+                    rule=f"its token service {self._host(realm)} refuses the credentials of the"
+                    f" netrc entry '{sendable.describe()}'",
                 )
-            raise self._no_credentials("Bearer", realm=realm.host)
+            raise self._no_credentials("Bearer", realm=self._host(realm))
         if reply.status != 200:
             raise RegistryRejected(
                 field=self.registry,
-                rule=f"its token service {realm.host} answered {reply.status}{_error_code(reply)}",
+                rule=f"its token service {self._host(realm)} answered"
+                f" {reply.status}{self._error_code(reply)}",
             )
         try:
             answer = read_token_answer(reply.body, field=self.registry)
         except InvalidRegistryAnswer as error:
-            raise AnswerRefused(field=self.registry, rule=f"{realm.host}: {error.rule}") from None
+            raise AnswerRefused(
+                field=self.registry, rule=f"{self._host(realm)}: {error.rule}"
+            ) from None
+        self.secrets.add(answer.token)
         lifetime = answer.lifetime_s
         margin = min(_TOKEN_MARGIN_S, lifetime / 10)
         self.token_with_credentials = sendable is not None
         self.owner._tokens[key] = _Token(
             answer.token, now + lifetime - margin, sendable is not None
         )
-        self.owner._realms[(self._origin_text, self.request.repository, self.login)] = key
-        log.info("%s: a token from %s for %s, for %d s", self.registry, realm.host, scope, lifetime)
+        self.owner._realms[(self._origin, self.request.repository, self.login)] = key
+        log.info(
+            "%s: a token from %s for %s, for %d s",
+            self.registry,
+            self._host(realm),
+            scope,
+            lifetime,
+        )
         return answer.token
 
     def _no_credentials(self, scheme: str, realm: str | None = None) -> RegistryAuthFailed:
@@ -412,7 +534,7 @@ class _Call:
                 and error.retry_after > owner._retry_after_max_s
             ):
                 return True
-            remaining = self.deadline - owner._monotonic()
+            remaining = self._left()
             return state.attempt_number >= owner._attempts or state.upcoming_sleep >= remaining
 
         def wait(state: tenacity.RetryCallState) -> float:
@@ -448,8 +570,9 @@ class _Call:
                     f" the {owner._retry_after_max_s:.0f} s waited at most"
                 )
             else:
-                rule = f"{last.reason} (within {self.request.timeout_s:g} s, retries included)"
-            raise RegistryUnavailable(field=str(url.host) or self.registry, rule=rule) from None
+                rule = f"{last.reason} (within {self.request.timeout_s:.3g} s, retries included)"
+            where = self.registry if _Origin.of(url) == self._origin else self._host(url)
+            raise RegistryUnavailable(field=where, rule=rule) from None
 
     def _follow(self, url: httpx.URL, authorization: str | None, bound: int) -> _Reply:
         credential_origin = _Origin.of(url)
@@ -473,30 +596,37 @@ class _Call:
                 ) from None
             if target.scheme not in ("https", "http") or not target.host:
                 raise AnswerRefused(
-                    field=self.registry, rule=f"redirected to a {target.scheme or 'relative'} URL"
+                    field=self.registry,
+                    rule=f"redirected to a {self._quote(target.scheme) or 'relative'} URL",
                 )
             if target.userinfo:
                 raise AnswerRefused(
                     field=self.registry,
-                    rule=f"redirected to a URL with credentials in it ({target.host})",
+                    rule=f"redirected to a URL with credentials in it ({self._host(target)})",
                 )
             if target.scheme == "http" and not self.request.allow_http:
                 raise AnswerRefused(
                     field=self.registry,
-                    rule=f"redirected to plain HTTP ({target.host}), which is not allowed",
+                    rule=f"redirected to plain HTTP ({self._host(target)}), which is not allowed",
                 )
             if _Origin.of(target) != credential_origin and "Authorization" in headers:
-                log.info("%s: redirected to %s, without credentials", self.registry, target.host)
+                log.info(
+                    "%s: redirected to %s, without credentials", self.registry, self._host(target)
+                )
             current = target
         raise AnswerRefused(field=self.registry, rule=f"redirected more than {REDIRECTS_MAX} times")
 
     def _exchange(self, url: httpx.URL, headers: dict[str, str], bound: int) -> _Reply:
-        remaining = self.deadline - self.owner._monotonic()
+        remaining = self._left()
         if remaining <= 0:
-            raise _Transient(f"no answer within {self.request.timeout_s:g} s")
+            raise self._late(url)
         try:
             with self.client.stream(
-                "GET", url, headers=headers, timeout=httpx.Timeout(remaining)
+                "GET",
+                url,
+                headers=headers,
+                timeout=httpx.Timeout(remaining),
+                extensions={"trace": self.watchdog.trace},
             ) as response:
                 status = response.status_code
                 if status in TRANSIENT_STATUSES:
@@ -505,45 +635,48 @@ class _Call:
                         if status == 429
                         else None
                     )
-                    raise _Transient(f"{url.host} answered {status}", retry_after=wait)
+                    raise _Transient(f"{self._host(url)} answered {status}", retry_after=wait)
                 if status in REDIRECT_STATUSES:
                     return _Reply(status, response.headers, b"", url)
                 limit = bound if status == 200 else ERROR_BODY_MAX
                 body = self._read(response, limit, refuse=status == 200)
                 return _Reply(status, response.headers, body, url)
         except httpx.TimeoutException:
-            raise _Transient(f"{url.host} did not answer in time") from None
+            raise self._late(url) from None
         except httpx.ConnectError as error:
+            if self.watchdog.expired:
+                raise self._late(url) from None
             failure = _ssl_failure(error)
             if failure is None:
-                raise _Transient(f"cannot connect to {url.host}:{url.port or ''}") from None
+                raise _Transient(f"cannot connect to {self._host(url)}:{url.port or ''}") from None
             if isinstance(failure, ssl.SSLCertVerificationError):
                 raise RegistryUnavailable(
                     field=self.registry,
-                    rule=f"{url.host}'s certificate does not verify ({failure.verify_message});"
-                    " TLS trusts the system store (SSL_CERT_FILE, SSL_CERT_DIR)",
+                    rule=f"{self._host(url)}'s certificate does not verify"
+                    f" ({failure.verify_message}); TLS trusts the system store (SSL_CERT_FILE,"
+                    " SSL_CERT_DIR)",
                 ) from None
             if _Origin.of(url) == _Origin.of(self._manifest_url()) and url.scheme == "https":
                 raise _NoTls from None
-            raise _Transient(f"TLS with {url.host} failed ({failure.reason})") from None
+            raise _Transient(f"TLS with {self._host(url)} failed ({failure.reason})") from None
         except httpx.TransportError as error:
-            raise _Transient(f"{url.host}: {type(error).__name__}") from None
+            if self.watchdog.expired:
+                raise self._late(url) from None
+            raise _Transient(f"{self._host(url)}: {type(error).__name__}") from None
 
     def _read(self, response: httpx.Response, limit: int, *, refuse: bool) -> bytes:
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise AnswerRefused(
                 field=self.registry,
-                rule=f"sent its answer {encoding}-encoded; only identity was asked for",
+                rule=f"sent its answer {self._quote(encoding)}-encoded; only identity was asked"
+                " for",
             )
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_raw(_CHUNK):
-            if self.owner._monotonic() > self.deadline:
-                raise _Transient(
-                    f"{response.url.host} did not finish its answer within"
-                    f" {self.request.timeout_s:g} s"
-                )
+            if self._left() <= 0:
+                raise self._late(response.url)
             size += len(chunk)
             if size > limit:
                 if refuse:
@@ -556,18 +689,3 @@ class _Call:
                 break
             chunks.append(chunk)
         return b"".join(chunks)
-
-
-def _error_code(reply: _Reply) -> str:
-    """`` (CODE: message)`` of a distribution error answer, printable and bounded."""
-    import json
-
-    try:
-        errors = json.loads(reply.body).get("errors")
-        first = errors[0] if isinstance(errors, list) and errors else {}
-        code, message = str(first.get("code", "")), str(first.get("message", ""))
-    except (ValueError, AttributeError, TypeError, RecursionError):
-        return ""
-    text = ": ".join(part for part in (code, message) if part)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)[:200]
-    return f" {text}" if text else ""

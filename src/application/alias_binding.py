@@ -6,6 +6,7 @@ when an entry is the binding already there (``same_binding``)."""
 from __future__ import annotations
 
 from slurm_image.application.errors import AliasExists, VerificationFailed
+from slurm_image.domain.access import Ownership
 from slurm_image.domain.plan import format_time
 from slurm_image.domain.publication import (
     AliasDocument,
@@ -129,11 +130,13 @@ def check_binding(
 
 
 def next_document(
-    existing: AliasDocument | None, record: AliasRecord, replace: bool
+    existing: AliasDocument | None, record: AliasRecord, replace: bool, ownership: Ownership
 ) -> AliasDocument:
     """The alias as publishing ``record`` leaves it (``check_binding`` says whether it may):
     with ``record`` in its architecture's place, the other architectures kept; a new alias, a
-    new role or an alias from before architectures were recorded is ``record`` alone."""
+    new role or an alias from before architectures were recorded is ``record`` alone. An alias
+    keeps the owner and group it has; a new one (or one from before owners were recorded)
+    gets ``ownership``, the publishing request's."""
     check_binding(
         existing,
         name=record.name,
@@ -141,6 +144,9 @@ def next_document(
         architecture=record.architecture,
         replace=replace,
     )
+    if existing is not None and existing.ownership.recorded:
+        ownership = existing.ownership
     if existing is None or existing.legacy or existing.role != record.role:
-        return AliasDocument.of(record)
-    return existing.with_entry(record)
+        return AliasDocument.of(record, ownership=ownership)
+    kept = [entry for entry in existing.entries if entry.architecture != record.architecture]
+    return AliasDocument.of(*kept, record, ownership=ownership)

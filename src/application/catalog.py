@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import platform
 
-from slurm_image.application.catalog_reader import CatalogReader, require_unchangeable
+from slurm_image.application.catalog_reader import CatalogReader, Sees, require_unchangeable
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.application.store_records import StoreRecords
 from slurm_image.domain.publication import AliasDocument, AliasRecord
@@ -19,15 +19,17 @@ from slurm_image.ports.workspace import WorkspaceError
 class Catalog:
     """Read the published aliases, each validated. Needs no scheduler."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, sees: Sees | None = None) -> None:
         self._records = StoreRecords(store)
-        self._reader = CatalogReader(store)
+        self._reader = CatalogReader(store, sees)
         self._store = store
+        self._sees = sees
 
     def document(self, name: str) -> AliasDocument:
-        """Every entry of ``name``, one per architecture."""
+        """Every entry of ``name``, one per architecture (``UnknownAlias`` too for a private
+        alias the requester may not see)."""
         document = self._records.alias(name)
-        if document is None:
+        if document is None or (self._sees is not None and not self._sees(document.ownership)):
             raise UnknownAlias.named(name)
         return document
 

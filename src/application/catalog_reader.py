@@ -8,12 +8,15 @@ from __future__ import annotations
 import logging
 import platform
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
+
+if TYPE_CHECKING:
+    from slurm_image.domain.access import Ownership
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import WorkspaceError
@@ -51,11 +54,18 @@ def require_unchangeable(store: Store, path: str) -> None:
         )
 
 
-class CatalogReader:
-    """Read the published aliases as written (see the module docstring)."""
+Sees = Callable[["Ownership"], bool]
+"""Whether the requester may know an alias exists (``domain.access.Access.sees``)."""
 
-    def __init__(self, store: Store) -> None:
+
+class CatalogReader:
+    """Read the published aliases as written (see the module docstring). ``sees``: the
+    requester's rule for private aliases (through the gateway); None: what the store's
+    files let this process read."""
+
+    def __init__(self, store: Store, sees: Sees | None = None) -> None:
         self._store = store
+        self._sees = sees
         self.layout = StoreLayout(store.root)
 
     def data(self, name: str) -> bytes:
@@ -65,6 +75,18 @@ class CatalogReader:
         if data is None:
             raise UnknownAlias.named(name)
         return data
+
+    def hidden(self, name: str) -> bool:
+        """Whether ``name`` is published but not for the requester to see (``sees``)."""
+        if self._sees is None:
+            return False
+        try:
+            self.entries(name)
+        except UnknownAlias:
+            return self._store.entry_kind(self.layout.alias(name)) is not None
+        except (DomainError, VerificationFailed):
+            return False
+        return False
 
     def names(self) -> list[str]:
         """The published aliases' names, in the directory's order."""
@@ -79,11 +101,14 @@ class CatalogReader:
     def entries(self, name: str) -> PublishedEntries:
         data = self.data(name)
         try:
-            return read_published(data, name)
+            entries = read_published(data, name)
         except DomainError as error:
             raise VerificationFailed(
                 field=self.layout.alias(name), rule=f"{error.field}: {error.rule}"
             ) from None
+        if self._sees is not None and not self._sees(entries.owned.ownership()):
+            raise UnknownAlias.named(name)
+        return entries
 
     def show(
         self, name: str, *, arch: str | None = None, machine: str | None = None
@@ -96,12 +121,14 @@ class CatalogReader:
 
     def each(self, read: Callable[[str], Record]) -> list[Record]:
         """``read`` of every published alias; one that cannot be read is skipped, with a
-        warning (the others stay listable)."""
+        warning (the others stay listable), and one the requester may not see, silently."""
         found = []
         for name in self.names():
             try:
                 found.append(read(name))
-            except (DomainError, VerificationFailed, UnknownAlias) as error:
+            except UnknownAlias:
+                continue
+            except (DomainError, VerificationFailed) as error:
                 log.warning("skipping %s.json: %s", name, error)
         return found
 

@@ -17,10 +17,14 @@ from __future__ import annotations
 from slurm_image.domain.credentials import (
     CREDENTIALS_MAX_BYTES,
     RegistryCredentials,
+    registry_host,
     select_credentials,
     staged_credentials_path,
 )
+from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.profile import SiteProfile
+from slurm_image.domain.reference import parse_reference
+from slurm_image.domain.request import Request
 from slurm_image.ports.credentials import FIELD as CREDENTIALS_FIELD
 from slurm_image.ports.credentials import CredentialsFile, CredentialsFileError
 from slurm_image.ports.workspace import NotFound, Workspace
@@ -54,3 +58,28 @@ def remove_staged_credentials(workspace: Workspace, lifecycle_id: str) -> bool:
     except NotFound:
         return False
     return True
+
+
+def check_given_credentials(registry: str, credentials: RegistryCredentials) -> None:
+    """Credentials sent with a request (through the gateway) must be ``registry``'s entry."""
+    if credentials.host != registry_host(registry):
+        raise InvalidRequest(
+            field="credentials",
+            rule=f"are for {credentials.host}, not the source's registry {registry_host(registry)}",
+        )
+
+
+def check_request_credentials(request: Request, credentials: RegistryCredentials | None) -> None:
+    """Credentials sent with a request (through the gateway) are its registry's entry, for an
+    import that says it is private to a group: what they pull is that group's alone."""
+    if credentials is None:
+        return
+    if request.operation != "import_oci":
+        raise InvalidRequest(field="credentials", rule="only an import uses registry credentials")
+    check_given_credentials(parse_reference(request.source).enroot_registry, credentials)
+    if not request.private:
+        raise InvalidRequest(
+            field="group",
+            rule="an import with your own registry credentials is private: name the group that"
+            " may see it (--group)",
+        )

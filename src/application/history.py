@@ -41,6 +41,7 @@ from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
+from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
@@ -126,16 +127,26 @@ def latency_seconds(plan: Plan, record: AliasRecord) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def attempt_fields(workspace: Workspace, lifecycle_id: str) -> dict[str, Any]:
-    """What the attempt's own records (plan, submission) say about it, as far as they can be
-    read: the lifecycle id at least. An event is still recorded when they cannot."""
-    fields: dict[str, Any] = {"lifecycle_id": lifecycle_id}
+def attempt_plan(workspace: Workspace, lifecycle_id: str) -> Plan | None:
+    """The attempt's plan, or None when it cannot be read (said in the log)."""
     try:
         layout, identity = attempt_directory(workspace, lifecycle_id)
         data = workspace.read_verified(layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity)
-        fields |= plan_fields(load_plan(data.data))
+        return load_plan(data.data)
     except (WorkspaceError, DomainError, ApplicationError) as error:
         log.info("the history names %s without its plan: %s", lifecycle_id, error)
+        return None
+
+
+def attempt_fields(
+    workspace: Workspace, lifecycle_id: str, plan: Plan | None = None
+) -> dict[str, Any]:
+    """What the attempt's own records (plan, submission) say about it, as far as they can be
+    read: the lifecycle id at least. An event is still recorded when they cannot."""
+    fields: dict[str, Any] = {"lifecycle_id": lifecycle_id}
+    plan = plan if plan is not None else attempt_plan(workspace, lifecycle_id)
+    if plan is not None:
+        fields |= plan_fields(plan)
     try:
         submission = read_submission(workspace, lifecycle_id)
     except (DomainError, ApplicationError):
@@ -155,16 +166,24 @@ class RecordHistory:
         self._actor = actor
         self.failures: list[SlurmImageError | ValueError] = []
 
-    def event(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
+    def event(
+        self, event: EventKind, *, requester: Requester | None = None, **fields: Any
+    ) -> HistoryEvent | None:
         """The event as this actor would record it now, not appended (a publication's marker
         carries it, so that a recovery records it as its publisher); None when a field breaks
-        its rule (warned about)."""
+        its rule (warned about). ``requester``: the account the change was made for (a request
+        through the gateway), which the event names instead of the account that made it."""
+        user, uid = (
+            (self._actor.user, self._actor.uid)
+            if requester is None
+            else (requester.user, requester.uid)
+        )
         try:
             return HistoryEvent(
                 event=event,
                 time=self._clock.now(),
-                user=self._actor.user,
-                uid=self._actor.uid,
+                user=user,
+                uid=uid,
                 host=self._actor.host,
                 **fields,
             )
@@ -172,9 +191,12 @@ class RecordHistory:
             self._missed(event, fields, error)
             return None
 
-    def __call__(self, event: EventKind, **fields: Any) -> HistoryEvent | None:
-        """The event as appended, or None when it could not be (warned about)."""
-        built = self.event(event, **fields)
+    def __call__(
+        self, event: EventKind, *, requester: Requester | None = None, **fields: Any
+    ) -> HistoryEvent | None:
+        """The event as appended, or None when it could not be (warned about); ``requester``
+        as for ``event``."""
+        built = self.event(event, requester=requester, **fields)
         return None if built is None else self.append(built)
 
     def append(self, event: HistoryEvent) -> HistoryEvent | None:
@@ -196,15 +218,18 @@ class RecordHistory:
         reason: str,
         source: str | None = None,
         alias: str | None = None,
+        requester: Requester | None = None,
         **fields: Any,
     ) -> HistoryEvent | None:
         """Record a refusal of what someone asked for: ``rule`` (``domain.history.REFUSAL_RULE``:
         ``source_not_allowed``, ``signature_missing``, a front end's ``unauthenticated``...),
         the ``exit_code`` the command (or request) ended with, and ``reason`` as it was told;
-        ``source`` and ``alias`` as asked for (a source is cut like the reason). The actor is
-        who asked: a front end records as its requester (``Actor``)."""
+        ``source`` and ``alias`` as asked for (a source is cut like the reason). The event
+        names ``requester`` when given (a front end's authenticated requester), else the
+        actor."""
         return self(
             "refused",
+            requester=requester,
             rule=rule,
             exit_code=exit_code,
             reason=reason_text(reason),
@@ -227,7 +252,13 @@ class RecordHistory:
         )
 
     def job_end(
-        self, workspace: Workspace, lifecycle_id: str, event: EventKind, **fields: Any
+        self,
+        workspace: Workspace,
+        lifecycle_id: str,
+        event: EventKind,
+        *,
+        requester: Requester | None = None,
+        **fields: Any,
     ) -> HistoryEvent | None:
         """Record the end of the lifecycle's job once (``JOB_END_MARKER``); None when it was
         recorded before, or cannot be now."""
@@ -256,7 +287,12 @@ class RecordHistory:
                 extra={"lifecycle_id": lifecycle_id},
             )
             return None
-        recorded = self(event, **(attempt_fields(workspace, lifecycle_id) | fields))
+        plan = attempt_plan(workspace, lifecycle_id)
+        if requester is None and plan is not None:
+            requester = plan.request.requester  # a job run for a request through the gateway
+        recorded = self(
+            event, requester=requester, **(attempt_fields(workspace, lifecycle_id, plan) | fields)
+        )
         if recorded is None:
             try:
                 workspace.remove_file(marker, within=identity)
@@ -282,7 +318,10 @@ class RecordRefusals:
         reason: str,
         source: str | None,
         alias: str | None,
+        requester: Requester | None = None,
     ) -> HistoryEvent | None:
+        """The refusal as recorded, naming ``requester`` when given (a request through the
+        gateway); None when ``error`` is no refusal or there is no store."""
         rule = error.refusal if isinstance(error, SlurmImageError) else None
         if rule is None:
             return None
@@ -294,7 +333,9 @@ class RecordRefusals:
         if not present:
             log.info("no store at %s to record the refusal (%s) in", images, rule)
             return None
-        return self._record.refused(rule, exit_code, reason=reason, source=source, alias=alias)
+        return self._record.refused(
+            rule, exit_code, reason=reason, source=source, alias=alias, requester=requester
+        )
 
 
 def ended_without_result(status: LifecycleStatus) -> bool:

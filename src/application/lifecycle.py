@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from slurm_image.application.coalesce import Coalesce, Joined
+from slurm_image.application.credentials import check_request_credentials
+from slurm_image.application.errors import VerificationFailed
+from slurm_image.application.permissions import Permissions, may_use_source
 from slurm_image.application.prepare import Prepare
 from slurm_image.application.publish import Publish
 from slurm_image.application.signature_check import CheckSignature
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
+from slurm_image.domain.access import Access
+from slurm_image.domain.credentials import RegistryCredentials
+from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -56,6 +63,8 @@ class Outcome:
     job_directory: str | None = None
     published: AliasRecord | None = None
     from_store: bool = False
+    joined: bool = False
+    """The request joined a lifecycle already importing its source (one job for many)."""
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -70,6 +79,8 @@ class Outcome:
                 "lifecycle_id": self.lifecycle_id,
                 "from_store": self.from_store,
             }
+        if self.joined:
+            data["joined"] = True
         return data
 
 
@@ -87,6 +98,11 @@ class LifecycleOptions:
     on_poll: Progress | None = None
 
 
+def _same_order(one: Request, other: Request) -> bool:
+    """Whether two requests ask for the same alias for the same requester."""
+    return (one.name, one.requester) == (other.name, other.requester)
+
+
 class Lifecycle:
     """Drive one lifecycle as far as its options say (see the module docstring)."""
 
@@ -99,6 +115,8 @@ class Lifecycle:
         publish: Callable[[], Publish],
         require_submitter: Callable[[], None],
         check_signature: Callable[[], CheckSignature] | None = None,
+        coalesce: Callable[[], Coalesce] | None = None,
+        permissions: Callable[[], Permissions] | None = None,
     ) -> None:
         self._prepare = prepare
         self._submit = submit
@@ -106,6 +124,8 @@ class Lifecycle:
         self._publish = publish
         self._require_submitter = require_submitter
         self._check_signature = check_signature
+        self._coalesce = coalesce
+        self._permissions = permissions
 
     def __call__(
         self,
@@ -113,15 +133,105 @@ class Lifecycle:
         profile: SiteProfile,
         selection: ProfileSelection,
         options: LifecycleOptions,
+        *,
+        credentials: RegistryCredentials | None = None,
     ) -> Outcome:
-        if options.submit:
-            self._require_submitter()
-            if request.operation == "import_oci" and not options.force:
-                answered = self._from_store(request, profile, replace=options.replace)
-                if isinstance(answered, Outcome):
-                    return answered
-                request = answered
-        prepared = self._prepare()(request, profile, selection)
+        """``credentials``: the requester's own entry for the source's registry, sent with a
+        request through the gateway (the request is then private to its group)."""
+        check_request_credentials(request, credentials)
+        if not options.submit:
+            return self._run(request, profile, selection, options, credentials)
+        self._require_submitter()
+        access = self._may_request(request)
+        coalesce = self._coalesce() if self._coalesce is not None else None
+        architecture = request.architecture or profile.image_build.arch
+        if request.operation == "import_oci" and not options.force:
+            if coalesce is not None and architecture is not None:
+                return self._coalesced(
+                    coalesce, request, profile, selection, options, credentials, access
+                )
+            answered = self._from_store(request, profile, replace=options.replace, access=access)
+            if isinstance(answered, Outcome):
+                return answered
+            request = answered
+        if coalesce is None:
+            return self._run(request, profile, selection, options, credentials)
+        coalesce.require_capacity(access)
+        started = self._started(coalesce, request, profile, selection, options, credentials)
+        return self._waited(started, options) if options.wait else started
+
+    def _coalesced(
+        self,
+        coalesce: Coalesce,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+        access: Access | None,
+    ) -> Outcome:
+        """An import for a named architecture: the store's answer, else joining the lifecycle
+        importing the same image, else a lifecycle of its own, decided under the import's
+        lock (``application.coalesce``)."""
+        architecture = request.architecture or profile.image_build.arch
+        assert architecture is not None
+        with coalesce.deciding(parse_reference(request.source).digest):
+            answered = self._from_store(request, profile, replace=options.replace, access=access)
+            if isinstance(answered, Outcome):
+                return answered
+            joined = None
+            if answered.operation == "import_oci":
+                joined = coalesce.join(answered, architecture, access, replace=options.replace)
+            if joined is None:
+                coalesce.require_capacity(access)
+                started = self._started(
+                    coalesce, answered, profile, selection, options, credentials
+                )
+        if joined is not None:
+            return self._finish_joined(joined, answered, options)
+        return self._waited(started, options) if options.wait else started
+
+    def _started(
+        self,
+        coalesce: Coalesce,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+    ) -> Outcome:
+        """Stage and submit, and open the lifecycle's order book (what whoever settles the
+        store publishes, and what others join)."""
+        started = self._run(request, profile, selection, replace(options, wait=False), credentials)
+        architecture = request.architecture or (
+            profile.image_build.arch if request.operation == "import_oci" else None
+        )
+        coalesce.open_book(started.lifecycle_id, request, architecture, replace=options.replace)
+        return started
+
+    def _may_request(self, request: Request) -> Access | None:
+        """The requester may import, share with its group, and change the alias it names
+        (``application.permissions``); checked before anything is asked or staged."""
+        if self._permissions is None:
+            return None
+        permissions = self._permissions()
+        access = permissions.require_may_request(request.requester, request.ownership)
+        existing = self._publish().alias(request.name)
+        if existing is not None:
+            access.require_owner(
+                existing.ownership, field="name", what=f"changing alias {request.name}"
+            )
+        return access
+
+    def _run(
+        self,
+        request: Request,
+        profile: SiteProfile,
+        selection: ProfileSelection,
+        options: LifecycleOptions,
+        credentials: RegistryCredentials | None,
+    ) -> Outcome:
+        prepared = self._prepare()(request, profile, selection, given_credentials=credentials)
         lifecycle_id = prepared.lifecycle_id
         if not options.submit:
             return Outcome(
@@ -135,14 +245,63 @@ class Lifecycle:
                 f" retry with: {RETRY_COMMAND} {lifecycle_id}"
             )
             raise
-        if not options.wait:
-            return Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
+        submitted = Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
+        return self._waited(submitted, options) if options.wait else submitted
+
+    def _waited(self, submitted: Outcome, options: LifecycleOptions) -> Outcome:
+        lifecycle_id = submitted.lifecycle_id
         waited = self._wait()([lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll)
         require_success(waited)
         record = self._publish()(lifecycle_id, replace=options.replace).record
         return Outcome(
-            lifecycle_id, LifecycleState.PUBLISHED, job_id=submission.job_id, published=record
+            lifecycle_id, LifecycleState.PUBLISHED, job_id=submitted.job_id, published=record
         )
+
+    def _finish_joined(
+        self, joined: Joined, request: Request, options: LifecycleOptions
+    ) -> Outcome:
+        """A request that joined a lifecycle in flight: without ``wait``, the lifecycle it
+        waits on; with it, its own alias bound once that lifecycle published."""
+        if not options.wait:
+            return Outcome(
+                joined.lifecycle_id, LifecycleState.SUBMITTED, job_id=joined.job_id, joined=True
+            )
+        waited = self._wait()(
+            [joined.lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll
+        )
+        require_success(waited)
+        return self.finish(joined.lifecycle_id, request, replace=options.replace)
+
+    def finish(self, lifecycle_id: str, request: Request, *, replace: bool) -> Outcome:
+        """Publish the lifecycle whose job succeeded, for ``request``: the lifecycle's own
+        request is published as ``Publish`` does; a request that joined it is bound to the
+        artifact once it is published (with the replace its own order holds for the
+        lifecycle's alias)."""
+        publisher = self._publish()
+        plan = publisher.plan(lifecycle_id)
+        if _same_order(plan.request, request):
+            record = publisher(lifecycle_id, replace=replace).record
+            return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record)
+        if request.operation != "import_oci" or plan.operation != "import_oci":
+            raise InvalidRequest(
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} imports another request's image: only an import joins",
+            )
+        architecture = plan.architecture
+        if architecture is None or parse_reference(request.source).digest != plan.source_digest:
+            raise InvalidRequest(
+                field="lifecycle_id",
+                rule=f"{lifecycle_id} does not import {request.source} for a named architecture",
+            )
+        publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
+        source = publisher.stored_source(plan.source_digest or "", architecture)
+        if source is None:
+            raise VerificationFailed(
+                field="source",
+                rule=f"the import {lifecycle_id} published nothing the store can answer from",
+            )
+        record = publisher.bind_stored(request, source, replace=replace).record
+        return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record, joined=True)
 
     def _satisfies_policy(self, source: SourceRecord, profile: SiteProfile) -> bool:
         policy = profile.policy
@@ -153,13 +312,19 @@ class Lifecycle:
         return self._check_signature().satisfies(source.signed_by, profile)
 
     def _from_store(
-        self, request: Request, profile: SiteProfile, *, replace: bool
+        self,
+        request: Request,
+        profile: SiteProfile,
+        *,
+        replace: bool,
+        access: Access | None = None,
     ) -> Outcome | Request:
         """The store's answer to an import, or the request to run: the import itself, or an
         inspection of the stored artifact when the store lacks facts for the role. A source
         outside the policy's registries is refused here as the plan would refuse it, and a
         stored record answers only when it satisfies the policy in force now (its signature
-        by a key still trusted); otherwise the import runs, and checks the registry's
+        by a key still trusted) and, for a source imported with someone's own registry
+        credentials, only its group; otherwise the import runs, and checks the registry's
         signatures itself."""
         require_allowed_source(parse_reference(request.source), profile.policy)
         architecture = request.architecture or profile.image_build.arch
@@ -173,6 +338,9 @@ class Lifecycle:
         publisher = self._publish()
         source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
+            return request
+        if not may_use_source(source, access):
+            log.info("the store's record of %s is another group's: importing", request.source)
             return request
         if not self._satisfies_policy(source, profile):
             log.info(
@@ -204,4 +372,6 @@ class Lifecycle:
             source=artifact,
             architecture=architecture,
             resolved_from=request.resolved_from,
+            requester=request.requester,
+            group=request.group,
         )

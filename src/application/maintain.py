@@ -16,11 +16,17 @@ from slurm_image.application.errors import (
     UnknownAlias,
     VerificationFailed,
 )
-from slurm_image.application.history import RecordHistory, attempt_fields, entry_fields
+from slurm_image.application.history import (
+    RecordHistory,
+    attempt_fields,
+    attempt_plan,
+    entry_fields,
+)
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
 from slurm_image.domain import layer_cache, paths
+from slurm_image.domain.access import Access, Ownership
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.history import GC_KINDS, EventKind
@@ -64,15 +70,21 @@ class Maintain:
         *,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         history: RecordHistory | None = None,
+        access: Access | None = None,
     ) -> None:
         self._store = store
         self._history = history
+        self._access = access
+        """The requester's rights (``domain.access``); None: the store's own account."""
         self._records = StoreRecords(store, history=history)
         self._layout = self._records.layout
         self._locks = locks
         self._observe = observe
         self._clock = clock
         self._timeout = lock_timeout_s
+
+    def _sees(self, ownership: Ownership) -> bool:
+        return self._access is None or self._access.sees(ownership)
 
     def unregister(self, name: str) -> str:
         """Remove the alias; its artifact stays (``gc`` removes it once nothing refers to it).
@@ -84,8 +96,12 @@ class Maintain:
         ):
             self._records.recover(name)
             document = self._records.alias(name)
-            if document is None:
+            if document is None or not self._sees(document.ownership):
                 raise UnknownAlias.named(name)
+            if self._access is not None:
+                self._access.require_owner(
+                    document.ownership, field="name", what=f"unregistering {name}"
+                )
             self._store.remove_file(self._layout.alias(name))
             if self._history is not None:
                 for entry in document.entries:
@@ -105,6 +121,12 @@ class Maintain:
         """Remove the attempt unless its job may still run (``StillRunning``), and record
         ``event`` with what its records said of it."""
         layout, identity = attempt_directory(self._store, lifecycle_id)
+        if self._access is not None:
+            plan = attempt_plan(self._store, lifecycle_id)
+            ownership = plan.request.ownership if plan is not None else Ownership()
+            self._access.require_owner(
+                ownership, field="lifecycle_id", what=f"removing the attempt {lifecycle_id}"
+            )
         (status,) = self._observe([lifecycle_id])
         if status.state is LifecycleState.SUBMISSION_UNKNOWN or (
             status.state is not LifecycleState.STAGED and not is_final(status)
@@ -137,6 +159,8 @@ class Maintain:
         Holding the store lock alone means no publisher is at work (they hold it shared): a
         marker is a publication a crash interrupted, finished or dropped here first (not in a
         dry run), and every temporary record is a leftover."""
+        if self._access is not None:
+            self._access.require_admin("gc", "gc")
         with self._locks.exclusive(STORE_LOCK, timeout_s=self._timeout):
             if not dry_run:
                 for entry in self._names(self._layout.markers):

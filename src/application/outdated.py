@@ -14,7 +14,9 @@ resolved from, the tag is resolved again and the entry reported as
 - ``failed``: the tag could not be resolved now (the registry unreachable, credentials
   refused, an answer refused): ``error`` says why.
 
-Each tag is asked once per call, whatever number of entries carry it. Nothing is changed.
+Each tag is asked once per call, whatever number of entries carry it, and all of them within
+one ``timeout_s`` (``RegistryBudget``): a tag left without time is ``failed``. Nothing is
+changed.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from slurm_image.application.catalog import Catalog
+from slurm_image.application.registry_budget import RegistryBudget
 from slurm_image.application.resolve import DEFAULT_TIMEOUT_S, Resolution, ResolveTag
 from slurm_image.domain.errors import NoImageForArchitecture, SlurmImageError
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.publication import AliasRecord
+from slurm_image.ports.clock import Clock
 from slurm_image.ports.registry import RegistryNotFound
 
 log = logging.getLogger(__name__)
@@ -79,9 +83,10 @@ class OutdatedEntry:
 class Outdated:
     """Resolve again the tag of every published entry that records one (module docstring)."""
 
-    def __init__(self, catalog: Catalog, resolve: ResolveTag) -> None:
+    def __init__(self, catalog: Catalog, resolve: ResolveTag, clock: Clock) -> None:
         self._catalog = catalog
         self._resolve = resolve
+        self._clock = clock
 
     def __call__(
         self,
@@ -91,7 +96,8 @@ class Outdated:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> list[OutdatedEntry]:
         """The entries of ``names`` (every published alias when none; an unknown one raises
-        ``UnknownAlias`` before the first registry is asked), each with its tag's state."""
+        ``UnknownAlias`` before the first registry is asked), each with its tag's state, every
+        tag asked within ``timeout_s`` in all."""
         if names:
             entries = [
                 entry
@@ -101,20 +107,21 @@ class Outdated:
         else:
             entries = self._catalog.list()
         answers: dict[str, Resolution | SlurmImageError] = {}
+        budget = RegistryBudget(self._clock, timeout_s)
         found = []
         for entry in entries:
             resolved_from = entry.resolved_from
             if resolved_from is None:
                 found.append(_entry(entry, TagState.UNKNOWN, reason="no tag recorded"))
                 continue
-            if resolved_from.tag not in answers:
+            tag = resolved_from.tag
+            if tag not in answers:
                 try:
-                    answers[resolved_from.tag] = self._resolve(
-                        resolved_from.tag, profile, timeout_s=timeout_s
-                    )
+                    left = budget.left(tag, f"the tag {tag}")
+                    answers[tag] = self._resolve(tag, profile, timeout_s=left)
                 except SlurmImageError as error:
-                    answers[resolved_from.tag] = error
-            found.append(_compare(entry, answers[resolved_from.tag]))
+                    answers[tag] = error
+            found.append(_compare(entry, answers[tag]))
         return found
 
 

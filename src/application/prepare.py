@@ -118,8 +118,16 @@ class PlanLifecycle:
         profile: SiteProfile,
         selection: ProfileSelection,
         lifecycle_id: str | None = None,
+        *,
+        given_credentials: RegistryCredentials | None = None,
     ) -> PlannedLifecycle:
-        credentials = registry_credentials(request, profile, self._credentials)
+        """``given_credentials``: the requester's own entry for the source's registry, sent
+        with a request through the gateway, used instead of the profile's file."""
+        credentials = (
+            given_credentials
+            if given_credentials is not None and request.operation == "import_oci"
+            else registry_credentials(request, profile, self._credentials)
+        )
         signed_by = self._signature(request, profile)
         plan = derive_plan(
             request,
@@ -201,6 +209,8 @@ class Prepare:
         profile: SiteProfile,
         selection: ProfileSelection,
         lifecycle_id: str | None = None,
+        *,
+        given_credentials: RegistryCredentials | None = None,
     ) -> PreparedLifecycle:
         if profile.workspace_root != self._workspace.root:
             raise WrongWorkspace(
@@ -208,7 +218,9 @@ class Prepare:
             )
         if request.operation == "inspect_sqsh":
             require_unchangeable_image(self._workspace, request.source)
-        planned = self._planner(request, profile, selection, lifecycle_id)
+        planned = self._planner(
+            request, profile, selection, lifecycle_id, given_credentials=given_credentials
+        )
         return self._stage(planned)
 
     def _stage(self, planned: PlannedLifecycle) -> PreparedLifecycle:

@@ -49,6 +49,8 @@ from slurm_image.application.history import (
     entry_fields,
     latency_seconds,
 )
+from slurm_image.application.orders import Orders, import_lock
+from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
 from slurm_image.application.status import LifecycleStatus, Statuses
 from slurm_image.application.store_records import (
@@ -70,7 +72,7 @@ from slurm_image.domain.publication import (
     SourceRecord,
 )
 from slurm_image.domain.request import Request
-from slurm_image.domain.store_layout import ARTIFACT_MODE
+from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
@@ -113,8 +115,12 @@ class Publish:
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         checkpoint: Callable[[str], None] = no_checkpoint,
         history: RecordHistory | None = None,
+        permissions: Permissions | None = None,
+        orders: Orders | None = None,
     ) -> None:
         self._store = store
+        self._permissions = permissions
+        self._orders = orders
         self._history = history
         self._records = StoreRecords(store, history=history)
         self._layout = self._records.layout
@@ -125,12 +131,52 @@ class Publish:
         self._checkpoint = checkpoint
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
+        """Publish the lifecycle (see the module docstring), then bind the orders that joined
+        it (``fulfil``)."""
+        publication = self._publish(lifecycle_id, replace=replace)
+        self.fulfil(lifecycle_id)
+        return publication
+
+    def fulfil(self, lifecycle_id: str) -> None:
+        """Bind every order that joined the published lifecycle to its artifact, each by its
+        requester's rights, and close its book. An order that cannot be bound (its alias is
+        another's, or bound already without ``replace``) is left unbound and said in the log;
+        its requester, waiting, is told by binding it again (``bind_stored``)."""
+        if self._orders is None:
+            return
+        book = self._orders.book(lifecycle_id)
+        if book is None:
+            return
+        if book.source_digest is None or book.architecture is None:
+            self._orders.close(lifecycle_id)  # nothing could join it
+            return
+        with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
+            book = self._orders.book(lifecycle_id)
+            if book is None or book.source_digest is None or book.architecture is None:
+                return
+            source = self.stored_source(book.source_digest, book.architecture)
+            joined = book.orders[1:] if source is not None else ()
+            for order in joined:
+                assert source is not None
+                try:
+                    self.bind_stored(order.request, source, replace=order.replace)
+                except (ApplicationError, DomainError) as error:
+                    log.warning(
+                        "%s was not bound to the import it joined: %s",
+                        order.request.name,
+                        error,
+                        extra={"lifecycle_id": lifecycle_id},
+                    )
+            self._orders.close(lifecycle_id)
+
+    def _publish(self, lifecycle_id: str, *, replace: bool) -> Publication:
         plan = self._verify.plan(lifecycle_id)
         with self._alias_held(plan.request.name):
             existing = self._records.alias(plan.request.name)
             for entry in existing.entries if existing is not None else ():
                 if entry.lifecycle_id == lifecycle_id:
                     return Publication(entry, changed=False)
+            self._require_owner(plan.request, existing)
             if plan.architecture is not None:  # refused before the image is hashed
                 check_binding(
                     existing,
@@ -141,8 +187,8 @@ class Publish:
                 )
             status = self._verify.require_success(lifecycle_id)
             record, digest, sources = self._verify(plan, status)
-            document = next_document(existing, record, replace)
-            event = self._event(existing, record, plan, status)
+            document = next_document(existing, record, replace, plan.request.ownership)
+            event = self._event(existing, record, plan, status, plan.request.requester)
             self._checkpoint("verified")
             self._commit(plan, document, record, digest, sources, event)
             if self._history is not None and event is not None:
@@ -158,6 +204,20 @@ class Publish:
                     extra={"lifecycle_id": lifecycle_id},
                 )
             return Publication(record, changed=True)
+
+    def plan(self, lifecycle_id: str) -> Plan:
+        """The submitted plan of ``lifecycle_id``, verified."""
+        return self._verify.plan(lifecycle_id)
+
+    def first_order_replace(self, lifecycle_id: str) -> bool:
+        """Whether the lifecycle's own request may replace its alias, as its order book says
+        (False without one)."""
+        book = self._orders.book(lifecycle_id) if self._orders is not None else None
+        return book.first.replace if book is not None else False
+
+    def alias(self, name: str) -> AliasDocument | None:
+        """The alias ``name`` as published now, or None."""
+        return self._records.alias(name)
 
     def stored_source(self, source_digest: str, architecture: str) -> SourceRecord | None:
         """The source record of ``source_digest`` for ``architecture`` when it holds the chain
@@ -210,8 +270,9 @@ class Publish:
             current = existing.entry(record.architecture) if existing is not None else None
             if current is not None and same_binding(current, record):
                 return Publication(current, changed=False)
-            self._records.write_alias(next_document(existing, record, replace))
-            event = self._event(existing, record, None, None)
+            self._require_owner(request, existing)
+            self._records.write_alias(next_document(existing, record, replace, request.ownership))
+            event = self._event(existing, record, None, None, request.requester)
             if self._history is not None and event is not None:
                 self._history.append(event)
             log.info(
@@ -223,17 +284,28 @@ class Publish:
             )
             return Publication(record, changed=True)
 
+    def _require_owner(self, request: Request, existing: AliasDocument | None) -> None:
+        """Only the alias's owner, its group and the admins may change a published alias
+        (``domain.access``); the rule is the requester's, whoever publishes for them."""
+        if existing is None or self._permissions is None:
+            return
+        self._permissions.of(request.requester).require_owner(
+            existing.ownership, field="name", what=f"changing alias {request.name}"
+        )
+
     def _event(
         self,
         existing: AliasDocument | None,
         record: AliasRecord,
         plan: Plan | None,
         status: LifecycleStatus | None,
+        requester: Requester | None,
     ) -> HistoryEvent | None:
         """The history event of binding ``record`` (``published`` or ``replaced``), recorded
         still under the alias's lock: with the job, how long it ran (``status``) and the
-        latency of ``plan``'s publication, none for an answer from the store. None without a
-        history, or when it cannot be built (``RecordHistory.event`` warns)."""
+        latency of ``plan``'s publication, none for an answer from the store, naming
+        ``requester`` (a request through the gateway) when given. None without a history, or
+        when it cannot be built (``RecordHistory.event`` warns)."""
         if self._history is None:
             return None
         kind, previous = binding_event(existing, record)
@@ -246,7 +318,7 @@ class Publish:
             fields["job_id"] = submission.job_id if submission is not None else None
             fields["publish_latency_seconds"] = latency_seconds(plan, record)
             fields["job_seconds"] = status.job_seconds if status is not None else None
-        return self._history.event(kind, **fields)
+        return self._history.event(kind, requester=requester, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:
@@ -292,7 +364,7 @@ class Publish:
         self._checkpoint("marker")
         if candidate is not None:
             try:
-                self._store.install(candidate, record.path, expected=digest, mode=ARTIFACT_MODE)
+                self._records.install_artifact(candidate, record.path, digest, document)
             except AlreadyExists:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
             except WorkspaceError as error:

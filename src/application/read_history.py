@@ -16,42 +16,78 @@ FOLLOW_INTERVAL_S = 1.0
 """How often a follower looks for new events (one listing of ``history/`` each time; a file
 is read only when it grew)."""
 
-
-def _checked(name: str | None, since: datetime | None) -> None:
-    if name is not None:
-        paths.name(name)
-    if since is not None and since.utcoffset() is None:
-        raise InvalidRequest(field="since", rule="must be an aware time (UTC, or with an offset)")
+Hidden = Callable[[str], bool]
+"""Whether an alias is one the requester may not see (through the gateway: a private alias of
+another group)."""
 
 
-def _of(name: str | None, read: HistoryRead) -> HistoryRead:
-    if name is None:
-        return read
-    return HistoryRead(
-        events=tuple(event for event in read.events if event.alias == name), skipped=read.skipped
-    )
+class _Shown:
+    """Which events a reader gets: those of the alias ``name`` (all when None), none of an
+    alias ``hidden`` from it; a hidden alias named is unknown. Checks ``name`` and ``since``."""
+
+    def __init__(self, hidden: Hidden | None, name: str | None, since: datetime | None) -> None:
+        if name is not None:
+            paths.name(name)
+        if since is not None and since.utcoffset() is None:
+            raise InvalidRequest(
+                field="since", rule="must be an aware time (UTC, or with an offset)"
+            )
+        if name is not None and hidden is not None and hidden(name):
+            from slurm_image.application.errors import UnknownAlias
+
+            raise UnknownAlias.named(name)
+        self._hidden = hidden
+        self._name = name
+        self._seen: dict[str, bool] = {}
+
+    def _visible(self, alias: str | None) -> bool:
+        if alias is None or self._hidden is None:
+            return True
+        if alias not in self._seen:
+            self._seen[alias] = not self._hidden(alias)
+        return self._seen[alias]
+
+    def __call__(self, read: HistoryRead) -> HistoryRead:
+        return HistoryRead(
+            events=tuple(
+                event
+                for event in read.events
+                if (self._name is None or event.alias == self._name) and self._visible(event.alias)
+            ),
+            skipped=read.skipped,
+        )
 
 
 class ReadHistory:
     """The store's history, oldest first: every event, or those of the alias ``name``, at or
-    after ``since``; with the count of lines that were no event (a torn last line)."""
+    after ``since``; with the count of lines that were no event (a torn last line). ``hidden``:
+    whether an alias is one the requester may not see (through the gateway: a private alias of
+    another group), whose events are then left out, and which is unknown when named."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: History, hidden: Hidden | None = None) -> None:
         self._history = history
+        self._hidden = hidden
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
-        _checked(name, since)
-        return _of(name, self._history.read(since))
+        shown = _Shown(self._hidden, name, since)
+        return shown(self._history.read(since))
 
 
 class FollowHistory:
     """The store's history as it grows: ``emit`` gets every event (of the alias ``name``, at or
-    after ``since``) there is, then each one appended, oldest first, until ``stopped``, which
-    waits up to its argument in seconds and says whether to stop (a signal came). Whole lines
-    only: an append in progress is emitted once it is whole."""
+    after ``since``, none of a ``hidden`` alias) there is, then each one appended, oldest first,
+    until ``stopped``, which waits up to its argument in seconds and says whether to stop (a
+    signal came). Whole lines only: an append in progress is emitted once it is whole."""
 
-    def __init__(self, history: History, *, interval_s: float = FOLLOW_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        history: History,
+        hidden: Hidden | None = None,
+        *,
+        interval_s: float = FOLLOW_INTERVAL_S,
+    ) -> None:
         self._history = history
+        self._hidden = hidden
         self._interval = interval_s
 
     def __call__(
@@ -62,11 +98,11 @@ class FollowHistory:
         *,
         since: datetime | None = None,
     ) -> None:
-        _checked(name, since)
+        shown = _Shown(self._hidden, name, since)
         position = None
         while True:
             read, position = self._history.read_after(position, since)
-            for event in _of(name, read).events:
+            for event in shown(read).events:
                 emit(event)
             if stopped(self._interval):
                 return

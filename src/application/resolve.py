@@ -15,7 +15,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from slurm_image.application.credentials import read_registry_credentials
+from slurm_image.application.credentials import (
+    check_given_credentials,
+    read_registry_credentials,
+)
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.manifest import ACCEPT, MANIFEST_MAX_BYTES, RegistryManifest, read_manifest
@@ -106,12 +109,18 @@ class ResolveTag:
         *,
         arch: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        credentials: RegistryCredentials | None = None,
     ) -> Resolution:
+        """``credentials``: the requester's own entry for the registry (through the gateway),
+        else the profile's file's."""
         reference = parse_tag_reference(text)
         if arch is not None:
             check_architecture(arch)
         registry = reference.enroot_registry
-        credentials = read_registry_credentials(profile, self._credentials, registry)
+        if credentials is not None:
+            check_given_credentials(registry, credentials)
+        else:
+            credentials = read_registry_credentials(profile, self._credentials, registry)
         request = ManifestRequest(
             registry=registry,
             repository=reference.enroot_repository,

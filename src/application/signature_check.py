@@ -3,17 +3,23 @@
 
 ``CheckSignature`` reads the policy's key files (``Signatures.read_key_file``, refused unless
 others cannot change them), asks the registry for the pin's cosign signatures
-(``Signatures.signatures_of``) and accepts the import only if one verifies against a policy
-key and its payload names the pin. For an index pin with an architecture asked for, a
-signature of the manifest that the index (fetched by the pin's digest and checked against
-it) names for that architecture is accepted too. Keyless signatures are not verified.
+(``Signatures.signatures_of``) and accepts the import as soon as one verifies against a policy
+key and its payload names the pin: signature material that is none (a referrer of another
+subject, a malformed piece) is passed over, never a reason to stop looking. For an index pin
+with an architecture asked for, a signature of the manifest that the index (fetched by the
+pin's digest and checked against it) names for that architecture is accepted too. Every
+request of the check together takes at most ``timeout_s`` (``RegistryBudget``); each digest's
+lookup makes at most ``SIGNATURE_REQUESTS_MAX`` requests. Keyless signatures are not
+verified.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from slurm_image.application.credentials import read_registry_credentials
+from slurm_image.application.registry_budget import RegistryBudget
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.errors import SignatureRefused
 from slurm_image.domain.manifest import ACCEPT, MANIFEST_MAX_BYTES, read_manifest
@@ -25,11 +31,13 @@ from slurm_image.domain.signatures import (
     SIGNATURE_MAX_BYTES,
     Candidate,
     PublicKey,
+    Rejected,
     load_public_key,
     stronger,
     verify,
 )
 from slurm_image.domain.signed_by import SignedBy
+from slurm_image.ports.clock import Clock
 from slurm_image.ports.credentials import CredentialsFile
 from slurm_image.ports.registry import ManifestRequest, Registry
 from slurm_image.ports.signatures import SignatureRequest, Signatures
@@ -37,6 +45,7 @@ from slurm_image.ports.signatures import SignatureRequest, Signatures
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 60.0
+"""How long the whole check may ask the registry (every lookup and request together)."""
 
 
 def policy_keys(profile: SiteProfile, signatures: Signatures) -> list[PublicKey]:
@@ -58,11 +67,13 @@ class CheckSignature:
         self,
         signatures: Signatures,
         registry: Registry,
+        clock: Clock,
         credentials: CredentialsFile | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._signatures = signatures
         self._registry = registry
+        self._clock = clock
         self._credentials = credentials
         self._timeout_s = timeout_s
 
@@ -90,15 +101,17 @@ class CheckSignature:
             profile, self._credentials, reference.enroot_registry
         )
         pin = reference.digest
+        budget = RegistryBudget(self._clock, self._timeout_s)
         try:
-            verified = verify(self._find(reference, pin, profile, credentials), keys, [pin], pin)
+            found = self._find(reference, pin, profile, credentials, budget)
+            verified = verify(found, keys, [pin], pin)
         except SignatureRefused as refused:
             architecture = request.architecture or profile.image_build.arch
-            child = self._child(reference, architecture, profile, credentials)
+            child = self._child(reference, architecture, profile, credentials, budget)
             if child is None:
                 raise
             try:
-                found = self._find(reference, child, profile, credentials)
+                found = self._find(reference, child, profile, credentials, budget)
                 verified = verify(found, keys, [child], child)
             except SignatureRefused as second:
                 raise stronger(type(refused), type(second))(
@@ -116,14 +129,16 @@ class CheckSignature:
         digest: str,
         profile: SiteProfile,
         credentials: RegistryCredentials | None,
-    ) -> tuple[Candidate, ...]:
+        budget: RegistryBudget,
+    ) -> Iterator[Candidate | Rejected]:
+        registry = reference.enroot_registry
         return self._signatures.signatures_of(
             SignatureRequest(
-                registry=reference.enroot_registry,
+                registry=registry,
                 repository=reference.enroot_repository,
                 digest=digest,
                 max_bytes=SIGNATURE_MAX_BYTES,
-                timeout_s=self._timeout_s,
+                timeout_s=budget.left(registry, f"the signature lookup of {digest}"),
                 allow_http=profile.enroot.allows_http,
                 credentials=credentials,
             )
@@ -135,6 +150,7 @@ class CheckSignature:
         architecture: str | None,
         profile: SiteProfile,
         credentials: RegistryCredentials | None,
+        budget: RegistryBudget,
     ) -> str | None:
         """The manifest the pinned index names for ``architecture`` (its bytes checked
         against the pin), or None for a manifest pin or no architecture asked for."""
@@ -147,7 +163,7 @@ class CheckSignature:
                 reference=reference.digest,
                 accept=ACCEPT,
                 max_bytes=MANIFEST_MAX_BYTES,
-                timeout_s=self._timeout_s,
+                timeout_s=budget.left(reference.enroot_registry, f"the index {reference.digest}"),
                 allow_http=profile.enroot.allows_http,
                 credentials=credentials,
             )

@@ -22,11 +22,14 @@ from slurm_image.domain.publication import (
 )
 from slurm_image.domain.store_layout import (
     ARTIFACT_MODE,
+    PRIVATE_ARTIFACT_MODE,
+    PRIVATE_RECORD_MODE,
     PUBLIC_DIRECTORY_MODE,
     RECORD_MODE,
     StoreLayout,
     source_entry,
 )
+from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import WorkspaceError
 
@@ -124,19 +127,38 @@ class StoreRecords:
         ]
 
     def write_alias(self, document: AliasDocument) -> None:
+        """Replace the alias file: readable by everyone, or by its group alone when private."""
+        group = document.group if document.private else None
         self.store.publish_file(
             self.layout.alias(document.name),
             document.canonical_bytes(),
-            mode=RECORD_MODE,
+            mode=RECORD_MODE if group is None else PRIVATE_RECORD_MODE,
             staging=self.layout.publishing,
+            group=group,
         )
 
     def write_source(self, record: SourceRecord) -> None:
+        group = record.private_group
         self.store.publish_file(
             self.layout.source(record.source_digest, record.architecture),
             record.canonical_bytes(),
-            mode=RECORD_MODE,
+            mode=RECORD_MODE if group is None else PRIVATE_RECORD_MODE,
             staging=self.layout.staging,
+            group=group,
+        )
+
+    def install_artifact(
+        self, candidate: str, path: str, digest: FileDigest, document: AliasDocument
+    ) -> None:
+        """Link a verified candidate into the store as the artifact at ``path``: readable by
+        everyone, or by the group of a private alias alone."""
+        group = document.group if document.private else None
+        self.store.install(
+            candidate,
+            path,
+            expected=digest,
+            mode=ARTIFACT_MODE if group is None else PRIVATE_ARTIFACT_MODE,
+            group=group,
         )
 
     def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
@@ -220,7 +242,7 @@ class StoreRecords:
         ):
             digest = self.store.digest(candidate)
             if digest.sha256 == alias.sqsh_sha256:
-                self.store.install(candidate, alias.path, expected=digest, mode=ARTIFACT_MODE)
+                self.install_artifact(candidate, alias.path, digest, marker.alias_document)
         if not self.artifact_matches(alias.path, alias.sqsh_sha256):
             return False  # never got as far as the artifact: the old state stands
         for source in marker.source_records:

@@ -29,8 +29,6 @@ from slurm_image.domain.inspection import MAX_INSPECTION_BYTES, validate_inspect
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import (
-    RECORD_SCHEMA_VERSION,
-    SIGNED_SOURCE_SCHEMA_VERSION,
     AliasRecord,
     JobRun,
     SourceRecord,
@@ -180,14 +178,11 @@ class VerifyResult:
         source_text, source_digest = plan.request.source, plan.source_digest
         sources: list[SourceRecord] = []
         signed_by = plan.signed_by
+        private_group = plan.request.group if plan.request.private else None
         if importing and chain is not None:
             for digest_of_source in dict.fromkeys((chain.pinned, chain.manifest)):
                 source = SourceRecord(
-                    schema_version=(
-                        SIGNED_SOURCE_SCHEMA_VERSION
-                        if plan.signed_by is not None
-                        else RECORD_SCHEMA_VERSION
-                    ),
+                    schema_version=SourceRecord.version_for(plan.signed_by, private_group),
                     source_digest=digest_of_source,
                     source=source_text,
                     sqsh_sha256=digest.sha256,
@@ -195,6 +190,7 @@ class VerifyResult:
                     chain=chain,
                     architecture=architecture,
                     signed_by=plan.signed_by,
+                    private_group=private_group,
                 )
                 known = self._records.source(digest_of_source, architecture)
                 if known is not None and known.sqsh_sha256 == digest.sha256:

@@ -14,6 +14,7 @@ from slurm_image.domain import paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.job import is_marker_of
 from slurm_image.domain.model_config import FROZEN
 
 RECORD_MAX_BYTES = 64 * 1024
@@ -78,8 +79,10 @@ class SubmissionRecord(BaseModel):
         paths.name(self.lifecycle_id, "lifecycle_id")
         if not self.job_id.isdecimal() or not self.job_id.isascii():
             raise InvalidRecord(field="job_id", rule="must be a decimal job id")
-        if self.marker != f"slurm-image:{self.lifecycle_id}":
-            raise InvalidRecord(field="marker", rule="must be slurm-image:<lifecycle id>")
+        if not is_marker_of(self.marker, self.lifecycle_id):
+            raise InvalidRecord(
+                field="marker", rule="must be slurm-image:<lifecycle id>[;requester=<user>]"
+            )
         _check_hex(self, ("plan_sha256", "script_sha256"))
         return self
 

@@ -11,6 +11,7 @@ login's password in an error, a repr or a log line.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 from slurm_image.domain import paths
@@ -55,6 +56,17 @@ class RegistryCredentials:
     def describe(self) -> str:
         """The entry named without its password: ``machine M login L``."""
         return f"machine {self.machine or self.host} login {self.login}"
+
+    def basic(self) -> str:
+        """The ``Authorization`` value of HTTP Basic with this login (a secret, as the
+        password is)."""
+        pair = f"{self.login}:{self.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+    def secrets(self) -> tuple[str, ...]:
+        """What of this entry a registry may echo and an error must never print: the password
+        and the base64 that Basic sends (``domain.registry_text``)."""
+        return (self.password, self.basic().removeprefix("Basic "))
 
     def netrc_bytes(self) -> bytes:
         """The staged file: one line in the form Enroot (curl) matches."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from slurm_image.domain import job_steps, paths
 from slurm_image.domain.architecture import ARCHITECTURES
-from slurm_image.domain.job import JobSpec
+from slurm_image.domain.job import JobSpec, submission_marker
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.script import (
@@ -110,7 +110,7 @@ def doctor_job(profile: SiteProfile, doctor_id: str) -> DoctorJob:
         working_directory=job_dir,
         standard_output=f"{job_dir}/slurm-%j.out",
         standard_error=f"{job_dir}/slurm-%j.err",
-        comment=f"slurm-image:{doctor_id}",
+        comment=submission_marker(doctor_id),
     )
     return DoctorJob(
         doctor_id=doctor_id,

@@ -137,3 +137,22 @@ class ReplayedSignature(SignatureRefused):
 
     refusal = "signature_replayed"
     strength = 3
+
+
+class NotAuthenticated(DomainError):
+    """A request that says nothing trustworthy about who is asking: no credential, or one that
+    is expired, replayed, forged, or made for another service (``field``: what carried it)."""
+
+
+class Forbidden(DomainError):
+    """A requester who may not do what was asked (``field``: the alias, lifecycle or verb;
+    ``rule``: who may, e.g. naming the alias's owner)."""
+
+
+class Busy(DomainError):
+    """A limit of the gateway is reached (``field``: the limit); ``retry_after_s`` says when to
+    ask again."""
+
+    def __init__(self, *, field: str, rule: str, retry_after_s: int, value: object = None) -> None:
+        super().__init__(field=field, rule=rule, value=value)
+        self.retry_after_s = retry_after_s

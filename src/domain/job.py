@@ -14,6 +14,24 @@ from pydantic import AwareDatetime, BaseModel, model_validator
 from slurm_image.domain import sizes
 from slurm_image.domain.model_config import FROZEN
 
+MARKER_PREFIX = "slurm-image:"
+REQUESTER_SEPARATOR = ";requester="
+
+
+def submission_marker(lifecycle_id: str, requester: str | None = None) -> str:
+    """The job comment of an attempt, unique to it: ``slurm-image:<lifecycle id>``, followed by
+    ``;requester=<user>`` when a request made through the gateway acts for ``requester``, so
+    that ``squeue`` shows whose image the service account's job builds (no blank: the comment
+    is also an ``#SBATCH`` line's word)."""
+    marker = f"{MARKER_PREFIX}{lifecycle_id}"
+    return marker if requester is None else f"{marker}{REQUESTER_SEPARATOR}{requester}"
+
+
+def is_marker_of(marker: str, lifecycle_id: str) -> bool:
+    """Whether ``marker`` is a submission marker of ``lifecycle_id`` (for any requester)."""
+    own = submission_marker(lifecycle_id)
+    return marker == own or marker.startswith(f"{own}{REQUESTER_SEPARATOR}")
+
 
 class JobSpec(BaseModel):
     """The scheduler-facing description of one lifecycle attempt's batch job."""

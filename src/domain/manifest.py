@@ -12,7 +12,6 @@ and a Docker v2 schema 2 manifest.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -25,6 +24,8 @@ from slurm_image.domain.errors import (
     RegistryDigestMismatch,
 )
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.registry_text import registry_text
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -127,9 +128,7 @@ def _refuse(field: str, rule: str) -> InvalidRegistryAnswer:
 
 
 def _short(value: object) -> str:
-    text = str(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= _TEXT_MAX else text[:_TEXT_MAX] + "..."
+    return registry_text(value, limit=_TEXT_MAX)
 
 
 def check_content_digest(data: bytes, content_digest: str | None, *, field: str) -> str:
@@ -230,9 +229,9 @@ def read_manifest(
         raise _refuse(field, f"the answer is larger than {MANIFEST_MAX_BYTES} bytes: refused")
     digest = check_content_digest(data, content_digest, field=field)
     try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse(field, "the answer is not JSON: refused") from None
+        body = load_untrusted_json(data)
+    except UnreadableJson as error:
+        raise _refuse(field, f"the answer {error.reason}: refused") from None
     if not isinstance(body, dict):
         raise _refuse(field, "the answer is not a JSON object: refused")
     if body.get("schemaVersion") != 2 or type(body.get("schemaVersion")) is not int:

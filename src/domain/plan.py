@@ -11,7 +11,7 @@ from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.canonical import SHA256_HEX, canonical_json, sha256_hex
 from slurm_image.domain.credentials import registry_host
 from slurm_image.domain.errors import DomainError, PlanInvariantViolation
-from slurm_image.domain.job import JobSpec
+from slurm_image.domain.job import JobSpec, submission_marker
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.policy import require_allowed_source
 from slurm_image.domain.profile import ProfileSelection, SiteProfile
@@ -20,10 +20,11 @@ from slurm_image.domain.request import Operation, Request
 from slurm_image.domain.resolution import utc_time_text
 from slurm_image.domain.signed_by import SignedBy
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest version: 2 adds ``architecture``, 3 the request's ``resolved_from`` (the tag an
 import was resolved from), 4 ``signed_by`` (the signature the site policy accepted) and the
-request's ``unsigned_ok`` (an inspection let through without one). A plan is
+request's ``unsigned_ok`` (an inspection let through without one), 5 the request's
+``requester``, ``group`` and ``private`` (a request made through the gateway). A plan is
 written in the oldest version that holds it, so a plan without ``resolved_from`` or
 ``signed_by`` is version 2, byte for byte what it was before version 3 existed (its digest,
 and the script that names it, unchanged); plans of versions 1 to 4 are read."""
@@ -100,7 +101,7 @@ class Plan(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4]
+    schema_version: Literal[1, 2, 3, 4, 5]
     lifecycle_id: str
     operation: Operation
     request: Request
@@ -180,6 +181,11 @@ class Plan(BaseModel):
                 "request.unsigned_ok",
                 f"a schema version {self.schema_version} plan records no --unsigned-ok",
             )
+        if self.request.gateway_fields and self.schema_version < 5:
+            raise broken(
+                "request.requester",
+                f"a schema version {self.schema_version} plan records no requester or group",
+            )
         if self.signed_by is not None:
             if self.schema_version < 4:
                 raise broken(
@@ -199,8 +205,10 @@ class Plan(BaseModel):
 
     @property
     def marker(self) -> str:
-        """The submission marker carried in the job comment: unique per attempt."""
-        return f"slurm-image:{self.lifecycle_id}"
+        """The submission marker carried in the job comment: unique per attempt, naming the
+        requester of a request made through the gateway (``job.submission_marker``)."""
+        requester = self.request.requester
+        return submission_marker(self.lifecycle_id, requester.user if requester else None)
 
     def canonical_bytes(self) -> bytes:
         return canonical_json(self.model_dump(mode="json"))
@@ -273,7 +281,9 @@ def derive_plan(
         require_allowed_source(reference, profile.policy)
     return Plan(
         schema_version=(
-            4
+            5
+            if request.gateway_fields
+            else 4
             if signed_by is not None or request.unsigned_ok
             else 3
             if request.resolved_from is not None

@@ -20,6 +20,7 @@ from slurm_image.domain import layer_cache, paths, sizes
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
+from slurm_image.domain.gateway_settings import GatewaySettings
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
 from slurm_image.domain.policy import Policy
 from slurm_image.domain.profile_catalog import How, choose_profile
@@ -387,6 +388,10 @@ class SiteProfile(BaseModel):
     policy: Policy | None = absent_when_none()
     """``[policy]`` (docs/design.md, "Image policy and signatures"); None: any registry, no
     signature required."""
+    gateway: GatewaySettings | None = absent_when_none()
+    """``[gateway]`` (docs/gateway.md): who may do what through ``slurm-image serve`` and its
+    limits; None: the defaults (every authenticated user imports, the store's owner alone is
+    an admin)."""
     metrics: MetricsSettings | None = absent_when_none()
     """``[metrics]`` (docs/operations.md); None: every default."""
 

@@ -31,6 +31,13 @@ field before it.
 Version 3 of the publication marker adds ``event``: the history event its publisher records
 once the publication is done (``domain.history.HistoryEvent``), which a process that finishes
 the publication after a crash records instead, as that publisher.
+
+Schema version 4 of an alias document adds who the alias belongs to (docs/gateway.md, "Who may
+do what"): ``owner``, the requester whose request first published it through the gateway,
+``group``, the group it is shared with, and ``private`` for an alias only that group may see.
+Schema version 5 of a source record adds ``private_group``: a source imported with a
+requester's own registry credentials answers an import from the store only for that group. A
+document or record is written in these versions only when it carries one of them.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
+from slurm_image.domain.access import Ownership
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
@@ -55,6 +63,7 @@ from slurm_image.domain.published import (
     check_alias_fields,
     check_job_run,
 )
+from slurm_image.domain.requester import Requester, account_name
 from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import Role
 from slurm_image.domain.signed_by import SignedBy
@@ -73,6 +82,10 @@ SIGNED_SCHEMA_VERSION: Literal[5] = 5
 """The version of an alias entry that records the signature it was accepted for."""
 SIGNED_SOURCE_SCHEMA_VERSION: Literal[4] = 4
 """The version of a source record that records the signature it was accepted for."""
+OWNED_DOCUMENT_SCHEMA_VERSION: Literal[4] = 4
+"""The version of an alias document that records its owner, group or privacy."""
+PRIVATE_SOURCE_SCHEMA_VERSION: Literal[5] = 5
+"""The version of a source record that only one group's imports are answered from."""
 JOB_SCHEMA_VERSION: Literal[6] = 6
 """The version of an alias entry that records the job its artifact came from."""
 ENTRY_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (
@@ -81,7 +94,10 @@ ENTRY_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (
     ("job", JOB_SCHEMA_VERSION),
 )
 """The field each alias entry version after 3 adds, in order."""
-SOURCE_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (("signed_by", SIGNED_SOURCE_SCHEMA_VERSION),)
+SOURCE_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (
+    ("signed_by", SIGNED_SOURCE_SCHEMA_VERSION),
+    ("private_group", PRIVATE_SOURCE_SCHEMA_VERSION),
+)
 """The field each source record version after 3 adds."""
 MARKER_SCHEMA_VERSION: Literal[2] = 2
 EVENT_MARKER_SCHEMA_VERSION: Literal[3] = 3
@@ -229,9 +245,12 @@ class AliasDocument(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[3] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[3, 4] = RECORD_SCHEMA_VERSION
     name: str
     entries: tuple[AliasRecord, ...]
+    owner: Requester | None = absent_when_none()
+    group: str | None = absent_when_none()
+    private: Literal[True] | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> AliasDocument:
@@ -241,7 +260,25 @@ class AliasDocument(BaseModel):
         for entry in self.entries:
             if entry.name != self.name:
                 raise InvalidRecord(field="entries.name", rule=f"must be {self.name!r}")
+        owned = self.owner is not None or self.group is not None or bool(self.private)
+        if owned != (self.schema_version == OWNED_DOCUMENT_SCHEMA_VERSION):
+            raise InvalidRecord(
+                field="schema_version",
+                rule=f"an owner, group or privacy is recorded exactly in version"
+                f" {OWNED_DOCUMENT_SCHEMA_VERSION}",
+            )
+        if self.group is not None:
+            try:
+                account_name(self.group, "group")
+            except DomainError as error:
+                raise InvalidRecord(field="group", rule=error.rule) from None
+        if self.private and self.group is None:
+            raise InvalidRecord(field="private", rule="a private alias names its group")
         if self.legacy:
+            if owned:
+                raise InvalidRecord(
+                    field="owner", rule="a record from before architectures has no owner"
+                )
             return self
         architectures = [entry.architecture for entry in self.entries]
         if None in architectures:
@@ -257,10 +294,26 @@ class AliasDocument(BaseModel):
         return self
 
     @classmethod
-    def of(cls, *entries: AliasRecord) -> AliasDocument:
-        """The document of ``entries`` (at least one, one name), sorted by architecture."""
+    def of(cls, *entries: AliasRecord, ownership: Ownership | None = None) -> AliasDocument:
+        """The document of ``entries`` (at least one, one name), sorted by architecture, with
+        ``ownership`` (None, or one that names nobody: the store owner's alias)."""
         ordered = sorted(entries, key=lambda entry: entry.architecture or "")
-        return cls(name=entries[0].name, entries=tuple(ordered))
+        owned = ownership if ownership is not None and ownership.recorded else None
+        if owned is None:
+            return cls(name=entries[0].name, entries=tuple(ordered))
+        return cls(
+            schema_version=OWNED_DOCUMENT_SCHEMA_VERSION,
+            name=entries[0].name,
+            entries=tuple(ordered),
+            owner=owned.owner,
+            group=owned.group,
+            private=True if owned.private else None,
+        )
+
+    @property
+    def ownership(self) -> Ownership:
+        """Who the alias belongs to (``domain.access``)."""
+        return Ownership(owner=self.owner, group=self.group, private=bool(self.private))
 
     @property
     def legacy(self) -> bool:
@@ -282,9 +335,10 @@ class AliasDocument(BaseModel):
         return None
 
     def with_entry(self, record: AliasRecord) -> AliasDocument:
-        """This document with ``record``'s architecture bound to ``record``, the others kept."""
+        """This document with ``record``'s architecture bound to ``record``, the others and
+        the ownership kept."""
         others = [entry for entry in self.entries if entry.architecture != record.architecture]
-        return AliasDocument.of(*others, record)
+        return AliasDocument.of(*others, record, ownership=self.ownership)
 
     def canonical_bytes(self) -> bytes:
         if self.legacy:
@@ -315,7 +369,7 @@ class SourceRecord(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = RECORD_SCHEMA_VERSION
     source_digest: str
     source: str
     sqsh_sha256: str
@@ -323,18 +377,34 @@ class SourceRecord(BaseModel):
     chain: VerifiedChain | None = None
     architecture: str | None = absent_when_none()
     signed_by: SignedBy | None = absent_when_none()
-    """The signature the policy accepted when the source was imported (schema version 4)."""
+    """The signature the policy accepted when the source was imported (schema version 4, or
+    5)."""
+    private_group: str | None = absent_when_none()
+    """The group whose imports alone this record answers (schema version 5): the source was
+    imported with a requester's own registry credentials."""
 
     @model_validator(mode="after")
     def _rules(self) -> SourceRecord:
         hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
         hex_digest(self.sqsh_sha256, "sqsh_sha256")
         check_chain_source(self.source_digest, self.chain)
-        carried = ["signed_by"] if self.signed_by is not None else []
+        if self.private_group is not None:
+            try:
+                account_name(self.private_group, "private_group")
+            except DomainError as error:
+                raise InvalidRecord(field="private_group", rule=error.rule) from None
+        carried = [field for field, _ in SOURCE_FIELD_VERSIONS if getattr(self, field) is not None]
         _check_version(
             self.schema_version, self.chain, self.architecture, carried, SOURCE_FIELD_VERSIONS
         )
         return self
+
+    @staticmethod
+    def version_for(signed_by: SignedBy | None, private_group: str | None) -> int:
+        """The oldest source record version that holds what the record carries."""
+        present = {"signed_by": signed_by, "private_group": private_group}
+        carried = [field for field, value in present.items() if value is not None]
+        return oldest_version(carried, SOURCE_FIELD_VERSIONS)
 
     @property
     def verified(self) -> bool:
@@ -349,11 +419,7 @@ class SourceRecord(BaseModel):
         return self.model_copy(
             update={
                 "roles": {**self.roles, role: facts},
-                "schema_version": (
-                    SIGNED_SOURCE_SCHEMA_VERSION
-                    if self.signed_by is not None
-                    else RECORD_SCHEMA_VERSION
-                ),
+                "schema_version": self.version_for(self.signed_by, self.private_group),
             }
         )
 

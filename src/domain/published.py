@@ -12,7 +12,9 @@ signature was required for, and ``job`` (the job the artifact came from, and whe
 null for one answered from the store or published before jobs were recorded.
 
 An alias file holds one entry per architecture (``publication.AliasDocument``); ``show``
-resolves one of them (``choose_entry``), ``list`` prints each.
+resolves one of them (``choose_entry``), ``list`` prints each. Who the alias belongs to is the
+document's (``OWNERSHIP_KEYS``: ``owner``, the user name, null for the store's owner; ``group``;
+``private``), printed with every entry.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain import paths
 from slurm_image.domain.architecture import ARCHITECTURES, from_machine
@@ -30,6 +32,9 @@ from slurm_image.domain.errors import DomainError, InvalidRecord, NoImageForArch
 from slurm_image.domain.roles import ROLES
 from slurm_image.domain.store_layout import hex_digest
 from slurm_image.domain.verified_chain import VerifiedChain, check_chain_source
+
+if TYPE_CHECKING:
+    from slurm_image.domain.access import Ownership
 
 SUMMARY_KEYS = (
     "name",
@@ -54,6 +59,8 @@ DETAIL_KEYS = (
     "job",
 )
 """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
+OWNERSHIP_KEYS = ("owner", "group", "private")
+"""Printed with every entry of an alias: who it belongs to (docs/gateway.md)."""
 _OPTIONAL_KEYS = ("chain", "architecture", "resolved_from", "signed_by", "job")
 """Printed as null when absent: older records have no chain, no architecture, an entry whose
 source was given pinned no tag, one no signature was required for no signature, and one
@@ -142,12 +149,63 @@ def choose_entry(
 
 
 @dataclass(frozen=True)
+class Owned:
+    """Who an alias belongs to, as its file says: the owner's user name and uid (None: the
+    store's owner), its group, whether only that group may see it."""
+
+    user: str | None = None
+    uid: int | None = None
+    group: str | None = None
+    private: bool = False
+
+    def fields(self) -> dict[str, object]:
+        return {"owner": self.user, "group": self.group, "private": self.private}
+
+    def ownership(self) -> Ownership:
+        """The same as ``access.Ownership``, for the rules of who may see or change it."""
+        from slurm_image.domain.access import Ownership
+        from slurm_image.domain.requester import Requester
+
+        owner = (
+            Requester(user=self.user, uid=self.uid)
+            if self.user is not None and self.uid is not None
+            else None
+        )
+        return Ownership(owner=owner, group=self.group, private=self.private)
+
+
+def read_owned(document: Mapping[str, Any]) -> Owned:
+    """The ownership keys of an alias file (a version 4 document), checked as read."""
+    owner = document.get("owner")
+    group = document.get("group")
+    private = document.get("private")
+    if owner is not None and not (
+        isinstance(owner, dict)
+        and sorted(owner) == ["uid", "user"]
+        and isinstance(owner["user"], str)
+        and type(owner["uid"]) is int
+    ):
+        raise InvalidRecord(field="alias.owner", rule="must be null or {user, uid}")
+    if group is not None and not isinstance(group, str):
+        raise InvalidRecord(field="alias.group", rule="must be null or a group name")
+    if private not in (None, True) or (private and group is None):
+        raise InvalidRecord(field="alias.private", rule="must be absent, or true with a group")
+    return Owned(
+        user=owner["user"] if owner else None,
+        uid=owner["uid"] if owner else None,
+        group=group,
+        private=bool(private),
+    )
+
+
+@dataclass(frozen=True)
 class PublishedAlias:
     """One entry of an alias as read from the store, with the keys ``show`` and ``list`` print,
-    and the ``architectures`` of every entry the alias has."""
+    the ``architectures`` of every entry the alias has, and who the alias belongs to."""
 
     record: Mapping[str, Any]
     architectures: tuple[str | None, ...] = ()
+    owned: Owned = Owned()
 
     def summary(self) -> dict[str, object]:
         return {key: self.record.get(key) for key in SUMMARY_KEYS}
@@ -162,6 +220,7 @@ class PublishedEntries:
 
     name: str
     entries: tuple[PublishedAlias, ...]
+    owned: Owned = Owned()
 
     @property
     def architectures(self) -> tuple[str | None, ...]:
@@ -197,8 +256,11 @@ def read_published(data: bytes, name: str) -> PublishedEntries:
         raise InvalidRecord(
             field="alias.entries.architecture", rule="one entry per named architecture"
         )
+    owned = read_owned(parsed)
     return PublishedEntries(
-        name, tuple(PublishedAlias(record, architectures) for record in records)
+        name,
+        tuple(PublishedAlias(record, architectures, owned) for record in records),
+        owned,
     )
 
 

@@ -10,13 +10,13 @@ ask for a token, with ``service`` and ``scope`` as query parameters.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from slurm_image.domain.errors import InvalidRegistryAnswer
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 CHALLENGE_MAX = 8192
 """A ``WWW-Authenticate`` header longer than this is refused, not parsed."""
@@ -165,9 +165,9 @@ def read_token_answer(data: bytes, *, field: str) -> TokenAnswer:
     if len(data) > TOKEN_ANSWER_MAX_BYTES:
         raise _refuse(field, f"the token answer is larger than {TOKEN_ANSWER_MAX_BYTES} bytes")
     try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse(field, "the token answer is not JSON") from None
+        body = load_untrusted_json(data)
+    except UnreadableJson as error:
+        raise _refuse(field, f"the token answer {error.reason}") from None
     if not isinstance(body, dict):
         raise _refuse(field, "the token answer is not a JSON object")
     token = body.get("token") or body.get("access_token")

@@ -7,10 +7,12 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError, model_validator
 
 from slurm_image.domain import paths
+from slurm_image.domain.access import Ownership
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.errors import DomainError, InvalidRequest
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.reference import parse_reference
+from slurm_image.domain.requester import Requester, account_name
 from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import ROLES, Role
 
@@ -24,7 +26,12 @@ class Request(BaseModel):
     (``import --resolve``), or for an inspection of a stored artifact the tag of the import it
     stands for; None when the source was given pinned. ``unsigned_ok``: an inspection the user
     let through under the policy's ``require_signature`` although a local file carries no
-    signature (``inspect --unsigned-ok``; True or absent)."""
+    signature (``inspect --unsigned-ok``; True or absent).
+
+    Through the gateway (docs/gateway.md): ``requester`` the account the request acts for
+    (absent: the account that runs the command, which owns the store); ``group`` the group the
+    alias is shared with (``--group``); ``private`` (True or absent) when the import uses the
+    requester's own registry credentials, so that only ``group`` may see what it publishes."""
 
     model_config = FROZEN
 
@@ -35,6 +42,9 @@ class Request(BaseModel):
     architecture: str | None = absent_when_none()
     resolved_from: ResolvedFrom | None = absent_when_none()
     unsigned_ok: Literal[True] | None = absent_when_none()
+    requester: Requester | None = absent_when_none()
+    group: str | None = absent_when_none()
+    private: Literal[True] | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> Request:
@@ -52,7 +62,27 @@ class Request(BaseModel):
             paths.sqsh_path(self.source, "source")
         if self.architecture is not None:
             check_architecture(self.architecture)
+        if self.group is not None:
+            account_name(self.group, "group")
+        if self.private and self.group is None:
+            raise InvalidRequest(
+                field="group",
+                rule="an import with your own registry credentials must name the group that may"
+                " see it (--group)",
+            )
+        if self.private and self.operation != "import_oci":
+            raise InvalidRequest(field="private", rule="only an import uses registry credentials")
         return self
+
+    @property
+    def ownership(self) -> Ownership:
+        """Who an alias this request first publishes belongs to (``domain.access``)."""
+        return Ownership(owner=self.requester, group=self.group, private=bool(self.private))
+
+    @property
+    def gateway_fields(self) -> bool:
+        """Whether the request carries what only requests through the gateway carry."""
+        return self.requester is not None or self.group is not None or bool(self.private)
 
 
 def make_request(
@@ -64,6 +94,9 @@ def make_request(
     architecture: str | None = None,
     resolved_from: ResolvedFrom | None = None,
     unsigned_ok: bool = False,
+    requester: Requester | None = None,
+    group: str | None = None,
+    private: bool = False,
 ) -> Request:
     """Build a request, raising one ``DomainError`` that names the first field at fault."""
     if role not in ROLES:
@@ -77,6 +110,9 @@ def make_request(
             architecture=architecture,
             resolved_from=resolved_from,
             unsigned_ok=True if unsigned_ok else None,
+            requester=requester,
+            group=group,
+            private=True if private else None,
         )
     except ValidationError as error:
         cause = error.errors()[0].get("ctx", {}).get("error")

@@ -23,7 +23,10 @@ fingerprint is ``sha256:<hex>`` of its DER SubjectPublicKeyInfo. Keyless signatu
 certificate, a Rekor entry) are not read: they need the Sigstore services' network.
 
 Every value read here came from a registry and is untrusted: sizes are bounded, base64 is
-strict, JSON must be an object, and a refusal names the digest and what was missing.
+strict, JSON must be an object, and a refusal names the digest and what was missing. Anyone
+who may push to the repository may add signature material (a referrer of another subject, a
+malformed layer) beside the real signatures: such a piece is a ``Rejected``, never a reason to
+stop looking, and ``verify`` accepts the digest when any candidate verifies.
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,7 @@ from slurm_image.domain.errors import (
     Unsigned,
 )
 from slurm_image.domain.signed_by import SignatureFormat, SignedBy
+from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 BUNDLE: SignatureFormat = "sigstore-bundle"
 LEGACY: SignatureFormat = "cosign-legacy"
@@ -56,7 +59,13 @@ SIGNATURE_MAX_BYTES = 1024 * 1024
 """The largest signature manifest, index, bundle or payload read (real ones are under 4 KiB)."""
 KEY_MAX_BYTES = 64 * 1024
 SIGNATURES_MAX = 32
-"""The most signatures of one digest looked at; more is refused, not truncated."""
+"""The most entries of a signature index or layers of a ``.sig`` manifest read; more is
+refused, not truncated."""
+SIGNATURE_REQUESTS_MAX = 64
+"""The most requests one digest's lookup makes (a signature costs two or three); past them
+the lookup looks no further, and what it found is all there is."""
+REASONS_SHOWN = 8
+"""The most reasons a refusal lists: the first ones and the last (the others are counted)."""
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -189,6 +198,17 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Rejected:
+    """Signature material found for a digest that is no signature to verify: a referrer of
+    another subject, a malformed manifest, layer or bundle, one missing or too large.
+    ``where`` names it (a digest or a tag), ``reason`` says what is wrong with it; a refusal
+    lists it, and the lookup goes on."""
+
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Verified:
     """A signature that verified against a policy key and names an accepted digest."""
 
@@ -214,9 +234,9 @@ def _json_object(data: bytes, what: str, looked_up: str) -> dict[str, Any]:
             field=looked_up, rule=f"{what} is larger than {SIGNATURE_MAX_BYTES} bytes: refused"
         )
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise SignatureRefused(field=looked_up, rule=f"{what} is not JSON") from None
+        value = load_untrusted_json(data)
+    except UnreadableJson as error:
+        raise SignatureRefused(field=looked_up, rule=f"{what} {error.reason}") from None
     if not isinstance(value, dict):
         raise SignatureRefused(field=looked_up, rule=f"{what} is not a JSON object")
     return value
@@ -338,8 +358,10 @@ class LegacyLayer:
     signature: bytes = field(repr=False)
 
 
-def legacy_layers(manifest: bytes, looked_up: str) -> list[LegacyLayer]:
-    """The simple-signing layers of the manifest tagged ``sha256-<hex>.sig``."""
+def legacy_layers(manifest: bytes, looked_up: str) -> list[LegacyLayer | Rejected]:
+    """The simple-signing layers of the manifest tagged ``sha256-<hex>.sig``; a malformed one is
+    a ``Rejected`` in its place (the others are still read). A manifest that is no ``.sig``
+    manifest at all is refused (``SignatureRefused``)."""
     body = _json_object(manifest, "the .sig manifest", looked_up)
     layers = body.get("layers")
     if not isinstance(layers, list):
@@ -348,17 +370,23 @@ def legacy_layers(manifest: bytes, looked_up: str) -> list[LegacyLayer]:
         raise SignatureRefused(
             field=looked_up, rule=f"the .sig manifest has more than {SIGNATURES_MAX} layers"
         )
-    found = []
-    for layer in layers:
+    found: list[LegacyLayer | Rejected] = []
+    for position, layer in enumerate(layers):
         if not isinstance(layer, dict) or layer.get("mediaType") != SIMPLE_SIGNING_MEDIA_TYPE:
             continue
+        where = f"the .sig manifest's layer {position}"
         if not _is_digest(layer.get("digest")):
-            raise SignatureRefused(field=looked_up, rule="a .sig layer has no sha256 digest")
+            found.append(Rejected(where, "a .sig layer has no sha256 digest"))
+            continue
         annotations = layer.get("annotations")
         value = (
             annotations.get(LEGACY_SIGNATURE_ANNOTATION) if isinstance(annotations, dict) else None
         )
-        signature = _b64(value, f"the {LEGACY_SIGNATURE_ANNOTATION} annotation", looked_up)
+        try:
+            signature = _b64(value, f"the {LEGACY_SIGNATURE_ANNOTATION} annotation", looked_up)
+        except SignatureRefused as error:
+            found.append(Rejected(where, error.rule))
+            continue
         found.append(LegacyLayer(digest=str(layer["digest"]), signature=signature))
     return found
 
@@ -415,25 +443,32 @@ def _signed_digest(candidate: Candidate, looked_up: str) -> str:
 
 
 def verify(
-    candidates: Sequence[Candidate],
+    found: Iterable[Candidate | Rejected],
     keys: Iterable[PublicKey],
     accepted: Iterable[str],
     looked_up: str,
 ) -> Verified:
-    """The first candidate whose signature verifies against one of ``keys`` and whose payload
-    names one of the ``accepted`` digests. Otherwise ``SignatureRefused`` of ``looked_up``
-    saying what was missing: no signature, none by a policy key, or a verified one whose
-    payload names another digest or is of another kind."""
+    """The first candidate of ``found`` whose signature verifies against one of ``keys`` and
+    whose payload names one of the ``accepted`` digests; ``found`` is read no further than that
+    (a lookup that asks the registry as it is read asks nothing more). Every other candidate
+    and every ``Rejected`` is passed over. None: a ``SignatureRefused`` of ``looked_up`` saying
+    what was missing: no signature (``Unsigned``), none by a policy key (``SignedByOtherKey``),
+    a verified one whose payload names another digest (``ReplayedSignature``) or is of another
+    kind, or what was wrong with each piece found (``SignatureRefused`` itself); of several,
+    the class that says most (``stronger``)."""
     keys = list(keys)
     accepted = frozenset(accepted)
-    if not candidates:
-        raise Unsigned(field=looked_up, rule="is not signed (no cosign signature found)")
     reasons: list[str] = []
-    refusal: type[SignatureRefused] = SignedByOtherKey
-    for candidate in candidates:
+    refusal: type[SignatureRefused] = Unsigned
+    for candidate in found:
+        if isinstance(candidate, Rejected):
+            reasons.append(f"{candidate.where}: {candidate.reason}")
+            refusal = stronger(refusal, SignatureRefused)
+            continue
         key = next((k for k in keys if _verifies(k, candidate.signature, candidate.message)), None)
         if key is None:
             reasons.append(f"{candidate.format} {candidate.digest}: not signed by a policy key")
+            refusal = stronger(refusal, SignedByOtherKey)
             continue
         try:
             named = _signed_digest(candidate, looked_up)
@@ -454,6 +489,11 @@ def verify(
             key_fingerprint=key.fingerprint,
             signed_digest=named,
         )
+    if not reasons:
+        raise Unsigned(field=looked_up, rule="is not signed (no cosign signature found)")
+    if len(reasons) > REASONS_SHOWN:  # the last one kept: where the lookup stopped, if it did
+        more = len(reasons) - REASONS_SHOWN
+        reasons = [*reasons[: REASONS_SHOWN - 1], f"({more} more)", reasons[-1]]
     raise refusal(
         field=looked_up,
         rule="has no signature by a policy key over this digest: " + "; ".join(reasons),

@@ -32,6 +32,10 @@ entry and two source records."""
 ARTIFACT_MODE = 0o444
 RECORD_MODE = 0o644
 PUBLIC_DIRECTORY_MODE = 0o755
+PRIVATE_ARTIFACT_MODE = 0o440
+"""An artifact imported with a requester's own registry credentials: its group reads it."""
+PRIVATE_RECORD_MODE = 0o640
+"""The records of such an artifact: its alias and source records, for its group alone."""
 HISTORY_MONTH_FILE = re.compile(r"(?P<year>[0-9]{4})-(?P<month>0[1-9]|1[0-2])\.jsonl")
 """The name of one month's file in ``history/``."""
 
@@ -92,6 +96,14 @@ class StoreLayout:
     @property
     def jobs(self) -> str:
         return f"{self.tmp}/jobs"
+
+    @property
+    def orders(self) -> str:
+        """The order books of lifecycles in flight (``domain.orders``)."""
+        return f"{self.tmp}/orders"
+
+    def order_book(self, lifecycle_id: str) -> str:
+        return f"{self.orders}/{paths.name(lifecycle_id, 'lifecycle_id')}.json"
 
     def artifact(self, sqsh_sha256: str) -> str:
         return f"{self.artifacts}/{hex_digest(sqsh_sha256, 'sqsh_sha256')}.sqsh"

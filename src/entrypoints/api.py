@@ -33,14 +33,18 @@ if TYPE_CHECKING:
     from slurm_image.application.outdated import OutdatedEntry
     from slurm_image.application.prepare import PlannedLifecycle, PreparedLifecycle
     from slurm_image.application.resolve import Resolution
+    from slurm_image.application.settle import Settled
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
+    from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.layer_cache import CacheBound
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
+    from slurm_image.domain.published import PublishedAlias
     from slurm_image.domain.request import Operation, Request
+    from slurm_image.domain.requester import Requester
     from slurm_image.domain.resolution import ResolvedFrom
 
 RESOLVE_TIMEOUT_S = 60.0
@@ -56,6 +60,9 @@ def make_request(
     architecture: str | None,
     resolved_from: ResolvedFrom | None = None,
     unsigned_ok: bool = False,
+    requester: Requester | None = None,
+    group: str | None = None,
+    private: bool = False,
 ) -> Request:
     """``domain.request.make_request``, imported when a lifecycle is first asked for."""
     from slurm_image.domain.request import make_request as make
@@ -68,6 +75,9 @@ def make_request(
         architecture=architecture,
         resolved_from=resolved_from,
         unsigned_ok=unsigned_ok,
+        requester=requester,
+        group=group,
+        private=private,
     )
 
 
@@ -79,10 +89,25 @@ class Lifecycles:
         profile: SiteProfile,
         selection: ProfileSelection,
         container: Container | None = None,
+        requester: Requester | None = None,
     ) -> None:
         self.profile = profile
         self.selection = selection
         self.container = container if container is not None else build_container(profile)
+        self.requester = requester
+        """The account the verbs act for (a request through the gateway); None: this
+        process's own, which owns the store."""
+
+    def acting_for(self, requester: Requester, *, host: str) -> Lifecycles:
+        """The same verbs, acting for ``requester`` (who asked the gateway from ``host``):
+        their requests, records and history name the requester, and the rules of who may do
+        what are the requester's (docs/gateway.md). Shares every adapter with this one."""
+        from slurm_image.application.history import Actor
+        from slurm_image.entrypoints.container import acting_for
+
+        actor = Actor(user=requester.user, uid=requester.uid, host=host)
+        child = acting_for(self.container, actor, requester)
+        return Lifecycles(self.profile, self.selection, child, requester)
 
     @classmethod
     def from_profile(
@@ -124,6 +149,7 @@ class Lifecycles:
                     reason=describe(error),
                     source=source,
                     alias=alias,
+                    requester=self.requester,
                 )
             raise
 
@@ -139,10 +165,12 @@ class Lifecycles:
         arch: str | None = None,
         resolve: bool = False,
         unsigned_ok: bool = False,
+        group: str | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> PlannedLifecycle:
         """The plan and script, creating nothing (``--dry-run``); ``resolve``: ``source`` is a
         tag, pinned first (``resolve_tag``); ``unsigned_ok``: an inspection let through under
-        ``require_signature``."""
+        ``require_signature``; ``group`` and ``credentials`` as for ``import_image``."""
         request = self._request(
             operation,
             source,
@@ -151,8 +179,12 @@ class Lifecycles:
             arch=arch,
             resolve=resolve,
             unsigned_ok=unsigned_ok,
+            group=group,
+            credentials=credentials,
         )
-        return self.container.plan_lifecycle()(request, self.profile, self.selection)
+        return self.container.plan_lifecycle()(
+            request, self.profile, self.selection, given_credentials=credentials
+        )
 
     def request(
         self,
@@ -164,11 +196,15 @@ class Lifecycles:
         arch: str | None,
         resolve: bool,
         unsigned_ok: bool = False,
+        group: str | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> Request:
-        """The request for ``source``; with ``resolve`` (imports only), the request for the
-        pin the tag ``source`` resolves to now, recording where it came from. Name, role and
-        architecture are checked before any registry is asked. A refusal of the tag (outside
-        the policy, a registry's answer that lied) is recorded in the store's history."""
+        """The request for ``source``, made by the requester these verbs act for; with
+        ``resolve`` (imports only), the request for the pin the tag ``source`` resolves to now,
+        recording where it came from. Name, role and architecture are checked before any
+        registry is asked. With ``credentials`` (the requester's own), the request is private
+        to ``group``. A refusal of the tag (outside the policy, a registry's answer that lied)
+        is recorded in the store's history."""
         with self._refusals_recorded(source=source, alias=name):
             return self._request(
                 operation,
@@ -178,6 +214,8 @@ class Lifecycles:
                 arch=arch,
                 resolve=resolve,
                 unsigned_ok=unsigned_ok,
+                group=group,
+                credentials=credentials,
             )
 
     def _request(
@@ -190,7 +228,10 @@ class Lifecycles:
         arch: str | None,
         resolve: bool,
         unsigned_ok: bool = False,
+        group: str | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> Request:
+        private = credentials is not None
         if not resolve:
             return make_request(
                 operation,
@@ -199,6 +240,9 @@ class Lifecycles:
                 source=source,
                 architecture=arch,
                 unsigned_ok=unsigned_ok,
+                requester=self.requester,
+                group=group,
+                private=private,
             )
         from slurm_image.domain.errors import InvalidRequest
         from slurm_image.domain.request import check_fields
@@ -206,7 +250,7 @@ class Lifecycles:
         if operation != "import_oci":
             raise InvalidRequest(field="resolve", rule="resolves an import's tag: not for inspect")
         check_fields(name=name, role=role, architecture=arch)
-        resolution = self.resolve_tag(source, arch=arch)
+        resolution = self.resolve_tag(source, arch=arch, credentials=credentials)
         return make_request(
             operation,
             name=name,
@@ -214,6 +258,9 @@ class Lifecycles:
             source=resolution.pinned,
             architecture=arch,
             resolved_from=resolution.resolved_from,
+            requester=self.requester,
+            group=group,
+            private=private,
         )
 
     def import_image(
@@ -230,14 +277,25 @@ class Lifecycles:
         on_poll: Progress | None = None,
         arch: str | None = None,
         resolve: bool = False,
+        group: str | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> Outcome:
         """Import a digest-pinned OCI reference for ``arch`` (x86_64, aarch64, ppc64le; None:
         the profile's ``[image_build] arch``, else the build node's). ``resolve``: ``source``
         is ``registry/repo:TAG``, resolved first and the pin imported exactly as if it had been
-        given, the plan and the published entry recording the tag (``resolve_tag``). See
+        given, the plan and the published entry recording the tag (``resolve_tag``).
+        ``group``: the group the alias is shared with; ``credentials``: the requester's own
+        entry for the source's registry (the import is then private to ``group``). See
         ``run`` for the other options."""
         request = self.request(
-            "import_oci", source, name=name, role=role, arch=arch, resolve=resolve
+            "import_oci",
+            source,
+            name=name,
+            role=role,
+            arch=arch,
+            resolve=resolve,
+            group=group,
+            credentials=credentials,
         )
         return self.run(
             request,
@@ -247,6 +305,7 @@ class Lifecycles:
             replace=replace,
             force=force,
             on_poll=on_poll,
+            credentials=credentials,
         )
 
     def inspect_image(
@@ -262,17 +321,20 @@ class Lifecycles:
         on_poll: Progress | None = None,
         arch: str | None = None,
         unsigned_ok: bool = False,
+        group: str | None = None,
     ) -> Outcome:
         """Inspect an existing ``.sqsh`` in place; ``arch``: the architecture it must be (None:
         whatever it runs as); ``unsigned_ok``: inspect it although the profile's policy requires
         a signature (``inspect --unsigned-ok``). See ``run`` for the other options."""
-        request = make_request(
+        request = self.request(
             "inspect_sqsh",
+            sqsh,
             name=name,
             role=role,
-            source=sqsh,
-            architecture=arch,
+            arch=arch,
+            resolve=False,
             unsigned_ok=unsigned_ok,
+            group=group,
         )
         return self.run(
             request, submit=submit, wait=wait, timeout_s=timeout_s, replace=replace, on_poll=on_poll
@@ -288,15 +350,25 @@ class Lifecycles:
         replace: bool = False,
         force: bool = False,
         on_poll: Progress | None = None,
+        credentials: RegistryCredentials | None = None,
     ) -> Outcome:
         """Stage, and (``submit``) submit; with ``wait``, wait and publish. An import the store
-        can answer runs no job unless ``force`` (``application.lifecycle``). A refusal on the
-        site's word (its policy, its keys) is recorded in the store's history."""
+        can answer runs no job unless ``force``; one of a source another lifecycle is importing
+        joins it (``application.lifecycle``). A refusal on the site's word (its policy, its
+        keys) is recorded in the store's history."""
         from slurm_image.application.lifecycle import LifecycleOptions
 
         options = LifecycleOptions(submit, wait, timeout_s, replace, force, on_poll)
         with self._refusals_recorded(source=request.source, alias=request.name):
-            return self.container.lifecycle()(request, self.profile, self.selection, options)
+            return self.container.lifecycle()(
+                request, self.profile, self.selection, options, credentials=credentials
+            )
+
+    def finish(self, lifecycle_id: str, request: Request, *, replace: bool = False) -> Outcome:
+        """Publish a lifecycle whose job succeeded, for ``request``: its own, or one that
+        joined it (whose alias is bound to the same artifact once it is published)."""
+        self._scheduler_side()
+        return self.container.lifecycle().finish(lifecycle_id, request, replace=replace)
 
     def stage(self, request: Request) -> PreparedLifecycle:
         return self.container.prepare()(request, self.profile, self.selection)
@@ -338,13 +410,20 @@ class Lifecycles:
     # -- tags ----------------------------------------------------------------------------
 
     def resolve_tag(
-        self, reference: str, *, arch: str | None = None, timeout_s: float = RESOLVE_TIMEOUT_S
+        self,
+        reference: str,
+        *,
+        arch: str | None = None,
+        timeout_s: float = RESOLVE_TIMEOUT_S,
+        credentials: RegistryCredentials | None = None,
     ) -> Resolution:
         """The pin ``registry/repo:TAG`` resolves to now, asked of the registry from here (no
-        job), with the profile's credentials; ``arch``: also the manifest an import for it
-        gets (``NoImageForArchitecture`` when the index has none). See
-        ``application.resolve``."""
-        return self.container.resolve_tag()(reference, self.profile, arch=arch, timeout_s=timeout_s)
+        job), with the profile's credentials (or the requester's own, ``credentials``);
+        ``arch``: also the manifest an import for it gets (``NoImageForArchitecture`` when the
+        index has none). See ``application.resolve``."""
+        return self.container.resolve_tag()(
+            reference, self.profile, arch=arch, timeout_s=timeout_s, credentials=credentials
+        )
 
     def outdated(
         self, names: Sequence[str] = (), *, timeout_s: float = RESOLVE_TIMEOUT_S
@@ -366,6 +445,38 @@ class Lifecycles:
         if verify:
             return catalog.verify(name, arch=arch)
         return catalog.show(name, arch=arch)
+
+    def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
+        """``show NAME`` as launchers read it: the entry for ``arch`` (else this machine's) as
+        published, with every architecture the alias has and who it belongs to."""
+        if arch is not None:
+            check_architecture(arch)
+        return self.container.catalog_reader().show(name, arch=arch)
+
+    def catalog_list(self) -> list[PublishedAlias]:
+        """``list``: every entry of every alias the requester may see, as published."""
+        return self.container.catalog_reader().list()
+
+    def queue(self) -> list[dict[str, object]]:
+        """Every lifecycle in flight the requester may see, with the orders waiting on it
+        (``application.queue``)."""
+        return [queued.as_dict() for queued in self.container.queue()()]
+
+    def open_store(self) -> None:
+        """Ready to serve many requests at once (``slurm-image serve``): every shared adapter
+        built (``container.build_shared``), and the store's directories made when missing, so
+        that a gateway answers ``list`` and ``/metrics`` from its first moment."""
+        from slurm_image.application.store_records import StoreRecords
+        from slurm_image.entrypoints.container import build_shared
+
+        build_shared(self.container)
+        StoreRecords(self.container.store()).prepare_directories()
+
+    def settle(self) -> Settled:
+        """Publish every lifecycle whose job succeeded and close what ended without a result
+        (``application.settle``): what the gateway does when it starts and then regularly."""
+        self._scheduler_side()
+        return self.container.settle()()
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
         """The architectures ``name`` has an image for (None: published before they were

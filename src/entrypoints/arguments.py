@@ -22,6 +22,8 @@ class Options:
     json: bool
     quiet: bool
     verbose: bool
+    gateway: str | None = None
+    """``--gateway URL`` (``local``: this machine's store, whatever else says otherwise)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,6 +85,13 @@ def root_parser(description: str) -> tuple[Parser, Any]:
     parser = Parser(prog=PROG, description=description)
     parser.add_argument("--profile", metavar="PATH", help="Site profile (TOML).")
     parser.add_argument("--cluster", metavar="NAME", help="Cluster of a catalog.")
+    parser.add_argument(
+        "--gateway",
+        metavar="URL",
+        help="Ask the site's gateway (unix:PATH or https://HOST:PORT) instead of a store of"
+        " your own; default $SLURM_IMAGE_GATEWAY, else the profile's [gateway] url; 'local':"
+        " this machine's store.",
+    )
     parser.add_argument("--json", action="store_true", help="One JSON object on stdout.")
     parser.add_argument(
         "--quiet", action="store_true", help="Print only what scripts need (ids, paths)."
@@ -102,4 +111,5 @@ def options_of(namespace: argparse.Namespace) -> Options:
         json=namespace.json or getattr(namespace, "json_after", False),
         quiet=namespace.quiet,
         verbose=namespace.verbose,
+        gateway=namespace.gateway,
     )

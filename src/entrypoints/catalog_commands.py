@@ -20,13 +20,18 @@ def publish_command(options: Options, args: Namespace) -> None:
     """Verify the finished job's result and publish it under its alias."""
     try:
         paths.name(args.lifecycle_id, "lifecycle_id")
-        record = lifecycles(options).publish(args.lifecycle_id, replace=args.replace)
+        api = lifecycles(options)
+        record = api.publish(args.lifecycle_id, replace=args.replace)
+        details = (
+            record.details()
+            | api.catalog_show(record.name, arch=record.architecture).owned.fields()
+        )
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     emit(
         options,
-        record.details(),
-        f"published {record.name}\n{describe_record(record.details())}",
+        details,
+        f"published {record.name}\n{describe_record(details)}",
         record.path,
     )
 
@@ -41,12 +46,19 @@ def show_command(options: Options, args: Namespace) -> None:
         arch = None if args.arch is None else check_architecture(args.arch)
         if verify:
             api = lifecycles(options)
-            details = api.resolve(args.name, verify=True, arch=arch).details() | {
-                "architectures": list(api.architectures(args.name))
-            }
+            shown = api.catalog_show(args.name, arch=arch)
+            details = (
+                api.resolve(args.name, verify=True, arch=arch).details()
+                | shown.owned.fields()
+                | {"architectures": list(shown.architectures)}
+            )
         else:
             published = catalog_reader(options).show(args.name, arch=arch)
-            details = published.details() | {"architectures": list(published.architectures)}
+            details = (
+                published.details()
+                | published.owned.fields()
+                | {"architectures": list(published.architectures)}
+            )
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     checked = " (artifact re-hashed: matches)" if verify else ""
@@ -61,7 +73,9 @@ def show_command(options: Options, args: Namespace) -> None:
 def list_command(options: Options, args: Namespace) -> None:
     """The published aliases."""
     try:
-        summaries = [record.summary() for record in catalog_reader(options).list()]
+        summaries = [
+            record.summary() | record.owned.fields() for record in catalog_reader(options).list()
+        ]
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     rows = [

@@ -67,6 +67,13 @@ def describe_record(details: Mapping[str, Any]) -> str:
     if isinstance(resolved_from, Mapping):
         tag = f"{resolved_from.get('tag')} (resolved {resolved_from.get('resolved_at')})"
         rows.insert(5, ("tag", tag))
+    if details.get("owner") or details.get("group"):
+        owner = f"{details.get('owner') or 'the store owner'}"
+        if details.get("group"):
+            owner += f", group {details['group']}" + (
+                " (private)" if details.get("private") else ""
+            )
+        rows.append(("owner", owner))
     signed_by = details.get("signed_by")
     if isinstance(signed_by, Mapping):
         signer = f"{signed_by.get('key_fingerprint')} ({signed_by.get('format')})"

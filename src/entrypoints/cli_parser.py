@@ -9,7 +9,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain.roles import ROLES
-from slurm_image.entrypoints import arguments, doctor_command, history_command, metrics_command
+from slurm_image.entrypoints import (
+    arguments,
+    doctor_command,
+    history_command,
+    metrics_command,
+    serve_command,
+)
 from slurm_image.entrypoints.arguments import Options
 from slurm_image.entrypoints.catalog_commands import (
     cleanup_command,
@@ -67,6 +73,13 @@ def _lifecycle_options(parser: arguments.Parser) -> None:
     parser.add_argument(
         "--replace", action="store_true", help="Rebind an existing alias (its old artifact stays)."
     )
+    parser.add_argument(
+        "--group",
+        metavar="G",
+        help="Share the alias with group G (one you are in): its members may replace and"
+        " unregister it. Through a gateway, your own registry login for the source (in Enroot's"
+        " credentials file) is sent with the import, and only G sees what it publishes.",
+    )
 
 
 def _timeout(parser: arguments.Parser) -> None:
@@ -83,8 +96,8 @@ def _registry_timeout(parser: arguments.Parser) -> None:
         "--timeout",
         metavar="S",
         type=arguments.seconds(1),
-        help=f"Give up on a registry after S seconds, retries included (default"
-        f" {RESOLVE_TIMEOUT_S:g}).",
+        help=f"Ask registries for S seconds at most in all, every request and retry included"
+        f" (default {RESOLVE_TIMEOUT_S:g}).",
     )
 
 
@@ -174,6 +187,8 @@ def build() -> arguments.Parser:
     collect.add_argument("--dry-run", action="store_true", help="List only; remove nothing.")
     history = _command(commands, "history", history_command.run, _doc(history_command.run))
     history_command.add_options(history)
+    serving = _command(commands, "serve", serve_command.run, _doc(serve_command.run))
+    serve_command.add_options(serving)
     for command in commands.choices.values():
         arguments.add_json(command)
     return root

@@ -16,7 +16,9 @@ from slurm_image.entrypoints import factories as make
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+    from slurm_image.application.history import Actor
     from slurm_image.domain.profile import SiteProfile
+    from slurm_image.domain.requester import Requester
     from slurm_image.ports.submitter import BatchSubmitter
 
 SUBMITTER_GROUP = "slurm_image.submitters"
@@ -72,6 +74,7 @@ class Container(containers.DeclarativeContainer):
         make.check_signature,
         signatures=signatures,
         registry=registry,
+        clock=clock,
         credentials=credentials_file,
     )
     plan_lifecycle = providers.Factory(
@@ -93,6 +96,11 @@ class Container(containers.DeclarativeContainer):
     )
     submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
 
+    # Who may do what (docs/gateway.md): the [gateway] rules over the site's accounts, for the
+    # account this process runs as, which owns the store and may do everything itself.
+    accounts = providers.Singleton(make.accounts)
+    gateway_settings = providers.Callable(make.gateway_settings, profile)
+
     # Publication and the catalog (docs/design.md, "Publication"). The store is the workspace with
     # publication's operations; list/show need neither the scheduler nor the locks.
     lock_timeout_s = providers.Object(60.0)
@@ -109,6 +117,16 @@ class Container(containers.DeclarativeContainer):
     record_history = providers.Singleton(
         make.record_history, history=history, clock=clock, actor=actor
     )
+    permissions = providers.Singleton(
+        make.permissions, accounts=accounts, settings=gateway_settings, actor=actor
+    )
+    # The requester a front end acts for (``acting_for``); None: this process's own account,
+    # which owns the store and may do everything.
+    caller: providers.Object[Requester | None] = providers.Object(None)
+    access = providers.Singleton(make.access, permissions=permissions, caller=caller)
+    sees = providers.Callable(make.sees, access=access, caller=caller)
+    # One job for many requests of one image (docs/gateway.md, "Many users at once").
+    orders = providers.Singleton(make.orders, store=store, clock=clock)
     # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
     # that does not hold): the API records it with the exit code the command ends with.
     record_refusals = providers.Factory(make.record_refusals, store=store, record=record_history)
@@ -117,7 +135,13 @@ class Container(containers.DeclarativeContainer):
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
     )
     cancel = providers.Factory(
-        make.cancel, workspace=workspace, submitter=submitter, history=record_history
+        make.cancel,
+        workspace=workspace,
+        submitter=submitter,
+        history=record_history,
+        access=access,
+        orders=orders,
+        locks=locks,
     )
     logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
     wait = providers.Factory(make.wait, observe=observe, clock=clock)
@@ -131,7 +155,21 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         lock_timeout_s=lock_timeout_s,
         history=record_history,
+        permissions=permissions,
+        orders=orders,
     )
+    coalesce = providers.Factory(
+        make.coalesce,
+        orders=orders,
+        locks=locks,
+        statuses=observe,
+        settings=gateway_settings,
+        lock_timeout_s=lock_timeout_s,
+    )
+    settle = providers.Factory(
+        make.settle, orders=orders, statuses=observe, publish=publish.provider
+    )
+    queue = providers.Factory(make.queue, orders=orders, statuses=observe, access=access)
     lifecycle = providers.Factory(
         make.lifecycle,
         prepare=prepare.provider,
@@ -140,11 +178,20 @@ class Container(containers.DeclarativeContainer):
         publish=publish.provider,
         require_submitter=submitter_ready.provider,
         check_signature=check_signature.provider,
+        coalesce=coalesce.provider,
+        permissions=permissions.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
-    catalog = providers.Factory(make.catalog, store=store_reader)
+    catalog = providers.Factory(make.catalog, store=store_reader, sees=sees)
+    catalog_reader = providers.Factory(make.catalog_reader, store=store_reader, sees=sees)
     history_reader = providers.Singleton(make.history, store=store_reader)
-    read_history = providers.Factory(make.read_history, history=history_reader)
+    read_history = providers.Factory(
+        make.read_history,
+        history=history_reader,
+        hidden=providers.Callable(
+            make.hidden_aliases, catalog_reader=catalog_reader, caller=caller
+        ),
+    )
     # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
     # as anyone reads them, nothing of the scheduler.
     metrics = providers.Factory(
@@ -154,7 +201,7 @@ class Container(containers.DeclarativeContainer):
     resolve_tag = providers.Factory(
         make.resolve_tag, registry=registry, clock=clock, credentials=credentials_file
     )
-    outdated = providers.Factory(make.outdated, catalog=catalog, resolve=resolve_tag)
+    outdated = providers.Factory(make.outdated, catalog=catalog, resolve=resolve_tag, clock=clock)
     maintain = providers.Factory(
         make.maintain,
         store=store,
@@ -163,7 +210,51 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         lock_timeout_s=lock_timeout_s,
         history=record_history,
+        access=access,
     )
+
+
+SHARED = (
+    "clock",
+    "runtime_files",
+    "credentials_file",
+    "workspace",
+    "submitter",
+    "registry",
+    "signatures",
+    "accounts",
+    "store",
+    "locks",
+    "history",
+    "permissions",
+    "orders",
+    "store_reader",
+    "history_reader",
+)
+"""What every requester's container shares with the process's (``acting_for``): the adapters
+and the store's state, built once."""
+
+
+def build_shared(container: Container) -> None:
+    """Build every shared instance now, in one thread: a gateway serves requests from many
+    threads, and two first calls at once must not build two lock tables or two token
+    caches."""
+    for name in SHARED:
+        getattr(container, name)()
+
+
+def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
+    """A container whose use cases act for ``requester`` (a request through the gateway): the
+    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
+    parent's own instance."""
+    child = Container()
+    child.config.override(parent.config)
+    child.profile.override(parent.profile)
+    for name in SHARED:
+        getattr(child, name).override(getattr(parent, name))
+    child.actor.override(providers.Object(actor))
+    child.caller.override(providers.Object(requester))
+    return child
 
 
 BUILT_IN_SUBMITTERS = frozenset(Container.submitter.providers)

@@ -19,17 +19,23 @@ from slurm_image.application.errors import (
     WrongWorkspace,
 )
 from slurm_image.domain.errors import (
+    Busy,
     DomainError,
+    Forbidden,
     InvalidRegistryAnswer,
+    NotAuthenticated,
     PlanInvariantViolation,
     SignatureRefused,
     SlurmImageError,
 )
 from slurm_image.entrypoints.exit_codes import (
+    EXIT_BUSY,
     EXIT_CONFLICT,
+    EXIT_FORBIDDEN,
     EXIT_INTERNAL,
     EXIT_INVALID,
     EXIT_JOB_FAILED,
+    EXIT_NOT_AUTHENTICATED,
     EXIT_OK,
     EXIT_OUTDATED,
     EXIT_REGISTRY_ANSWER,
@@ -38,6 +44,9 @@ from slurm_image.entrypoints.exit_codes import (
     EXIT_VERIFICATION,
     EXIT_WAIT_TIMEOUT,
 )
+from slurm_image.entrypoints.remote_error import RemoteError
+from slurm_image.ports.accounts import UnknownAccount
+from slurm_image.ports.authentication import AuthenticatorUnavailable, CredentialRefused
 from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.history import HistoryError
@@ -56,10 +65,13 @@ from slurm_image.ports.workspace import (
 )
 
 __all__ = [
+    "EXIT_BUSY",
     "EXIT_CONFLICT",
+    "EXIT_FORBIDDEN",
     "EXIT_INTERNAL",
     "EXIT_INVALID",
     "EXIT_JOB_FAILED",
+    "EXIT_NOT_AUTHENTICATED",
     "EXIT_OK",
     "EXIT_OUTDATED",
     "EXIT_REGISTRY_ANSWER",
@@ -74,6 +86,13 @@ __all__ = [
 # Most specific first: the first matching row decides. Any other error, ours or not, is an
 # internal error (exit 1).
 EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
+    # Through the gateway (docs/gateway.md): who is asking, who may do what, its limits.
+    (NotAuthenticated, EXIT_NOT_AUTHENTICATED),
+    (CredentialRefused, EXIT_NOT_AUTHENTICATED),
+    (Forbidden, EXIT_FORBIDDEN),
+    (UnknownAccount, EXIT_FORBIDDEN),
+    (Busy, EXIT_BUSY),
+    (AuthenticatorUnavailable, EXIT_SCHEDULER),
     (PlanInvariantViolation, EXIT_VERIFICATION),
     # A registry's answer that is refused (a digest header that lies, too large, no manifest),
     # whether the domain or the adapter found it.
@@ -125,6 +144,8 @@ EXIT_CODES: list[tuple[type[SlurmImageError], int]] = [
 
 
 def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, RemoteError):
+        return error.exit_code  # the gateway's word, made from this same table
     for kind, code in EXIT_CODES:
         if isinstance(error, kind):
             return code

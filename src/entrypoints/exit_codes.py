@@ -18,3 +18,11 @@ EXIT_UNSIGNED = 10
 """The site policy requires a signature and the pinned digest has none it accepts (unsigned,
 signed by another key, a signature over another digest, malformed signature material);
 nothing was staged."""
+EXIT_FORBIDDEN = 11
+"""The gateway's rules do not let the requester do this (docs/gateway.md, "Who may do what"):
+another's alias, an admin's verb, a group the requester is not in."""
+EXIT_NOT_AUTHENTICATED = 12
+"""The gateway could not tell who is asking: no credential, or one that is expired, replayed or
+made with another key."""
+EXIT_BUSY = 13
+"""The gateway's limits are reached (imports in flight, requests per minute): ask again later."""

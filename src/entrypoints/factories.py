@@ -5,6 +5,7 @@ and so loads neither dependency-injector nor the model library."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
-    from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.catalog_reader import CatalogReader, Sees
+    from slurm_image.application.coalesce import Coalesce
     from slurm_image.application.history import (
         Actor,
         NoticeJobEnds,
@@ -33,15 +35,24 @@ if TYPE_CHECKING:
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.metrics import CollectMetrics
     from slurm_image.application.observe import Observe
+    from slurm_image.application.orders import Orders
     from slurm_image.application.outdated import Outdated
+    from slurm_image.application.permissions import Permissions
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
+    from slurm_image.application.queue import Queue
     from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.application.resolve import ResolveTag
+    from slurm_image.application.settle import Settle
     from slurm_image.application.signature_check import CheckSignature
     from slurm_image.application.submit import Submit
     from slurm_image.application.wait import Wait
+    from slurm_image.domain.access import Access
+    from slurm_image.domain.gateway_settings import GatewaySettings
+    from slurm_image.domain.profile import SiteProfile
+    from slurm_image.domain.requester import Requester
     from slurm_image.domain.runtime import RuntimeFiles
+    from slurm_image.ports.accounts import Accounts
     from slurm_image.ports.history import History
     from slurm_image.ports.lock import Locks
     from slurm_image.ports.registry import Registry
@@ -128,10 +139,18 @@ def record_refusals(**wiring: Any) -> RecordRefusals:
     return RecordRefusals(**wiring)
 
 
-def read_history(history: History) -> ReadHistory:
+def read_history(history: History, hidden: Callable[[str], bool] | None = None) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
-    return ReadHistory(history)
+    return ReadHistory(history, hidden)
+
+
+def hidden_aliases(
+    catalog_reader: CatalogReader, caller: Requester | None
+) -> Callable[[str], bool] | None:
+    """For a requester, whether an alias is another group's private one (its history is then
+    not theirs to read); None for this process's own account."""
+    return catalog_reader.hidden if caller is not None else None
 
 
 def follow_history(history: History) -> FollowHistory:
@@ -245,10 +264,10 @@ def maintain(**wiring: Any) -> Maintain:
     return Maintain(**wiring)
 
 
-def catalog_reader(store: LocalStore) -> CatalogReader:
+def catalog_reader(store: LocalStore, sees: Sees | None = None) -> CatalogReader:
     from slurm_image.application.catalog_reader import CatalogReader
 
-    return CatalogReader(store)
+    return CatalogReader(store, sees)
 
 
 def lifecycle(**wiring: Any) -> Lifecycle:
@@ -273,3 +292,59 @@ def metrics(**wiring: Any) -> CollectMetrics:
     from slurm_image.application.metrics import CollectMetrics
 
     return CollectMetrics(**wiring)
+
+
+def accounts() -> Accounts:
+    from slurm_image.adapters.system_accounts import SystemAccounts
+
+    return SystemAccounts()
+
+
+def gateway_settings(profile: SiteProfile | None) -> GatewaySettings:
+    from slurm_image.domain.gateway_settings import GatewaySettings
+
+    if profile is not None and profile.gateway is not None:
+        return profile.gateway
+    return GatewaySettings()
+
+
+def permissions(accounts: Accounts, settings: GatewaySettings, actor: Actor) -> Permissions:
+    """The rules of who may do what on the store, for the account this process runs as."""
+    from slurm_image.application.permissions import Permissions
+
+    return Permissions(accounts, settings, service_uid=actor.uid, service_user=actor.user)
+
+
+def orders(**wiring: Any) -> Orders:
+    from slurm_image.application.orders import Orders
+
+    return Orders(**wiring)
+
+
+def coalesce(**wiring: Any) -> Coalesce:
+    from slurm_image.application.coalesce import Coalesce
+
+    return Coalesce(**wiring)
+
+
+def access(permissions: Permissions, caller: Requester | None) -> Access:
+    """The rules for the requester a use case acts for (None: this process's own account)."""
+    return permissions.of(caller)
+
+
+def sees(access: Access, caller: Requester | None) -> Sees | None:
+    """The rule for private aliases when acting for a requester; None for this process's own
+    account, which reads what the store's files let it read."""
+    return access.sees if caller is not None else None
+
+
+def settle(**wiring: Any) -> Settle:
+    from slurm_image.application.settle import Settle
+
+    return Settle(**wiring)
+
+
+def queue(**wiring: Any) -> Queue:
+    from slurm_image.application.queue import Queue
+
+    return Queue(**wiring)

@@ -13,7 +13,7 @@ from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.entrypoints.arguments import PROG, Options
 from slurm_image.entrypoints.cli_output import describe_record, emit, progress
-from slurm_image.entrypoints.command_api import lifecycles
+from slurm_image.entrypoints.command_api import gateway_url, lifecycles, own_credentials
 from slurm_image.entrypoints.command_failure import CommandFailed, next_step
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class LifecycleFlags:
     arch: str | None = None
     resolve: bool = False
     unsigned_ok: bool = False
+    group: str | None = None
 
 
 def lifecycle_command(
@@ -46,9 +47,10 @@ def lifecycle_command(
     role: str,
     flags: LifecycleFlags,
 ) -> None:
-    """Validate the flags and the request, then hand the lifecycle over (``Lifecycles.run``,
-    which refuses a submitter that cannot work before the first file is created)."""
-    from slurm_image.domain.request import make_request
+    """Validate the flags and the request, then hand the lifecycle over (``import_image`` or
+    ``inspect_image`` of the API or of the gateway, which refuse a submitter that cannot work
+    before the first file is created)."""
+    from slurm_image.domain.request import check_fields, make_request
 
     try:
         if flags.wait and (flags.dry_run or flags.no_submit):
@@ -57,10 +59,9 @@ def lifecycle_command(
             )
         if flags.resolve:  # the tag is asked for only once everything else holds
             from slurm_image.domain.reference import parse_tag_reference
-            from slurm_image.domain.request import check_fields
 
             check_fields(name=name, role=role, architecture=flags.arch)
-            parse_tag_reference(source)
+            registry = parse_tag_reference(source).enroot_registry
         else:
             request = make_request(
                 operation,
@@ -69,7 +70,16 @@ def lifecycle_command(
                 source=source,
                 architecture=flags.arch,
                 unsigned_ok=flags.unsigned_ok,
+                group=flags.group,
             )
+            registry = None
+            if request.operation == "import_oci":
+                from slurm_image.domain.reference import parse_reference
+
+                registry = parse_reference(source).enroot_registry
+        credentials = None
+        if flags.group is not None and registry is not None and gateway_url(options) is not None:
+            credentials = own_credentials(options, registry)
         api = lifecycles(options)
         if flags.dry_run:
             planned = api.plan(
@@ -80,6 +90,8 @@ def lifecycle_command(
                 arch=flags.arch,
                 resolve=flags.resolve,
                 unsigned_ok=flags.unsigned_ok,
+                group=flags.group,
+                credentials=credentials,
             )
             plan_data = planned.plan.model_dump(mode="json")
             human = (
@@ -89,21 +101,37 @@ def lifecycle_command(
             )
             emit(options, {"plan": plan_data, "script": planned.script}, human.rstrip("\n"))
             return
-        if flags.resolve:
-            request = api.request(
-                operation, source, name=name, role=role, arch=flags.arch, resolve=True
-            )
-            log.info("%s resolved to %s", source, request.source)
         with progress(options, enabled=flags.wait) as on_poll:
-            outcome = api.run(
-                request,
-                submit=not flags.no_submit,
-                wait=flags.wait,
-                timeout_s=flags.timeout_s,
-                replace=flags.replace,
-                force=flags.force,
-                on_poll=on_poll,
-            )
+            if operation == "import_oci":
+                outcome = api.import_image(
+                    source,
+                    name=name,
+                    role=role,
+                    submit=not flags.no_submit,
+                    wait=flags.wait,
+                    timeout_s=flags.timeout_s,
+                    replace=flags.replace,
+                    force=flags.force,
+                    on_poll=on_poll,
+                    arch=flags.arch,
+                    resolve=flags.resolve,
+                    group=flags.group,
+                    credentials=credentials,
+                )
+            else:
+                outcome = api.inspect_image(
+                    source,
+                    name=name,
+                    role=role,
+                    submit=not flags.no_submit,
+                    wait=flags.wait,
+                    timeout_s=flags.timeout_s,
+                    replace=flags.replace,
+                    on_poll=on_poll,
+                    arch=flags.arch,
+                    unsigned_ok=flags.unsigned_ok,
+                    group=flags.group,
+                )
     except CommandFailed:
         raise
     except Exception as error:
@@ -152,6 +180,7 @@ def import_command(options: Options, args: Namespace) -> None:
         args.force,
         args.arch,
         args.resolve,
+        group=args.group,
     )
     lifecycle_command(options, "import_oci", args.source, args.name, args.role, flags)
 
@@ -166,6 +195,7 @@ def inspect_command(options: Options, args: Namespace) -> None:
         args.replace,
         arch=args.arch,
         unsigned_ok=args.unsigned_ok,
+        group=args.group,
     )
     lifecycle_command(options, "inspect_sqsh", args.source, args.name, args.role, flags)
 

@@ -251,3 +251,26 @@ def layer_cache_bound(profile: SiteProfile) -> CacheBound | None:
     enroot = profile.enroot
     home = str(Path("~").expanduser())
     return cache_bound(enroot.layer_cache, enroot.cache_max_bytes, profile.workspace_root, home)
+
+
+def gateway_url(
+    path: Path,
+    *,
+    cluster: str | None,
+    environ: Mapping[str, str] | None = None,
+    hostnames: list[str] | None = None,
+) -> str | None:
+    """The selected profile's ``[gateway] url`` (where a client asks the site's gateway), or
+    None when the file or the setting is absent; nothing else of the profile is read or
+    required (a client's profile may hold that setting alone)."""
+    if not path.exists():
+        return None
+    document, _ = _document(path, os.environ if environ is None else environ)
+    choice = choose_profile(
+        document, explicit=cluster, hostnames=_host_names_for(document, cluster, hostnames)
+    )
+    section = choice.table.get("gateway")
+    value = section.get("url") if isinstance(section, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise InvalidProfile(field=f"{choice.prefix}gateway.url", rule="must be a string")
+    return value

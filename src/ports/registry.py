@@ -11,11 +11,17 @@ keeps, because a registry, a mirror or a proxy answering for it is untrusted:
 - credentials (``RegistryCredentials``: the one netrc entry of the registry's host) are sent
   only over HTTPS, only to the registry's own origin and to the token realm its Bearer
   challenge names (an https URL), never along a redirect to another origin, and they never
-  appear in an error, a log line or a return value; a plain-HTTP registry is asked anonymously,
-  and only when ``allow_http`` is set;
-- a Bearer token lives in the adapter's memory only, for the lifetime its issuer gave;
+  appear in an error, a log line or a return value, not even when the registry echoes them: a
+  registry's own text reaches an error only through ``domain.registry_text``; a plain-HTTP
+  registry is asked anonymously, and only when ``allow_http`` is set;
+- a Bearer token lives in the adapter's memory only, for the lifetime its issuer gave, and
+  goes only to the registry (scheme, host and port) it was asked for: another registry whose
+  challenge names the same realm gets a token of its own;
 - transient failures (connection errors, timeouts, 429, 502, 503, 504) are retried within
-  ``timeout_s``, a 429's ``Retry-After`` honoured up to a bound.
+  ``timeout_s``, a 429's ``Retry-After`` honoured up to a bound;
+- everything one request does (connecting, every try, retry, redirect and token request,
+  every byte of headers and body) ends by its deadline, ``timeout_s`` after it began, however
+  the registry sends its answer: past it, ``RegistryUnavailable``.
 
 Errors (``field`` names the registry, the reference or the setting; ``rule`` says what went
 wrong, never with a secret in it): ``RegistryUnavailable`` (unreachable or failing, after the
@@ -75,7 +81,7 @@ class ManifestRequest:
     the tag (or digest); ``accept`` the media types asked for; ``credentials`` the netrc entry
     of the registry's host, if any; ``allow_http`` whether a registry that does not speak TLS
     may be asked over plain HTTP (anonymously); ``max_bytes`` the read bound; ``timeout_s`` the
-    time every try and retry together may take."""
+    time everything the request does together may take (module docstring)."""
 
     registry: str
     repository: str

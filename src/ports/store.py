@@ -60,18 +60,28 @@ class Store(Workspace, Protocol):
         ...
 
     def install(
-        self, source: str, destination: str, *, expected: FileDigest, mode: int
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: FileDigest,
+        mode: int,
+        group: str | None = None,
     ) -> FileIdentity:
         """Move the file ``source`` to ``destination`` (same filesystem), never replacing
         anything: opened without following a symlink, it must still be the file ``expected``
-        describes (identity, size, times); it gets exactly ``mode`` and is fsynced, then linked
+        describes (identity, size, times); it gets exactly ``mode`` (and the group ``group``,
+        one the store's owner is in: ``WorkspaceError`` otherwise) and is fsynced, then linked
         exclusively at ``destination`` (``AlreadyExists`` when anything is there), checked to be
         that same file, unlinked at ``source``, and both directories are fsynced.
         Raises ``ChangedWhileRead`` when the file is not the one ``expected`` describes."""
         ...
 
-    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+    def publish_file(
+        self, path: str, data: bytes, *, mode: int, staging: str, group: str | None = None
+    ) -> None:
         """Atomically replace (or create) ``path``: a temporary file in the directory
-        ``staging`` (same filesystem, never read as published state), fsynced, renamed over
-        ``path``, directory fsynced. A reader sees the old or the new bytes, never a mix."""
+        ``staging`` (same filesystem, never read as published state) with exactly ``mode``
+        (and the group ``group``, as ``install``), fsynced, renamed over ``path``, directory
+        fsynced. A reader sees the old or the new bytes, never a mix."""
         ...

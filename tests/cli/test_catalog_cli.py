@@ -75,7 +75,11 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
         "published_at",
         "resolved_from",
         "signed_by",
+        "owner",
+        "group",
+        "private",
     }
+    assert (listed["images"][0]["owner"], listed["images"][0]["group"]) == (None, None)
     code, out, _ = site.run("list")
     assert code == 0
     header, row = out.splitlines()

@@ -15,7 +15,6 @@ from dependency_injector import providers
 
 import slurm_image.entrypoints.api as api
 from cli_site import CliSite, fake_scheduler
-from publish_support import SQSH_BYTES, chain_json, inspection
 from scripted_registry import LIST_V2, index_bytes, manifest_bytes
 from slurm_image.adapters.memory import FakeSubmitter, MemoryRegistry
 from slurm_image.domain.paths import AttemptLayout
@@ -42,23 +41,7 @@ class Site(CliSite):
         return sorted(jobs.iterdir()) if jobs.is_dir() else []
 
     def published_import(self, name: str, arch: str = "x86_64") -> dict[str, Any]:
-        submitted = self.json(
-            "import", TAG, "--resolve", "--name", name, "--role", "client", "--arch", arch
-        )
-        lifecycle_id = submitted["lifecycle_id"]
-        plan = json.loads(Path(AttemptLayout(str(self.root), lifecycle_id).plan).read_text())
-        attempt = AttemptLayout(str(self.root), lifecycle_id)
-        manifest = sha256(AMD64 if arch == "x86_64" else ARM64)
-        pin = plan["source_digest"]
-        Path(attempt.in_job("candidate.sqsh")).write_bytes(SQSH_BYTES + name.encode())
-        Path(attempt.in_job("output/inspection.json")).write_bytes(
-            inspection("client", SQSH_BYTES + name.encode(), machine=arch)
-        )
-        Path(attempt.chain_record).write_bytes(chain_json(pin, manifest))
-        Path(attempt.architecture_record).write_bytes(f"{arch}\n".encode())
-        self.scheduler.finish(submitted["job_id"])
-        published: dict[str, Any] = self.json("publish", lifecycle_id)
-        return published
+        return self.publish_resolved(TAG, name, sha256(AMD64 if arch == "x86_64" else ARM64), arch)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pytest
 
-from scripted_registry import V2S2, ScriptedRegistry, TokenService, manifest_bytes
+from scripted_registry import V2S2, Dribble, ScriptedRegistry, TokenService, manifest_bytes
 from slurm_image.adapters.memory import MemoryRegistry
 from slurm_image.adapters.oci_registry import HttpRegistry
 from slurm_image.domain.credentials import RegistryCredentials
@@ -44,12 +44,28 @@ class Harness(Protocol):
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
-        """A new registry holding ``DATA`` as ``REPOSITORY:1``; its host[:port]."""
+        """A new registry holding ``DATA`` as ``REPOSITORY:1``; its host[:port]. ``realm_of``:
+        a Bearer registry whose challenge names the token realm of that one."""
         ...
 
     def lie(self, address: str, content_digest: str) -> None:
         """Make ``REPOSITORY:1`` answer ``content_digest`` as its Docker-Content-Digest."""
+        ...
+
+    def deny(self, address: str, message: str) -> None:
+        """Make ``REPOSITORY:1`` answer 403 with ``message``, ``{authorization}`` in it replaced
+        by the Authorization the registry received."""
+        ...
+
+    def tokens_issued(self) -> list[str]:
+        """Every token the registries' realms issued."""
+        ...
+
+    def dribble(self, address: str) -> None:
+        """Make ``REPOSITORY:1`` answer slower than any test's deadline, without ever pausing
+        long (HTTP: a byte of its headers every 0.25 s for 10 s)."""
         ...
 
     def logins(self) -> list[tuple[str, str]]:
@@ -83,10 +99,13 @@ class HttpHarness:
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
         context = self.tls_material.server_context() if tls else None
         tokens = None
-        if auth == "bearer":  # the realm is another host, as auth.docker.io is for Docker Hub
+        if realm_of is not None:
+            tokens = self.registries[realm_of].tokens
+        elif auth == "bearer":  # the realm is another host, as auth.docker.io is for Docker Hub
             tokens = TokenService(
                 "127.0.0.2",
                 self.tls_material.server_context(),
@@ -105,6 +124,20 @@ class HttpHarness:
 
     def lie(self, address: str, content_digest: str) -> None:
         self.registries[address].script(REPOSITORY, "1", content_digest=content_digest)
+
+    def deny(self, address: str, message: str) -> None:
+        self.registries[address].script(REPOSITORY, "1", denial=message)
+
+    def dribble(self, address: str) -> None:
+        self.registries[address].script(REPOSITORY, "1", dribble=Dribble("headers"))
+
+    def tokens_issued(self) -> list[str]:
+        return [
+            token
+            for server in self.servers
+            if isinstance(server, TokenService)
+            for token in server.issued
+        ]
 
     def logins(self) -> list[tuple[str, str]]:
         found = []
@@ -141,9 +174,11 @@ class MemoryHarness:
         tls: bool = True,
         public: tuple[str, ...] = (),
         token_lifetime: int = 300,
+        realm_of: str | None = None,
     ) -> str:
         self.count += 1
         address = f"registry{self.count}.example.org:5000"
+        realm = f"auth{self.count}.example.org"
         self.registry.host(
             address,
             tls=tls,
@@ -151,14 +186,27 @@ class MemoryHarness:
             accounts={LOGIN: PASSWORD},
             public=set(public),
             token_lifetime_s=token_lifetime,
-            realm=f"auth{self.count}.example.org",
+            realm=self.registry.hosts[realm_of].realm if realm_of is not None else realm,
         )
+        if realm_of is not None:  # one realm: its accounts and public repositories
+            shared = self.registry.hosts[realm_of]
+            self.registry.hosts[address].public = shared.public
+            self.registry.hosts[address].accounts = shared.accounts
         self.registry.put(address, REPOSITORY, "1", DATA, V2S2)
         return address
 
     def lie(self, address: str, content_digest: str) -> None:
         manifest = self.registry.hosts[address].manifests[(REPOSITORY, "1")]
         manifest.content_digest = content_digest
+
+    def deny(self, address: str, message: str) -> None:
+        self.registry.hosts[address].denial = message
+
+    def dribble(self, address: str) -> None:
+        self.registry.hosts[address].answer_s = 3600
+
+    def tokens_issued(self) -> list[str]:
+        return list(self.registry.issued)
 
     def logins(self) -> list[tuple[str, str]]:
         return [
@@ -196,6 +244,7 @@ def ask(
     credentials: RegistryCredentials | None = None,
     allow_http: bool = False,
     max_bytes: int = 4 * 1024 * 1024,
+    timeout_s: float = 20,
 ) -> bytes:
     answer = harness.registry.fetch_manifest(
         ManifestRequest(
@@ -204,7 +253,7 @@ def ask(
             reference=reference,
             accept=ACCEPT,
             max_bytes=max_bytes,
-            timeout_s=20,
+            timeout_s=timeout_s,
             allow_http=allow_http,
             credentials=credentials,
         )
@@ -324,6 +373,30 @@ def test_a_token_serves_until_its_lifetime_ends(harness: Harness) -> None:
     assert harness.token_requests() == 2
 
 
+@pytest.mark.parametrize("login", [True, False], ids=["login", "anonymous"])
+def test_a_token_goes_only_to_the_registry_it_was_issued_for(harness: Harness, login: bool) -> None:
+    victim = harness.serve("bearer", public=(REPOSITORY,))
+    other = harness.serve("bearer", realm_of=victim)  # names the victim's realm and service
+    assert ask(harness, victim, credentials=entry(victim) if login else None) == DATA
+    assert harness.token_requests() == 1
+    assert ask(harness, other, credentials=entry(other) if login else None) == DATA
+    assert harness.token_requests() == 2  # its own, never the victim's
+    assert ask(harness, victim, credentials=entry(victim) if login else None) == DATA
+    assert harness.token_requests() == 2  # each kept for its own registry
+
+
+@pytest.mark.parametrize("auth", ["anonymous", "bearer"])
+def test_a_registry_answering_slower_than_the_deadline_is_given_up_on_at_it(
+    harness: Harness, auth: str
+) -> None:
+    address = harness.serve(auth, public=(REPOSITORY,))
+    harness.dribble(address)
+    with pytest.raises(RegistryUnavailable) as caught:
+        ask(harness, address, timeout_s=1)
+    assert caught.value.field == address
+    assert "did not answer in time (within 1 s, retries included)" in caught.value.rule
+
+
 def test_a_plain_http_registry_is_refused_unless_http_is_allowed(harness: Harness) -> None:
     address = harness.serve(tls=False)
     with pytest.raises(RegistryUnavailable) as caught:
@@ -338,3 +411,22 @@ def test_credentials_never_travel_over_plain_http(harness: Harness, auth: str) -
     with pytest.raises(RegistryAuthFailed):
         ask(harness, address, credentials=entry(address), allow_http=True)
     assert harness.logins() == []
+
+
+@pytest.mark.parametrize("auth", ["basic", "bearer"])
+def test_a_refusal_that_echoes_the_credentials_sent_is_quoted_without_them(
+    harness: Harness, auth: str
+) -> None:
+    address = harness.serve(auth)
+    harness.deny(address, "no access for \x1b[2J{authorization} [" + "padding " * 100 + "]")
+    with pytest.raises(RegistryAuthFailed) as caught:
+        ask(harness, address, credentials=entry(address))
+    text = f"{caught.value.field}: {caught.value.rule}"
+    assert "(403 DENIED: no access for " in text
+    assert "<credential removed>" in text
+    basic = entry(address).basic().removeprefix("Basic ")
+    tokens = harness.tokens_issued()
+    assert (auth == "bearer") == bool(tokens)
+    for secret in (basic, PASSWORD, *tokens):
+        assert secret not in text
+    assert "\x1b" not in text and "padding " * 30 not in text

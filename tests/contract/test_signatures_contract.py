@@ -1,8 +1,9 @@
 """The Signatures port, against every adapter: ``RegistrySignatures`` over ``HttpRegistry``
 against the project's local registry (plain HTTP, scripts/local-registry), and
 ``MemorySignatures``. Both find cosign's two formats for a digest, answer nothing for an
-unsigned one, refuse malformed or misdirected signature material and over-large answers, and
-read a key file only when others cannot change it (ports/signatures.py)."""
+unsigned one, reject malformed or misdirected signature material and over-large answers
+without letting them hide a real signature, look no further than ``SIGNATURE_REQUESTS_MAX``
+requests, and read a key file only when others cannot change it (ports/signatures.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from cosign_artifacts import (
     bundle_bytes,
     bundle_signature,
     legacy_signature,
+    listed_together,
     public_pem,
     statement,
 )
@@ -34,10 +36,13 @@ from slurm_image.domain.signatures import (
     BUNDLE,
     LEGACY,
     SIGNATURE_MAX_BYTES,
+    SIGNATURE_REQUESTS_MAX,
+    SIGNATURES_MAX,
+    Candidate,
+    Rejected,
     load_public_key,
     verify,
 )
-from slurm_image.ports.registry import AnswerTooLarge
 from slurm_image.ports.signatures import KeyFileError, SignatureRequest, Signatures
 from support import unavailable
 
@@ -151,39 +156,69 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     return HttpHarness(registry, tmp_path)
 
 
+def found(harness: Harness, digest: str = PIN, **request: int) -> list[Candidate | Rejected]:
+    return list(harness.signatures.signatures_of(harness.request(digest, **request)))
+
+
 def test_an_unsigned_digest_has_no_signatures(harness: Harness) -> None:
-    assert harness.signatures.signatures_of(harness.request(PIN)) == ()
+    assert found(harness) == []
 
 
 def test_both_cosign_formats_are_found_and_verify(harness: Harness) -> None:
     harness.publish(bundle_signature(KEY, PIN))
     harness.publish(legacy_signature(KEY, PIN))
-    found = harness.signatures.signatures_of(harness.request(PIN))
-    assert [candidate.format for candidate in found] == [BUNDLE, LEGACY]
+    candidates = found(harness)
+    assert [getattr(candidate, "format", None) for candidate in candidates] == [BUNDLE, LEGACY]
     key = load_public_key(public_pem(KEY), "/k/site.pub")
-    for candidate in found:
+    for candidate in candidates:
         assert verify([candidate], [key], [PIN], PIN).key_fingerprint == key.fingerprint
 
 
-def test_a_bundle_manifest_whose_subject_is_another_digest_is_refused(harness: Harness) -> None:
-    harness.publish(bundle_signature(KEY, PIN, subject=OTHER))
-    with pytest.raises(SignatureRefused) as caught:
-        harness.signatures.signatures_of(harness.request(PIN))
-    assert caught.value.field == PIN
-    assert "signature of another digest" in caught.value.rule
+def test_a_bundle_manifest_whose_subject_is_another_digest_is_rejected(harness: Harness) -> None:
+    junk = bundle_signature(KEY, PIN, subject=OTHER)
+    harness.publish(junk)
+    (rejected,) = found(harness)
+    assert isinstance(rejected, Rejected)
+    assert rejected.where in junk.manifests
+    assert "signature of another digest" in rejected.reason
+    key = load_public_key(public_pem(KEY), "/k/site.pub")
+    with pytest.raises(SignatureRefused, match="signature of another digest"):
+        verify([rejected], [key], [PIN], PIN)
 
 
-def test_malformed_legacy_base64_is_refused(harness: Harness) -> None:
+def test_a_junk_referrer_listed_before_the_real_one_does_not_hide_it(harness: Harness) -> None:
+    other_key = ec.generate_private_key(ec.SECP256R1())
+    junk = bundle_signature(other_key, PIN, subject=OTHER)
+    harness.publish(listed_together(PIN, junk, bundle_signature(KEY, PIN)))
+    rejected, real = found(harness)
+    assert isinstance(rejected, Rejected) and isinstance(real, Candidate)
+    key = load_public_key(public_pem(KEY), "/k/site.pub")
+    assert verify(found(harness), [key], [PIN], PIN).digest == real.digest
+
+
+def test_malformed_legacy_base64_is_rejected(harness: Harness) -> None:
     harness.publish(legacy_signature(KEY, PIN, annotation="not*base64"))
-    with pytest.raises(SignatureRefused, match="not valid base64"):
-        harness.signatures.signatures_of(harness.request(PIN))
+    (rejected,) = found(harness)
+    assert isinstance(rejected, Rejected) and "not valid base64" in rejected.reason
 
 
-def test_a_bundle_over_the_bound_is_refused_while_read(harness: Harness) -> None:
+def test_a_bundle_over_the_bound_is_rejected_while_read(harness: Harness) -> None:
     large = bundle_bytes(KEY, statement(PIN), padding="x" * 8192)
     harness.publish(bundle_signature(KEY, PIN, bundle=large))
-    with pytest.raises(AnswerTooLarge):
-        harness.signatures.signatures_of(harness.request(PIN, max_bytes=4096))
+    (rejected,) = found(harness, max_bytes=4096)
+    assert isinstance(rejected, Rejected) and "sent more than 4096 bytes" in rejected.reason
+
+
+def test_a_lookup_looks_no_further_than_its_request_bound(harness: Harness) -> None:
+    # Every referrer costs two requests (its manifest, its bundle): a full index needs more.
+    keys = [ec.generate_private_key(ec.SECP256R1()) for _ in range(SIGNATURES_MAX)]
+    harness.publish(listed_together(PIN, *(bundle_signature(key, PIN) for key in keys)))
+    harness.publish(legacy_signature(KEY, PIN))
+    *candidates, last = found(harness)
+    assert len(candidates) == (SIGNATURE_REQUESTS_MAX - 2) // 2  # the index, then pairs
+    assert all(isinstance(candidate, Candidate) for candidate in candidates)
+    assert isinstance(last, Rejected)
+    assert f"looked no further after {SIGNATURE_REQUESTS_MAX} requests" in last.reason
 
 
 def test_a_key_file_others_cannot_change_is_read(harness: Harness) -> None:

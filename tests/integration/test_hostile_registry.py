@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,9 @@ from lying_registry import Answer, lying_registry
 from resolve_site import ResolveSite
 from scripted_registry import (
     LIST_V2,
+    OCI_INDEX,
     V2S2,
+    Dribble,
     ScriptedRegistry,
     Sink,
     TokenService,
@@ -29,8 +34,11 @@ from scripted_registry import (
     manifest_bytes,
 )
 from slurm_image.adapters.oci_registry import HttpRegistry
+from slurm_image.adapters.registry_signatures import RegistrySignatures
 from slurm_image.domain.manifest import ACCEPT
+from slurm_image.domain.signatures import bundle_tag
 from slurm_image.ports.registry import AnswerRefused, ManifestRequest, RegistryUnavailable
+from slurm_image.ports.signatures import SignatureRequest
 from support import unavailable
 from tls_material import TlsMaterial, make_tls_material
 
@@ -179,6 +187,72 @@ def test_a_registry_that_stalls_mid_answer_is_given_up_on_within_the_timeout(
         assert "within 2 s" in resolved.stderr
 
 
+def finished(answers: Callable[[], list[bool]]) -> bool:
+    """Whether the one dribbled answer was sent to its end (waiting for the server to know:
+    its next byte fails once the client hung up)."""
+    stop = time.monotonic() + 30
+    while not answers() and time.monotonic() < stop:
+        time.sleep(0.05)
+    (done,) = answers()
+    return done
+
+
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_registry_that_dribbles_its_answer_is_cut_off_at_the_timeout(
+    tmp_path: Path, tls: TlsMaterial, part: str
+) -> None:
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(registry):
+        registry.put(REPOSITORY, "1", DATA)
+        registry.script(REPOSITORY, "1", dribble=Dribble(part, every=0.25, count=40))
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1", "--timeout", "2", timeout=60
+        )
+        assert resolved.returncode == 3, resolved.stderr
+        assert "did not answer in time (within 2 s, retries included)" in resolved.stderr
+        path = f"/v2/{REPOSITORY}/manifests/1"
+        assert not finished(lambda: [registry.finished[path]] if path in registry.finished else [])
+
+
+def test_a_token_realm_that_dribbles_its_answer_is_cut_off_at_the_timeout(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    tokens = TokenService(
+        "127.0.0.2", tls.server_context(), {}, {REPOSITORY}, dribble=Dribble("headers")
+    )
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context(), auth="bearer", tokens=tokens)
+    with closing(tokens, registry):
+        registry.put(REPOSITORY, "1", DATA)
+        resolved = ResolveSite(tmp_path, ca_file=tls.ca_file).run(
+            "resolve", f"{registry.address}/{REPOSITORY}:1", "--timeout", "2", timeout=60
+        )
+        assert resolved.returncode == 3, resolved.stderr
+        assert "127.0.0.2: 127.0.0.2 did not answer in time (within 2 s" in resolved.stderr
+        assert len(tokens.requests) == 1
+        assert not finished(lambda: tokens.finished)
+
+
+def test_a_signature_lookup_whose_registry_dribbles_ends_within_its_timeout(
+    tls: TlsMaterial, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_file))
+    pin = digest_of(DATA)
+    tag = bundle_tag(pin)
+    registry = ScriptedRegistry("127.0.0.1", tls.server_context())
+    with closing(registry):
+        index = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []})
+        registry.put(REPOSITORY, tag, index.encode(), OCI_INDEX)
+        registry.script(REPOSITORY, tag, dribble=Dribble("body"))
+        lookup = RegistrySignatures(HttpRegistry()).signatures_of(
+            SignatureRequest(registry.address, REPOSITORY, pin, max_bytes=1 << 20, timeout_s=2)
+        )
+        with pytest.raises(RegistryUnavailable) as caught:
+            list(lookup)
+        assert "did not answer in time (within 2 s" in caught.value.rule
+        path = f"/v2/{REPOSITORY}/manifests/{tag}"
+        assert not finished(lambda: [registry.finished[path]] if path in registry.finished else [])
+
+
 def test_another_host_asking_for_credentials_after_a_redirect_gets_none(
     tmp_path: Path, tls: TlsMaterial
 ) -> None:
@@ -202,6 +276,27 @@ def test_another_host_asking_for_credentials_after_a_redirect_gets_none(
         assert "127.0.0.2" in resolved.stderr
         assert [seen.authorization for seen in other.seen] == [None]
         assert PASSWORD not in resolved.stderr + resolved.stdout
+
+
+def test_a_refusal_that_echoes_the_login_it_received_is_printed_without_it(
+    tmp_path: Path, tls: TlsMaterial
+) -> None:
+    registry = ScriptedRegistry(
+        "127.0.0.1", tls.server_context(), auth="basic", accounts={LOGIN: PASSWORD}
+    )
+    with closing(registry):
+        registry.put(REPOSITORY, "1", DATA)
+        registry.script(REPOSITORY, "1", denial="you sent {authorization}\r\nX-Evil: 1")
+        site = ResolveSite(tmp_path, netrc=netrc_for(registry), ca_file=tls.ca_file)
+
+        resolved = site.run("resolve", f"{registry.address}/{REPOSITORY}:1")
+
+        assert resolved.returncode == 3, resolved.stderr
+        assert "DENIED: you sent Basic <credential removed>X-Evil: 1" in resolved.stderr
+        basic = base64.b64encode(f"{LOGIN}:{PASSWORD}".encode()).decode()
+        for secret in (basic, basic[:24], PASSWORD):
+            assert secret not in resolved.stderr + resolved.stdout
+        assert len(resolved.stderr.strip().splitlines()) == 1
 
 
 def test_a_bearer_realm_over_plain_http_never_gets_the_login(

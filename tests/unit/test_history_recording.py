@@ -21,6 +21,7 @@ from slurm_image.application.history import (
     Actor,
     NoticeJobEnds,
     RecordHistory,
+    RecordRefusals,
 )
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.observe import Observe
@@ -28,12 +29,13 @@ from slurm_image.application.publish import Publish
 from slurm_image.application.read_history import FollowHistory, ReadHistory
 from slurm_image.application.wait import Wait
 from slurm_image.domain.credentials import staged_credentials_path
-from slurm_image.domain.errors import DomainError, InvalidRequest
+from slurm_image.domain.errors import DomainError, InvalidRequest, SourceNotAllowed
 from slurm_image.domain.history import HistoryEvent
 from slurm_image.domain.job import JobState
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.publication import JobRun
 from slurm_image.domain.request import make_request
+from slurm_image.domain.requester import Requester
 from slurm_image.ports.history import HistoryError
 
 pytestmark = pytest.mark.parametrize("workspace_harness", ["memory"], indirect=True)
@@ -561,15 +563,47 @@ def test_a_refusal_is_recorded_with_its_rule_exit_code_and_what_was_asked(lab: H
     assert who(event) == ("ada", 1000, "login1", START)
 
 
+def test_the_products_refusals_are_recorded_only_in_a_store_that_exists(
+    lab: HistoryLab,
+) -> None:
+    refusals = RecordRefusals(lab.store, lab.record)
+    refused = SourceNotAllowed(field="source", rule="is outside policy.allowed_registries (x)")
+    assert refusals(refused, 2, reason="source: ...", source="s", alias="a") is None
+    assert not lab.harness.exists(lab.layout.images)  # a refused first request makes no store
+    lab.harness.makedirs(lab.layout.images)
+    for error in (InvalidRequest(field="name", rule="bad"), ValueError("not ours")):
+        assert refusals(error, 2, reason="-", source="s", alias="a") is None  # no refusal
+    recorded = refusals(refused, 2, reason="source: ...", source="s", alias="a")
+    assert recorded is not None and (recorded.rule, recorded.exit_code) == (
+        "source_not_allowed",
+        2,
+    )
+    assert [e.event for e in lab.events()] == ["refused"]
+
+
 def test_a_front_end_records_its_own_refusal_as_its_requester(lab: HistoryLab) -> None:
-    gateway = RecordHistory(lab.history, lab.clock, Actor(user="carol", uid=1002, host="gw1"))
-    gateway.refused("unauthenticated", 401, reason="no valid token", source="/v1/images/app")
-    (event,) = lab.events()
-    assert (event.rule, event.exit_code, event.user, event.alias) == (
+    gateway = RecordHistory(lab.history, lab.clock, Actor(user="svc", uid=990, host="gw1"))
+    gateway.refused("unauthenticated", 401, reason="no valid credential", source="/v1/imports")
+    gateway.refused(
+        "forbidden",
+        403,
+        reason="name: alice's alias",
+        alias="app",
+        requester=Requester(user="carol", uid=1002),
+    )
+    anonymous, carol = lab.events()
+    assert (anonymous.rule, anonymous.exit_code, anonymous.user, anonymous.host) == (
         "unauthenticated",
         401,
+        "svc",  # who asked could not be told: the front end's own account
+        "gw1",
+    )
+    assert (carol.rule, carol.exit_code, carol.user, carol.uid, carol.alias) == (
+        "forbidden",
+        403,
         "carol",
-        None,
+        1002,
+        "app",
     )
 
 

@@ -65,7 +65,9 @@ class Steps:
         if self.preflight_error is not None:
             raise self.preflight_error
 
-    def prepare(self, request: Request, profile: Any, selection: Any) -> Any:
+    def prepare(
+        self, request: Request, profile: Any, selection: Any, given_credentials: Any = None
+    ) -> Any:
         self.calls.append(f"stage {request.operation}")
         self.staged.append(request)
         return SimpleNamespace(lifecycle_id=ID, job_directory=f"{ROOT}/images/.tmp/jobs/{ID}")

@@ -207,7 +207,7 @@ IMPORT_MUTATIONS: list[tuple[str, Mutation, str]] = [
         "runtime.inspector_sha256",
     ),
     ("rc digest short", _set("runtime.rc_sha256", "2" * 63), "runtime.rc_sha256"),
-    ("schema version 5", _set("schema_version", 5), "schema_version"),
+    ("schema version 6", _set("schema_version", 6), "schema_version"),
     ("unknown key", _set("extra", 1), "extra"),
 ]
 

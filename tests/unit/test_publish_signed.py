@@ -44,7 +44,7 @@ def lab(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> Publish
         signatures.registry.put("registry.example.org", "team/app", reference, data, media_type)
     for blob in signed.blobs:
         signatures.registry.put_blob("registry.example.org", "team/app", blob)
-    lab.check_signature = CheckSignature(signatures, signatures.registry)
+    lab.check_signature = CheckSignature(signatures, signatures.registry, signatures.registry.clock)
     return lab
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from publish_support import PublishLab, chain_json
 from scripted_registry import LIST_V2, V2S2, index_bytes, manifest_bytes
-from slurm_image.adapters.memory import FakeClock, MemoryCredentialsFile, MemoryRegistry
+from slurm_image.adapters.memory import MemoryCredentialsFile, MemoryRegistry
 from slurm_image.application.catalog import Catalog
 from slurm_image.application.outdated import Outdated, TagState
 from slurm_image.application.resolve import ResolveTag
@@ -55,7 +55,7 @@ def resolver(
     files = MemoryCredentialsFile()
     if netrc is not None:
         files.files["/home/user/.config/enroot/.credentials"] = (netrc, 0o600, True)
-    return ResolveTag(registry, FakeClock(), files), files
+    return ResolveTag(registry, registry.clock, files), files
 
 
 def test_a_tag_is_pinned_by_the_digest_of_the_registrys_bytes(
@@ -175,9 +175,9 @@ def lab(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> Publish
 
 
 def publish_tagged(
-    lab: PublishLab, resolve: ResolveTag, lifecycle_id: str, name: str, arch: str
+    lab: PublishLab, resolve: ResolveTag, lifecycle_id: str, name: str, arch: str, tag: str = TAG
 ) -> None:
-    resolution = resolve(TAG, lab.profile, arch=arch)
+    resolution = resolve(tag, lab.profile, arch=arch)
     lab.finished(
         lifecycle_id,
         name=name,
@@ -204,7 +204,7 @@ def test_outdated_reports_current_moved_gone_and_unknown(
     publish_tagged(lab, resolve, IDS[1], "app", "aarch64")
     lab.finished(IDS[2], name="pinned")  # imported by digest: no tag
     lab.publish(IDS[2])
-    outdated = Outdated(Catalog(lab.store), resolve)
+    outdated = Outdated(Catalog(lab.store), resolve, registry.clock)
     assert states(outdated(lab.profile)) == {
         ("app", "aarch64"): "current",
         ("app", "x86_64"): "current",
@@ -243,10 +243,35 @@ def test_outdated_asks_each_tag_once_and_reports_what_it_could_not_check(
         return original(request)
 
     registry.fetch_manifest = counting  # type: ignore[method-assign]
-    assert set(states(Outdated(Catalog(lab.store), resolve)(lab.profile)).values()) == {"current"}
+    assert set(
+        states(Outdated(Catalog(lab.store), resolve, registry.clock)(lab.profile)).values()
+    ) == {"current"}
     assert asked == ["1"]
 
     registry.hosts.clear()
-    found = Outdated(Catalog(lab.store), resolve)(lab.profile)
+    found = Outdated(Catalog(lab.store), resolve, registry.clock)(lab.profile)
     assert {str(entry.state) for entry in found} == {"failed"}
     assert all(isinstance(entry.error, RegistryUnavailable) for entry in found)
+
+
+def test_outdated_asks_every_tag_within_one_timeout_for_the_whole_command(
+    lab: PublishLab, registry: MemoryRegistry
+) -> None:
+    resolve, _ = resolver(registry)
+    names = ["one", "two", "three"]
+    for n, name in enumerate(names, start=1):
+        image = index_bytes([("amd64", manifest_bytes(name))])
+        registry.put(REGISTRY, REPOSITORY, name, image, LIST_V2)
+        publish_tagged(lab, resolve, IDS[n], name, "x86_64", tag=f"{REGISTRY}/{REPOSITORY}:{name}")
+    outdated = Outdated(Catalog(lab.store), resolve, registry.clock)
+    registry.hosts[REGISTRY].answer_s = 0.6  # each answer takes 0.6 s of the registry's clock
+
+    assert set(states(outdated(lab.profile, names)).values()) == {"current"}  # 60 s in all
+    found = {entry.name: entry for entry in outdated(lab.profile, names, timeout_s=1)}
+
+    assert found["one"].state is TagState.CURRENT
+    assert found["two"].state is TagState.FAILED
+    assert "did not answer in time (within 0.4 s" in (found["two"].reason or "")
+    assert found["three"].state is TagState.FAILED
+    assert "was not asked: the 1 s the command may spend" in (found["three"].reason or "")
+    assert isinstance(found["three"].error, RegistryUnavailable)

@@ -16,6 +16,7 @@ from cosign_artifacts import (
     bundle_signature,
     compact,
     legacy_signature,
+    listed_together,
     public_pem,
     sha256,
     simple_signing,
@@ -29,8 +30,17 @@ from slurm_image.domain.errors import InvalidRequest, PlanInvariantViolation, Si
 from slurm_image.domain.manifest import OCI_INDEX, OCI_MANIFEST
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.request import make_request
-from slurm_image.domain.signatures import BUNDLE, LEGACY, load_public_key
+from slurm_image.domain.signatures import (
+    BUNDLE,
+    LEGACY,
+    SIGNATURE_REQUESTS_MAX,
+    SIGNATURES_MAX,
+    bundle_tag,
+    legacy_tag,
+    load_public_key,
+)
 from slurm_image.entrypoints.errors import EXIT_INVALID, EXIT_UNSIGNED, exit_code_for
+from slurm_image.ports.registry import RegistryUnavailable
 from slurm_image.ports.signatures import KeyFileError
 from support import make_plan
 
@@ -50,7 +60,9 @@ class Site:
         self.signatures = MemorySignatures()
         self.signatures.registry.host(REGISTRY)
         self.signatures.keys[KEY_PATH] = MemoryKeyFile(public_pem(SITE_KEY), uid=0)
-        check = CheckSignature(self.signatures, self.signatures.registry)
+        check = CheckSignature(
+            self.signatures, self.signatures.registry, self.signatures.registry.clock
+        )
         self.prepare = Prepare(FakeClock(), runtime_files, harness.workspace, check_signature=check)
         self.profile_for = profile_for
         self.planner = PlanLifecycle(FakeClock(), runtime_files, check_signature=check)
@@ -148,6 +160,74 @@ def test_a_bundle_manifest_answered_for_another_digest_is_refused(site: Site) ->
     refused = site.refused()
     assert "signature of another digest" in refused.rule
     assert refused.refusal == "signature_invalid"
+
+
+@pytest.mark.parametrize("tag", [bundle_tag(PIN), legacy_tag(PIN)], ids=["index", "sig"])
+def test_signature_material_of_400_kb_of_brackets_is_refused_with_exit_10(
+    site: Site, tag: str
+) -> None:
+    site.signatures.registry.put(REGISTRY, REPOSITORY, tag, b"[" * 400_000, OCI_MANIFEST)
+    assert "nests deeper than 32 levels" in site.refused().rule
+
+
+def test_a_junk_referrer_listed_before_the_real_signature_does_not_hide_it(site: Site) -> None:
+    # Anyone who may push can add a referrer of another subject, by another key, to the index.
+    junk = bundle_signature(OTHER_KEY, PIN, subject=OTHER)
+    site.publish(listed_together(PIN, junk, bundle_signature(SITE_KEY, PIN)))
+    signed_by = site.stage().plan.signed_by
+    assert signed_by is not None and signed_by.format == BUNDLE
+
+
+def test_the_lookup_stops_after_its_request_bound_and_refuses_what_it_did_not_see(
+    site: Site,
+) -> None:
+    others = [ec.generate_private_key(ec.SECP256R1()) for _ in range(SIGNATURES_MAX)]
+    site.publish(listed_together(PIN, *(bundle_signature(key, PIN) for key in others)))
+    site.publish(legacy_signature(SITE_KEY, PIN))  # past the bound: never asked for
+    asked = counting(site)
+    rule = site.refused().rule
+    assert f"looked no further after {SIGNATURE_REQUESTS_MAX} requests" in rule
+    assert "(24 more)" in rule  # 31 other keys' signatures, then the bound
+    assert len(asked) == SIGNATURE_REQUESTS_MAX
+
+
+def counting(site: Site) -> list[str]:
+    """The references the registry is asked for from now on."""
+    asked: list[str] = []
+    registry = site.signatures.registry
+    original = registry.fetch_manifest
+
+    def fetch(request: Any) -> Any:
+        asked.append(request.reference)
+        return original(request)
+
+    registry.fetch_manifest = fetch  # type: ignore[method-assign]
+    return asked
+
+
+def test_a_slow_registry_holds_the_check_no_longer_than_its_timeout(site: Site) -> None:
+    site.publish(bundle_signature(SITE_KEY, PIN))
+    registry = site.signatures.registry
+    registry.hosts[REGISTRY].answer_s = 25  # the index, its referrer, its bundle: 75 s > 60 s
+    started = registry.now
+    with pytest.raises(RegistryUnavailable) as caught:
+        site.stage()
+    assert "did not answer in time (within 10 s" in caught.value.rule
+    assert exit_code_for(caught.value) == 3
+    assert registry.now - started == 60
+    assert not site.harness.exists(f"{site.harness.root}/images")
+
+
+def test_the_whole_check_shares_one_timeout_across_its_lookups(site: Site) -> None:
+    index = index_pin(site, PIN)
+    site.publish(legacy_signature(SITE_KEY, PIN))
+    registry = site.signatures.registry
+    registry.hosts[REGISTRY].answer_s = 25  # the index's two tags (50 s), then the index
+    with pytest.raises(RegistryUnavailable) as caught:
+        site.stage(index, arch="aarch64")
+    assert "did not answer in time (within 10 s" in caught.value.rule
+    registry.hosts[REGISTRY].answer_s = 5
+    assert site.stage(index, arch="aarch64").plan.signed_by is not None
 
 
 def index_pin(site: Site, child: str) -> str:
@@ -260,7 +340,9 @@ def test_a_plan_records_a_signature_only_in_schema_4_and_only_for_an_import(site
 def test_a_stored_signature_satisfies_the_policy_only_by_a_key_still_listed(site: Site) -> None:
     site.publish(bundle_signature(SITE_KEY, PIN))
     signed_by = site.stage().plan.signed_by
-    check = CheckSignature(site.signatures, site.signatures.registry)
+    check = CheckSignature(
+        site.signatures, site.signatures.registry, site.signatures.registry.clock
+    )
     profile, _ = site.profile()
     assert check.satisfies(signed_by, profile)
     assert not check.satisfies(None, profile)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from slurm_image.domain.signatures import (
     LEGACY,
     Candidate,
     PublicKey,
+    Rejected,
     bundle_candidate,
     bundle_layer,
     legacy_candidate,
@@ -255,6 +257,27 @@ def test_one_good_signature_among_bad_ones_is_accepted(
     assert verify(candidates, [key], [PIN], PIN).format == LEGACY
 
 
+def test_rejected_pieces_before_a_good_signature_do_not_hide_it(
+    p256: ec.EllipticCurvePrivateKey, key: PublicKey
+) -> None:
+    junk = Rejected(OTHER, "the signature manifest is the signature of another digest")
+
+    def found() -> Iterator[Candidate | Rejected]:
+        yield junk
+        yield bundle(p256, PIN)
+        raise AssertionError("read past the signature that verified")
+
+    assert verify(found(), [key], [PIN], PIN).format == BUNDLE
+
+
+def test_a_refusal_lists_what_was_rejected_the_first_seven_and_the_last(key: PublicKey) -> None:
+    with pytest.raises(SignatureRefused) as caught:
+        verify([Rejected(f"sha256-{n}", "malformed") for n in range(10)], [key], [PIN], PIN)
+    rule = caught.value.rule
+    assert rule.startswith("has no signature by a policy key over this digest: sha256-0:")
+    assert rule.endswith("sha256-6: malformed; (2 more); sha256-9: malformed")
+
+
 def test_a_signature_over_the_architecture_manifest_is_accepted_when_named(
     p256: ec.EllipticCurvePrivateKey, key: PublicKey
 ) -> None:
@@ -322,31 +345,41 @@ def legacy_manifest(*layers: dict[str, Any]) -> bytes:
     return json.dumps({"schemaVersion": 2, "layers": list(layers)}).encode()
 
 
+SIGNING = signatures.SIMPLE_SIGNING_MEDIA_TYPE
+
+
+def signing_layer(digest: str = PIN, annotation: str | None = "c2ln") -> dict[str, Any]:
+    layer: dict[str, Any] = {"mediaType": SIGNING, "digest": digest}
+    if annotation is not None:
+        layer["annotations"] = {signatures.LEGACY_SIGNATURE_ANNOTATION: annotation}
+    return layer
+
+
+@pytest.mark.parametrize(
+    ("layer", "words"),
+    [
+        (signing_layer(annotation=None), "annotation is not a base64 string"),
+        (signing_layer(annotation="%%%"), "not valid base64"),
+        (signing_layer(digest="x"), "no sha256 digest"),
+    ],
+    ids=["no-annotation", "bad-base64", "bad-digest"],
+)
+def test_a_malformed_legacy_layer_is_rejected_and_the_others_still_read(
+    layer: dict[str, Any], words: str
+) -> None:
+    junk, good = legacy_layers(legacy_manifest(layer, signing_layer()), PIN)
+    assert isinstance(junk, Rejected)
+    assert junk.where == "the .sig manifest's layer 0" and words in junk.reason
+    assert good == signatures.LegacyLayer(digest=PIN, signature=b"sig")
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
-        (
-            legacy_manifest({"mediaType": signatures.SIMPLE_SIGNING_MEDIA_TYPE, "digest": PIN}),
-            "annotation is not a base64 string",
-        ),
-        (
-            legacy_manifest(
-                {
-                    "mediaType": signatures.SIMPLE_SIGNING_MEDIA_TYPE,
-                    "digest": PIN,
-                    "annotations": {signatures.LEGACY_SIGNATURE_ANNOTATION: "%%%"},
-                }
-            ),
-            "not valid base64",
-        ),
-        (
-            legacy_manifest({"mediaType": signatures.SIMPLE_SIGNING_MEDIA_TYPE, "digest": "x"}),
-            "no sha256 digest",
-        ),
         (json.dumps({"layers": {}}).encode(), "has no layers"),
         (legacy_manifest(*[{"mediaType": "x"}] * (signatures.SIGNATURES_MAX + 1)), "more than"),
     ],
-    ids=["no-annotation", "bad-base64", "bad-digest", "no-layers", "too-many"],
+    ids=["no-layers", "too-many"],
 )
 def test_a_malformed_legacy_manifest_is_refused(data: bytes, words: str) -> None:
     with pytest.raises(SignatureRefused) as caught:

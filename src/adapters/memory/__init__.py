@@ -3,11 +3,17 @@
 Product code held to the same contract suites as the real adapters (tests/contract/).
 """
 
+from slurm_image.adapters.memory.accounts import MemoryAccounts
 from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.adapters.memory.credentials import MemoryCredentialsFile
 from slurm_image.adapters.memory.filesystem import FakeFilesystems
 from slurm_image.adapters.memory.history import MemoryHistory
 from slurm_image.adapters.memory.lock import MemoryLocks
+from slurm_image.adapters.memory.munge import (
+    MemoryAuthenticator,
+    MemoryCredentialSource,
+    MemoryMunge,
+)
 from slurm_image.adapters.memory.registry import MemoryRegistry, MemoryRegistryHost
 from slurm_image.adapters.memory.signatures import MemoryKeyFile, MemorySignatures
 from slurm_image.adapters.memory.store import MemoryStore
@@ -26,11 +32,15 @@ __all__ = [
     "FakeFilesystems",
     "FakeJob",
     "FakeSubmitter",
+    "MemoryAccounts",
+    "MemoryAuthenticator",
+    "MemoryCredentialSource",
     "MemoryCredentialsFile",
     "MemoryFilesystem",
     "MemoryHistory",
     "MemoryKeyFile",
     "MemoryLocks",
+    "MemoryMunge",
     "MemoryNode",
     "MemoryRegistry",
     "MemoryRegistryHost",

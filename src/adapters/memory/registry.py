@@ -1,15 +1,19 @@
 """``MemoryRegistry``: a ``Registry`` over registries held in memory, each anonymous, Basic or
 Bearer, over TLS or plain HTTP, keeping the port's rules (``ports.registry``): credentials only
 over TLS and only to the registry or its token realm, tokens kept for their lifetime, bounded
-answers. It records every login it was sent and where, so tests can ask."""
+answers, a registry's text quoted through ``domain.registry_text``. It records every login it was
+sent and where, and every token its realms issued, so tests can ask."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
+from slurm_image.adapters.memory.clock import FakeClock
 from slurm_image.domain.credentials import RegistryCredentials
+from slurm_image.domain.registry_text import registry_text
 from slurm_image.ports.registry import (
     AnswerTooLarge,
     ManifestAnswer,
@@ -44,6 +48,13 @@ class MemoryRegistryHost:
     realm: str = ""
     manifests: dict[tuple[str, str], MemoryManifest] = field(default_factory=dict)
     blobs: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    answer_s: float = 0.0
+    """How long each of its answers takes, on the registry's clock: one longer than a request's
+    ``timeout_s`` is ``RegistryUnavailable`` at that deadline, as the HTTP adapter ends it."""
+    denial: str | None = None
+    """When set, every request that passes authentication is answered 403 with this error
+    message, ``{authorization}`` in it replaced by the ``Authorization`` the registry received
+    (as a registry that echoes it does)."""
 
 
 @dataclass
@@ -56,13 +67,16 @@ class Sent:
 
 @dataclass
 class MemoryRegistry:
-    """Registries by host[:port]; ``now`` is the fake time tokens expire by (``advance``)."""
+    """Registries by host[:port]; ``clock`` is the fake time tokens expire by and answers take
+    (``advance``): a use case given the same clock sees that time pass."""
 
     hosts: dict[str, MemoryRegistryHost] = field(default_factory=dict)
-    now: float = 0.0
+    clock: FakeClock = field(default_factory=FakeClock)
     sent: list[Sent] = field(default_factory=list)
     token_requests: int = 0
-    _tokens: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
+    issued: list[str] = field(default_factory=list)
+    """Every token a realm issued, in order."""
+    _tokens: dict[tuple[str, str, str | None], tuple[str, float]] = field(default_factory=dict)
 
     def host(
         self,
@@ -110,21 +124,35 @@ class MemoryRegistry:
         self.host(registry).blobs[(repository, digest)] = data
         return digest
 
+    @property
+    def now(self) -> float:
+        return self.clock.now().timestamp()
+
     def advance(self, seconds: float) -> None:
-        self.now += seconds
+        self.clock.advance(timedelta(seconds=seconds))
 
     def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
         registry = request.registry
         host = self.hosts.get(registry)
         if host is None:
             raise RegistryUnavailable(field=registry, rule=f"cannot connect to {registry}")
+        if host.answer_s > request.timeout_s:
+            self.advance(request.timeout_s)
+            raise RegistryUnavailable(
+                field=registry,
+                rule=f"{registry} did not answer in time (within {request.timeout_s:.3g} s,"
+                " retries included)",
+            )
+        self.advance(host.answer_s)
         if not host.tls and not request.allow_http:
             raise RegistryUnavailable(
                 field=registry,
                 rule="does not speak TLS on its port; a plain-HTTP registry is asked only"
                 " when [enroot] environment sets ENROOT_ALLOW_HTTP, as for the import job",
             )
-        self._authenticate(host, request)
+        authorization = self._authenticate(host, request)
+        if host.denial is not None:
+            raise self._denied(host.denial, authorization, request)
         if request.kind == "blobs":
             blob = host.blobs.get((request.repository, request.reference))
             found = None if blob is None else MemoryManifest(blob, "application/octet-stream")
@@ -147,11 +175,29 @@ class MemoryRegistry:
             digest = "sha256:" + hashlib.sha256(manifest.data).hexdigest()
         return ManifestAnswer(manifest.data, manifest.media_type, digest)
 
-    def _authenticate(self, host: MemoryRegistryHost, request: ManifestRequest) -> None:
+    @staticmethod
+    def _denied(message: str, authorization: str, request: ManifestRequest) -> RegistryAuthFailed:
+        credentials = request.credentials
+        secrets = [*(credentials.secrets() if credentials else ()), authorization.split(" ")[-1]]
+        text = registry_text(
+            "DENIED: " + message.replace("{authorization}", authorization), secrets
+        )
+        entry = (
+            f" (with the netrc entry '{credentials.describe()}')"
+            if credentials
+            else " (no credentials were sent)"
+        )
+        return RegistryAuthFailed(
+            field=request.registry,
+            rule=f"denies access to {request.repository}:{request.reference} (403 {text})" + entry,
+        )
+
+    def _authenticate(self, host: MemoryRegistryHost, request: ManifestRequest) -> str:
+        """The ``Authorization`` the registry received ("" for none)."""
         credentials = request.credentials
         registry = request.registry
         if host.auth == "anonymous":
-            return
+            return ""
         if host.auth == "basic":
             if credentials is None:
                 raise self._none_given(request, "Basic")
@@ -166,20 +212,20 @@ class MemoryRegistry:
                     field=registry,
                     rule=f"refuses the credentials of the netrc entry '{credentials.describe()}'",
                 )
-            return
-        self._token(host, request, credentials if host.tls else None)
+            return credentials.basic()
+        return "Bearer " + self._token(host, request, credentials if host.tls else None)
 
     def _token(
         self,
         host: MemoryRegistryHost,
         request: ManifestRequest,
         credentials: RegistryCredentials | None,
-    ) -> None:
+    ) -> str:
         login = credentials.login if credentials else None
         key = (request.registry, request.repository, login)
-        expires = self._tokens.get(key)
-        if expires is not None and expires > self.now:
-            return
+        token, expires = self._tokens.get(key, ("", 0.0))
+        if token and expires > self.now:
+            return token
         self.token_requests += 1
         if credentials is None:
             if request.repository not in host.public:
@@ -192,7 +238,10 @@ class MemoryRegistry:
                     rule=f"its token service {host.realm} refuses the credentials of the netrc"
                     f" entry '{credentials.describe()}'",
                 )
-        self._tokens[key] = self.now + host.token_lifetime_s
+        token = f"memory-token-{len(self.issued) + 1}-for-{request.registry}"
+        self.issued.append(token)
+        self._tokens[key] = (token, self.now + host.token_lifetime_s)
+        return token
 
     @staticmethod
     def _none_given(request: ManifestRequest, scheme: str, realm: str = "") -> RegistryAuthFailed:

@@ -1,16 +1,18 @@
 """``MemorySignatures``: the Signatures port over a ``MemoryRegistry`` (the same reading of
-cosign's tags and blobs as ``RegistrySignatures``, which it is made of) and key files held in
-memory with their owner and mode, checked by the same rules as the real ones."""
+cosign's tags and blobs as ``RegistrySignatures``, which it is made of, its lookup's time on
+the registry's clock) and key files held in memory with their owner and mode, checked by the
+same rules as the real ones."""
 
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from slurm_image.adapters.memory.registry import MemoryRegistry
 from slurm_image.adapters.registry_signatures import RegistrySignatures
 from slurm_image.domain import paths
-from slurm_image.domain.signatures import Candidate
+from slurm_image.domain.signatures import Candidate, Rejected
 from slurm_image.ports.signatures import KeyFileError, SignatureRequest
 
 OWNER = 1000
@@ -36,8 +38,9 @@ class MemorySignatures:
     """A directory's (mode, uid) where it is not 0o755 owned by root."""
     uid: int = OWNER
 
-    def signatures_of(self, request: SignatureRequest) -> tuple[Candidate, ...]:
-        return RegistrySignatures(self.registry).signatures_of(request)
+    def signatures_of(self, request: SignatureRequest) -> Iterator[Candidate | Rejected]:
+        registry = self.registry
+        return RegistrySignatures(registry, lambda: registry.now).signatures_of(request)
 
     def read_key_file(self, path: str, *, max_bytes: int) -> bytes:
         parent = path.rsplit("/", 1)[0] or "/"

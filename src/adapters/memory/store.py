@@ -29,9 +29,18 @@ class MemoryStore(MemoryWorkspace):
     ``read_stable`` and ``digest``: tests change the file there, as a writer racing the reader.
     """
 
-    def __init__(self, root: str, filesystem: MemoryFilesystem, *, uid: int = 1000) -> None:
+    def __init__(
+        self,
+        root: str,
+        filesystem: MemoryFilesystem,
+        *,
+        uid: int = 1000,
+        groups: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(root, filesystem, uid=uid)
         self.during_read: Callable[[str], None] | None = None
+        self.groups = groups
+        """The groups files may be given (``install``, ``publish_file``)."""
 
     def _below_root(self, path: str) -> bool:
         return path.startswith(self.root.rstrip("/") + "/")
@@ -119,7 +128,13 @@ class MemoryStore(MemoryWorkspace):
             return node.identity
 
     def install(
-        self, source: str, destination: str, *, expected: FileDigest, mode: int
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: FileDigest,
+        mode: int,
+        group: str | None = None,
     ) -> FileIdentity:
         with self.filesystem.lock:
             source_dir, source_name = self._parent(source, None)
@@ -133,13 +148,18 @@ class MemoryStore(MemoryWorkspace):
                 raise AlreadyExists(field=destination, rule="already exists")
             self._writable(target_dir, destination)
             self._writable(source_dir, source)
+            self._check_group(group, destination)
             node.mode = mode
+            node.group = group
             target_dir.entries[target_name] = node
             del source_dir.entries[source_name]
             return node.identity
 
-    def publish_file(self, path: str, data: bytes, *, mode: int, staging: str) -> None:
+    def publish_file(
+        self, path: str, data: bytes, *, mode: int, staging: str, group: str | None = None
+    ) -> None:
         with self.filesystem.lock:
+            self._check_group(group, path)
             parent, name = self._parent(path, None)
             self._directory(self._components(staging))
             existing = parent.entries.get(name)
@@ -148,7 +168,12 @@ class MemoryStore(MemoryWorkspace):
             self._writable(parent, path)
             node = self.filesystem.new_node("file", mode, self._uid)
             node.data[:] = data
+            node.group = group
             parent.entries[name] = node
+
+    def _check_group(self, group: str | None, field: str) -> None:
+        if group is not None and group not in self.groups:
+            raise WorkspaceError(field=field, rule=f"group {group} does not exist here")
 
     def appending(self, path: str, *, mode: int) -> MemoryNode:
         """The regular file ``path`` to append to, as ``LocalStore.open_appending`` opens it:

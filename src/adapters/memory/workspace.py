@@ -44,6 +44,8 @@ class MemoryNode:
     data: bytearray = field(default_factory=bytearray)
     entries: dict[str, MemoryNode] = field(default_factory=dict)
     target: str = ""
+    group: str | None = None
+    """The group set by ``install`` or ``publish_file`` (None: the owner's own)."""
     used_at: float = 0.0
     """The later of its last read and change, in seconds since the epoch (set by tests)."""
 

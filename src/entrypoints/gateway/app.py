@@ -1,0 +1,429 @@
+"""The gateway's HTTP API (docs/gateway.md, "The API"): versioned JSON under ``/v1/``, a thin
+layer that only translates. Every route tells who asks (``who``), takes that requester's verbs
+(``Lifecycles.acting_for``) and calls the one the command line calls for the same command;
+results travel as ``entrypoints.wire`` writes them and errors as ``http_errors`` maps them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, FastAPI, Query
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.requests import Request as HttpRequest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from slurm_image.domain.errors import Busy, InvalidRequest, SlurmImageError
+from slurm_image.domain.limits import Bucket, take
+from slurm_image.entrypoints import wire
+from slurm_image.entrypoints.api import Lifecycles
+from slurm_image.entrypoints.errors import exit_code_for
+from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL, EXIT_INVALID
+from slurm_image.entrypoints.gateway.bodies import (
+    MAX_WAIT_S,
+    FinishBody,
+    GcBody,
+    LifecycleBody,
+    PublishBody,
+    ResolveBody,
+    WaitBody,
+)
+from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
+from slurm_image.entrypoints.gateway.who import Asker, Who
+
+if TYPE_CHECKING:
+    from slurm_image.domain.credentials import RegistryCredentials
+    from slurm_image.entrypoints.gateway.bodies import Credentials
+
+API_VERSION = "v1"
+log_name = "slurm_image.gateway"
+
+
+@dataclass
+class Gateway:
+    """What the routes share: the service account's verbs, who asks, the request rate."""
+
+    lifecycles: Lifecycles
+    who: Who
+    buckets: dict[int, Bucket] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    clock: Callable[[], float] = time.monotonic
+
+    @property
+    def settings(self) -> Any:
+        from slurm_image.entrypoints.factories import gateway_settings
+
+        return gateway_settings(self.lifecycles.profile)
+
+    def admit(self, asker: Asker) -> None:
+        """Take one of the requester's tokens (``domain.limits``), or refuse with ``Busy``."""
+        per_minute = self.settings.requests_per_minute
+        with self.lock:
+            bucket, wait_s = take(self.buckets.get(asker.account.uid), self.clock(), per_minute)
+            self.buckets[asker.account.uid] = bucket
+        if wait_s is not None:
+            raise Busy(
+                field="requests_per_minute",
+                rule=f"{asker.account.user} made more than {per_minute} requests in a minute",
+                retry_after_s=wait_s,
+            )
+
+    def acting_for(self, asker: Asker) -> Lifecycles:
+        return self.lifecycles.acting_for(asker.account.requester, host=asker.host)
+
+
+def error_response(error: BaseException) -> JSONResponse:
+    """The product's one error body for ``error``; anything not the product's own is an
+    internal error whose text is not shown."""
+    if isinstance(error, SlurmImageError):
+        code = exit_code_for(error)
+        status = status_for(error, code)
+        body = wire.error_json(error.field, " ".join(error.rule.split()), code)
+    else:
+        code, status = EXIT_INTERNAL, 500
+        body = wire.error_json("gateway", "internal error (see the gateway's log)", code)
+    headers = {}
+    wait_s = retry_after(error)
+    if wait_s is not None:
+        headers["Retry-After"] = str(wait_s)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _validation_response(error: RequestValidationError) -> JSONResponse:
+    first = error.errors()[0] if error.errors() else {}
+    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+    field_name = ".".join(location) or "body"
+    kind = first.get("type", "")
+    rule = (
+        "is not a known field"
+        if kind == "extra_forbidden"
+        else "is required"
+        if kind == "missing"
+        else str(first.get("msg", "is not valid")).removeprefix("Value error, ")
+    )
+    return JSONResponse(wire.error_json(field_name, rule, EXIT_INVALID), status_code=400)
+
+
+class BodyLimit:
+    """Refuse a request body over ``max_bytes`` (413), whatever ``Content-Length`` says, before
+    any route reads it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: Callable[[], int]) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_bytes()
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _too_large(limit)(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, bounded, send)
+        except _BodyTooLarge:
+            await _too_large(limit)(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse(
+        wire.error_json("body", f"must be at most {limit} bytes ([gateway] max_body_bytes)", 2),
+        status_code=413,
+    )
+
+
+def _credentials(given: Credentials | None) -> RegistryCredentials | None:
+    if given is None:
+        return None
+    from slurm_image.domain.credentials import RegistryCredentials
+
+    return RegistryCredentials(
+        host=given.host, login=given.login, password=given.password.get_secret_value()
+    )
+
+
+def asker(request: HttpRequest) -> Asker:
+    """Who asks (``who``), within their request rate."""
+    gateway: Gateway = request.app.state.gateway
+    who = gateway.who(request)
+    gateway.admit(who)
+    return who
+
+
+Asking = Annotated[Asker, Depends(asker)]
+
+
+def verbs(request: HttpRequest, who: Asking) -> Lifecycles:
+    """The verbs of the requester who asks."""
+    gateway: Gateway = request.app.state.gateway
+    return gateway.acting_for(who)
+
+
+Verbs = Annotated[Lifecycles, Depends(verbs)]
+
+
+def create_app(gateway: Gateway) -> FastAPI:
+    """The gateway's ASGI application over ``gateway`` (see the module docstring)."""
+    app = FastAPI(
+        title="slurm-image gateway",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.gateway = gateway
+
+    @app.exception_handler(SlurmImageError)
+    async def _product_error(_: HttpRequest, error: SlurmImageError) -> JSONResponse:
+        return error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_body(_: HttpRequest, error: RequestValidationError) -> JSONResponse:
+        return _validation_response(error)
+
+    @app.exception_handler(Exception)
+    async def _internal(_: HttpRequest, error: Exception) -> JSONResponse:
+        import logging
+
+        logging.getLogger(log_name).error("internal error", exc_info=error)
+        return error_response(error)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        """Whether the gateway answers (no identity needed; nothing of the store is read)."""
+        return {"ok": True}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> PlainTextResponse:
+        """The store's figures in Prometheus's text format (as ``slurm-image metrics``): counts
+        and sizes, no alias names, so no identity is needed."""
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        from slurm_image.entrypoints.metrics_exposition import exposition
+
+        text = exposition(gateway.lifecycles.metrics())
+        return PlainTextResponse(text, media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/resolve")
+    def resolve(body: ResolveBody, lifecycles: Verbs) -> dict[str, Any]:
+        resolution = lifecycles.resolve_tag(
+            body.reference,
+            arch=body.arch,
+            timeout_s=body.timeout_s,
+            credentials=_credentials(body.credentials),
+        )
+        return wire.resolution_json(resolution)
+
+    @app.post("/v1/plans")
+    def plan(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
+        """``--dry-run``: the plan and script, nothing created."""
+        planned = lifecycles.plan(
+            body.operation,
+            body.source,
+            name=body.name,
+            role=body.role,
+            arch=body.arch,
+            resolve=body.resolve,
+            unsigned_ok=body.unsigned_ok,
+            group=body.group,
+            credentials=_credentials(body.credentials),
+        )
+        return wire.planned_json(planned)
+
+    @app.post("/v1/lifecycles")
+    def start(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
+        """``import``/``inspect`` without waiting: the answer from the store, the lifecycle
+        joined or submitted, or staged (``submit: false``). A client waits with
+        ``/v1/lifecycles/wait`` and then ``/finish``, echoing ``request``."""
+        credentials = _credentials(body.credentials)
+        request = lifecycles.request(
+            body.operation,
+            body.source,
+            name=body.name,
+            role=body.role,
+            arch=body.arch,
+            resolve=body.resolve,
+            unsigned_ok=body.unsigned_ok,
+            group=body.group,
+            credentials=credentials,
+        )
+        outcome = lifecycles.run(
+            request,
+            submit=body.submit,
+            replace=body.replace,
+            force=body.force,
+            credentials=credentials,
+        )
+        return wire.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
+
+    @app.post("/v1/lifecycles/wait")
+    def wait(body: WaitBody, lifecycles: Verbs) -> dict[str, Any]:
+        """One long poll: the statuses once every job is final, or after ``timeout_s`` (at most
+        25 s) with ``timed_out``; the client asks again to wait longer."""
+        result = lifecycles.wait(body.lifecycle_ids, timeout_s=min(body.timeout_s, MAX_WAIT_S))
+        return wire.wait_json(result)
+
+    @app.get("/v1/lifecycles")
+    def status(
+        lifecycles: Verbs, ids: Annotated[list[str], Query(min_length=1, max_length=1000)]
+    ) -> dict[str, Any]:
+        return {"lifecycles": [wire.status_json(s) for s in lifecycles.status(ids)]}
+
+    @app.post("/v1/lifecycles/{lifecycle_id}/submit")
+    def submit(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        return wire.submission_json(lifecycles.submit(lifecycle_id))
+
+    @app.post("/v1/lifecycles/{lifecycle_id}/finish")
+    def finish(lifecycle_id: str, body: FinishBody, lifecycles: Verbs) -> dict[str, Any]:
+        """Publish a lifecycle whose job succeeded, for the request that started or joined it
+        (the requester is always the one asking)."""
+        from pydantic import ValidationError
+
+        from slurm_image.domain.request import Request
+
+        try:
+            request = Request.model_validate(body.request, strict=False)
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise InvalidRequest(
+                field="request." + ".".join(str(p) for p in first["loc"]), rule=first["msg"]
+            ) from None
+        request = request.model_copy(update={"requester": lifecycles.requester})
+        return wire.outcome_json(lifecycles.finish(lifecycle_id, request, replace=body.replace))
+
+    @app.post("/v1/lifecycles/{lifecycle_id}/publish")
+    def publish(lifecycle_id: str, body: PublishBody, lifecycles: Verbs) -> dict[str, Any]:
+        return wire.alias_record_json(lifecycles.publish(lifecycle_id, replace=body.replace))
+
+    @app.post("/v1/lifecycles/{lifecycle_id}/cancel")
+    def cancel(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        return wire.status_json(lifecycles.cancel(lifecycle_id))
+
+    @app.post("/v1/lifecycles/{lifecycle_id}/cleanup")
+    def cleanup(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        return {"lifecycle_id": lifecycles.cleanup(lifecycle_id)}
+
+    @app.get("/v1/lifecycles/{lifecycle_id}/logs")
+    def logs(lifecycle_id: str, lifecycles: Verbs, follow: bool = False) -> StreamingResponse:
+        """The job's logs as Server-Sent Events: ``log`` events (``{"path", "data_b64"}``) as
+        the logs grow, then one ``end`` (or ``error``, with the error body)."""
+        lifecycles.status([lifecycle_id])  # an unknown lifecycle is a 404, not a stream
+        return StreamingResponse(
+            _log_events(lifecycles, lifecycle_id, follow), media_type="text/event-stream"
+        )
+
+    @app.get("/v1/aliases")
+    def list_aliases(lifecycles: Verbs) -> dict[str, Any]:
+        return {"images": [wire.published_json(p) for p in lifecycles.catalog_list()]}
+
+    @app.get("/v1/aliases/{name}")
+    def show(
+        name: str, lifecycles: Verbs, arch: str | None = None, verify: bool = False
+    ) -> dict[str, Any]:
+        if verify:
+            record = lifecycles.resolve(name, verify=True, arch=arch)
+            return {
+                "verified": wire.alias_record_json(record),
+                "architectures": list(lifecycles.architectures(name)),
+            }
+        return wire.published_json(lifecycles.catalog_show(name, arch=arch))
+
+    @app.delete("/v1/aliases/{name}")
+    def unregister(name: str, lifecycles: Verbs) -> dict[str, Any]:
+        return {"name": lifecycles.unregister(name)}
+
+    @app.get("/v1/outdated")
+    def outdated(
+        lifecycles: Verbs,
+        names: Annotated[list[str] | None, Query(max_length=10000)] = None,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        entries = lifecycles.outdated(names or (), timeout_s=timeout_s)
+        return {"entries": [wire.outdated_json(entry) for entry in entries]}
+
+    @app.get("/v1/history")
+    def history(
+        lifecycles: Verbs, name: str | None = None, since: datetime | None = None
+    ) -> dict[str, Any]:
+        if since is not None and since.tzinfo is None:
+            raise InvalidRequest(field="since", rule="must name its time zone")
+        return wire.history_json(lifecycles.history(name, since=since))
+
+    @app.post("/v1/gc")
+    def gc(body: GcBody, lifecycles: Verbs) -> dict[str, Any]:
+        from slurm_image.domain.publication import parse_age
+
+        removed = lifecycles.gc(older_than=parse_age(body.older_than), dry_run=body.dry_run)
+        return {"removed": [wire.removed_json(item) for item in removed], "dry_run": body.dry_run}
+
+    @app.get("/v1/queue")
+    def queue(lifecycles: Verbs) -> dict[str, Any]:
+        """Who waits for what (Shifter's ``queue``): every lifecycle in flight the requester
+        may see, with its orders."""
+        return {"queue": lifecycles.queue()}
+
+    app.add_middleware(BodyLimit, max_bytes=lambda: gateway.settings.max_body_bytes)
+    return app
+
+
+def _log_events(lifecycles: Lifecycles, lifecycle_id: str, follow: bool) -> Iterator[bytes]:
+    """Run ``Lifecycles.logs`` in a thread of its own and hand its pieces on as events; a
+    client that goes away stops the reading at its next piece."""
+    import base64
+    import json
+    import queue as queues
+
+    pieces: queues.Queue[tuple[str, Any]] = queues.Queue(maxsize=64)
+    gone = threading.Event()
+
+    def write(path: str, data: bytes) -> None:
+        if gone.is_set():
+            raise _ClientGone
+        pieces.put(("log", {"path": path, "data_b64": base64.b64encode(data).decode()}))
+
+    def read() -> None:
+        try:
+            lifecycles.logs(lifecycle_id, write, follow=follow)
+            pieces.put(("end", {}))
+        except _ClientGone:
+            return
+        except Exception as error:  # every failure reaches the client as one error event
+            body = json.loads(bytes(error_response(error).body))
+            pieces.put(("error", body))
+
+    threading.Thread(target=read, daemon=True, name=f"logs-{lifecycle_id}").start()
+    try:
+        while True:
+            kind, data = pieces.get()
+            yield f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+            if kind in ("end", "error"):
+                return
+    finally:
+        gone.set()
+
+
+class _ClientGone(Exception):
+    pass

@@ -1,0 +1,84 @@
+"""What requests to the gateway carry (docs/gateway.md, "The API"): typed bodies that refuse
+unknown fields, each translated into the same arguments the command line gives ``Lifecycles``.
+Their values are checked by the domain's rules when the verb runs, exactly as on the command
+line."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+BODY = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+MAX_TEXT = 4096
+MAX_WAIT_S = 25.0
+"""The longest one long poll of ``wait`` is held; a client asks again for longer waits."""
+
+
+class Credentials(BaseModel):
+    """The requester's own netrc entry for the source's registry (never kept, never
+    printed)."""
+
+    model_config = BODY
+
+    host: str = Field(max_length=MAX_TEXT)
+    login: str = Field(max_length=MAX_TEXT)
+    password: SecretStr = Field(max_length=MAX_TEXT)
+
+
+class LifecycleBody(BaseModel):
+    """``import``/``inspect`` (and their ``--dry-run``): what the command line's options say."""
+
+    model_config = BODY
+
+    operation: Literal["import_oci", "inspect_sqsh"]
+    source: str = Field(max_length=MAX_TEXT)
+    name: str = Field(max_length=MAX_TEXT)
+    role: str = Field(max_length=64)
+    arch: str | None = Field(default=None, max_length=64)
+    resolve: bool = False
+    unsigned_ok: bool = False
+    group: str | None = Field(default=None, max_length=64)
+    credentials: Credentials | None = None
+    submit: bool = True
+    replace: bool = False
+    force: bool = False
+
+
+class FinishBody(BaseModel):
+    """Publish a lifecycle for the request that started or joined it (as its answer gave it)."""
+
+    model_config = BODY
+
+    request: dict[str, Any]
+    replace: bool = False
+
+
+class WaitBody(BaseModel):
+    model_config = BODY
+
+    lifecycle_ids: list[str] = Field(min_length=1, max_length=1000)
+    timeout_s: float = Field(default=MAX_WAIT_S, ge=0, le=MAX_WAIT_S)
+
+
+class ResolveBody(BaseModel):
+    model_config = BODY
+
+    reference: str = Field(max_length=MAX_TEXT)
+    arch: str | None = Field(default=None, max_length=64)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    credentials: Credentials | None = None
+
+
+class PublishBody(BaseModel):
+    model_config = BODY
+
+    replace: bool = False
+
+
+class GcBody(BaseModel):
+    model_config = BODY
+
+    older_than: str = Field(default="7d", max_length=64)
+    dry_run: bool = False

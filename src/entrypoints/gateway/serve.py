@@ -1,0 +1,221 @@
+"""Run the gateway (docs/gateway.md, "Deployment"): its listeners, uvicorn serving the API on
+each, and the store settled when it starts and every ``SETTLE_EVERY_S`` after.
+
+Listeners: ``unix:PATH`` (made 0666 in its directory, made 0755 if missing: the kernel says who
+connects), ``https://HOST:PORT`` (with ``--tls-cert``/``--tls-key``), and ``http://HOST:PORT``
+on a loopback address only. Several at once; the plain ones share one server, the TLS ones
+another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import stat
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import uvicorn
+
+from slurm_image.domain.errors import InvalidRequest
+from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from slurm_image.entrypoints.api import Lifecycles
+
+log = logging.getLogger("slurm_image.gateway")
+
+DEFAULT_SOCKET = "/run/slurm-image/gateway.sock"
+SETTLE_EVERY_S = 10.0
+FIELD = "listen"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Where the gateway listens: ``kind`` is ``unix``, ``http`` (loopback only) or
+    ``https``."""
+
+    kind: str
+    path: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.kind == "https"
+
+    def describe(self) -> str:
+        return (
+            f"unix:{self.path}" if self.kind == "unix" else f"{self.kind}://{self.host}:{self.port}"
+        )
+
+
+def parse_listener(text: str) -> Listener:
+    """``unix:PATH``, ``https://HOST:PORT`` or ``http://127.0.0.1:PORT``; ``InvalidRequest``
+    naming ``listen`` otherwise."""
+    if text.startswith("unix:"):
+        path = text[len("unix:") :]
+        if not path.startswith("/") or "\x00" in path or len(path.encode()) > 107:
+            raise InvalidRequest(
+                field=FIELD, rule="unix:PATH needs an absolute path of at most 107 bytes"
+            )
+        return Listener("unix", path=os.path.normpath(path))
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise InvalidRequest(
+            field=FIELD, rule="must be unix:PATH, https://HOST:PORT or http://127.0.0.1:PORT"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        raise InvalidRequest(field=FIELD, rule=f"{text} names no port")
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise InvalidRequest(
+            field=FIELD,
+            rule="plain HTTP is for a loopback address only (tests); other login nodes use"
+            " https:// with --tls-cert and --tls-key",
+        )
+    return Listener(parts.scheme, host=parts.hostname, port=port)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def bind(listener: Listener) -> socket.socket:
+    """The listening socket of ``listener``: a unix socket replaces a stale one (never a file
+    that is not a socket) and is made 0666."""
+    if listener.kind == "unix":
+        assert listener.path is not None
+        path = Path(listener.path)
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                raise InvalidRequest(field=FIELD, rule=f"{path} exists and is not a socket")
+            path.unlink()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(listener.path)
+        # Anyone may connect: the kernel tells the gateway who did (SO_PEERCRED).
+        path.chmod(0o666)
+    else:
+        assert listener.host is not None and listener.port is not None
+        family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listener.host, listener.port))
+    sock.listen(512)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Settler:
+    """The store settled now and every ``every_s`` in a thread of its own, until stopped."""
+
+    def __init__(self, lifecycles: Lifecycles, every_s: float) -> None:
+        self._lifecycles = lifecycles
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="settle", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                settled = self._lifecycles.settle()
+                if settled.published or settled.closed:
+                    log.info("settled: published %s, closed %s", settled.published, settled.closed)
+            except Exception as error:  # the next pass tries again; the gateway keeps serving
+                log.warning("settling the store failed: %s", error)
+            self._stop.wait(self._every_s)
+
+
+def serve(
+    app: FastAPI,
+    lifecycles: Lifecycles,
+    listeners: Sequence[Listener],
+    *,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    settle_every_s: float = SETTLE_EVERY_S,
+) -> None:
+    """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
+    if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
+        raise InvalidRequest(
+            field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
+        )
+    groups = [
+        (tls, [bind(listener) for listener in listeners if listener.tls is tls])
+        for tls in (False, True)
+    ]
+    servers = []
+    for tls, sockets in groups:
+        if not sockets:
+            continue
+        config = uvicorn.Config(
+            app,
+            http=PeerCredentialsProtocol,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=30,
+            ssl_certfile=tls_cert if tls else None,
+            ssl_keyfile=tls_key if tls else None,
+        )
+        servers.append((QuietServer(config), sockets))
+    settler = _Settler(lifecycles, settle_every_s)
+    settler.start()
+    for listener in listeners:
+        log.warning("slurm-image gateway listening on %s", listener.describe())
+    try:
+        asyncio.run(_serve_all(servers))
+    finally:
+        settler.stop()
+        for listener in listeners:
+            if listener.kind == "unix" and listener.path is not None:
+                with contextlib.suppress(OSError):
+                    Path(listener.path).unlink()
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn's server, leaving the signals to ``_serve_all`` (several share one loop)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _serve_all(servers: list[tuple[QuietServer, list[socket.socket]]]) -> None:
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        for server, _ in servers:
+            server.should_exit = True
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop)
+    from anyio import to_thread
+
+    to_thread.current_default_thread_limiter().total_tokens = 256
+    await asyncio.gather(*(server.serve(sockets=sockets) for server, sockets in servers))

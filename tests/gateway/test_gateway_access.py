@@ -1,0 +1,164 @@
+"""The gateway over real HTTP (tests/gateway_lab.py): who may do what, what the history names,
+what the others see of a private image."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway_lab import PRIVATE_GROUP, SOURCE, GatewayLab, gateway_lab
+from slurm_image.domain.credentials import RegistryCredentials
+from slurm_image.entrypoints.exit_codes import EXIT_FORBIDDEN, EXIT_INVALID
+from slurm_image.entrypoints.remote_error import RemoteError
+
+OTHER_SOURCE = f"registry.example.org/team/other:2@sha256:{'e' * 64}"
+
+
+@pytest.fixture
+def lab() -> Iterator[GatewayLab]:
+    with gateway_lab('admins = ["carol"]') as running:
+        yield running
+
+
+def published(
+    lab: GatewayLab, user: str, name: str, source: str = SOURCE, **options: object
+) -> str:
+    """``user`` imports ``source`` as ``name``, its job succeeds, and it is published."""
+    client = lab.client(user)
+    outcome = client.import_image(source, name=name, role="client", **options)  # type: ignore[arg-type]
+    lab.run_job(outcome.lifecycle_id)
+    client.wait([outcome.lifecycle_id], timeout_s=10)
+    client.publish(outcome.lifecycle_id)
+    return outcome.lifecycle_id
+
+
+def refusal(call: object, *args: object, **kwargs: object) -> RemoteError:
+    with pytest.raises(RemoteError) as raised:
+        call(*args, **kwargs)  # type: ignore[operator]
+    return raised.value
+
+
+def test_the_alias_belongs_to_its_requester_and_the_history_names_them(lab: GatewayLab) -> None:
+    published(lab, "alice", "a")
+    assert lab.alias_file("a")["owner"] == {"user": "alice", "uid": lab.uid("alice")}
+    shown = lab.client("bob").catalog_show("a")
+    assert (shown.owned.user, shown.owned.group) == ("alice", None)
+    events = lab.client("bob").history("a").events
+    assert [(e.event, e.user, e.uid) for e in events] == [("published", "alice", lab.uid("alice"))]
+    assert lab.service not in {event.user for event in events}
+
+
+def test_another_user_may_not_replace_or_unregister_and_is_told_whose_it_is(
+    lab: GatewayLab,
+) -> None:
+    published(lab, "alice", "a")
+    bob = lab.client("bob")
+    refused = refusal(bob.unregister, "a")
+    assert refused.exit_code == EXIT_FORBIDDEN
+    assert "alice" in refused.rule
+    refused = refusal(bob.import_image, OTHER_SOURCE, name="a", role="client", replace=True)
+    assert refused.exit_code == EXIT_FORBIDDEN
+    assert refused.field == "name"
+    assert not list(Path(lab.layout.jobs).iterdir())[1:], "nothing staged for the refused import"
+    assert lab.client("alice").catalog_show("a").record["lifecycle_id"]
+
+
+def test_the_owner_the_group_and_the_admins_may_change_an_alias(lab: GatewayLab) -> None:
+    published(lab, "alice", "a", group="physics")
+    assert lab.client("bob").unregister("a") == "a"  # bob is in physics
+    published(lab, "alice", "b")
+    assert lab.client("carol").unregister("b") == "b"  # carol is an admin
+    published(lab, "alice", "c")
+    assert lab.client("alice").unregister("c") == "c"
+
+
+def test_a_group_the_requester_is_not_in_is_refused_before_anything_is_staged(
+    lab: GatewayLab,
+) -> None:
+    refused = refusal(
+        lab.client("dave").import_image, SOURCE, name="a", role="client", group="physics"
+    )
+    assert (refused.exit_code, refused.field) == (EXIT_FORBIDDEN, "group")
+    assert not Path(lab.layout.jobs).exists() or not list(Path(lab.layout.jobs).iterdir())
+
+
+def test_gc_is_for_the_admins(lab: GatewayLab) -> None:
+    refused = refusal(lab.client("alice").gc, older_than=__import__("datetime").timedelta(days=7))
+    assert (refused.exit_code, refused.field) == (EXIT_FORBIDDEN, "gc")
+    assert lab.client("carol").gc(older_than=__import__("datetime").timedelta(days=7)) == []
+
+
+def private_import(lab: GatewayLab, user: str = "alice", group: str = PRIVATE_GROUP) -> str:
+    client = lab.client(user)
+    login = RegistryCredentials(host="registry.example.org", login=user, password="s3cret-pw")
+    outcome = client.import_image(
+        SOURCE, name="secret", role="client", group=group, credentials=login
+    )
+    lab.run_job(outcome.lifecycle_id)
+    client.wait([outcome.lifecycle_id], timeout_s=10)
+    client.publish(outcome.lifecycle_id)
+    return outcome.lifecycle_id
+
+
+def test_a_private_image_is_its_groups_alone_and_404_to_everyone_else(lab: GatewayLab) -> None:
+    private_import(lab)
+    alias = Path(lab.layout.alias("secret")).stat()
+    assert stat.S_IMODE(alias.st_mode) == 0o640 and alias.st_gid == 1
+    entry = lab.client("alice").catalog_show("secret")
+    artifact = Path(str(entry.record["path"])).stat()
+    assert stat.S_IMODE(artifact.st_mode) == 0o440 and artifact.st_gid == 1
+    bob = lab.client("bob")
+    assert refusal(bob.catalog_show, "secret").exit_code == EXIT_INVALID
+    assert "secret" not in [p.record["name"] for p in bob.catalog_list()]
+    assert refusal(bob.history, "secret").exit_code == EXIT_INVALID
+    assert all(event.alias != "secret" for event in bob.history().events)
+    assert refusal(bob.unregister, "secret").exit_code == EXIT_INVALID
+    assert [e.alias for e in lab.client("alice").history().events] == ["secret"]
+
+
+def test_the_password_is_staged_for_the_job_and_never_kept(lab: GatewayLab) -> None:
+    lifecycle_id = private_import(lab)
+    plan = (Path(lab.layout.jobs) / lifecycle_id / "plan.json").read_text()
+    assert "s3cret-pw" not in plan
+    assert '"credentials_host": "registry.example.org"' in plan
+    for path in Path(lab.layout.images).rglob("*"):
+        if path.is_file() and path.name != ".credentials":
+            assert b"s3cret-pw" not in path.read_bytes(), path
+
+
+def test_a_private_import_must_name_a_group_the_gateway_can_keep_it_for(lab: GatewayLab) -> None:
+    login = RegistryCredentials(host="registry.example.org", login="alice", password="pw")
+    client = lab.client("alice")
+    refused = refusal(client.import_image, SOURCE, name="s", role="client", credentials=login)
+    assert (refused.exit_code, refused.field) == (EXIT_INVALID, "group")
+    refused = refusal(
+        client.import_image, SOURCE, name="s", role="client", group="physics", credentials=login
+    )
+    assert (refused.exit_code, refused.field) == (EXIT_FORBIDDEN, "group")
+    assert lab.service in refused.rule
+    other = RegistryCredentials(host="other.example.org", login="alice", password="pw")
+    refused = refusal(
+        client.import_image, SOURCE, name="s", role="client", group=PRIVATE_GROUP, credentials=other
+    )
+    assert (refused.exit_code, refused.field) == (EXIT_INVALID, "credentials")
+
+
+def test_a_private_source_answers_only_its_group_from_the_store(lab: GatewayLab) -> None:
+    private_import(lab)
+    jobs = len(lab.scheduler.jobs)
+    outcome = lab.client("bob").import_image(SOURCE, name="mine", role="client")
+    assert not outcome.from_store
+    assert len(lab.scheduler.jobs) == jobs + 1, "bob's import runs its own job"
+
+
+def test_the_service_account_runs_every_job_and_the_comment_names_the_requester(
+    lab: GatewayLab,
+) -> None:
+    outcome = lab.client("alice").import_image(SOURCE, name="a", role="client")
+    job = lab.scheduler.job(outcome.job_id or "")
+    assert job.spec.comment == f"slurm-image:{outcome.lifecycle_id};requester=alice"
+    assert os.getuid() == lab.uid(lab.service)

@@ -1,0 +1,160 @@
+"""Where the gateway listens and what the kernel says about who connects: the listeners' rules,
+peer credentials on a real unix socket (a forked child as another uid), the command line over
+the gateway with the same output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import slurm_image.entrypoints.cli as cli
+import slurm_image.entrypoints.command_api as command_api
+from gateway_lab import SOURCE, GatewayLab, gateway_lab
+from slurm_image.domain.errors import InvalidRequest
+from slurm_image.entrypoints.gateway.peer import peer_credentials
+from slurm_image.entrypoints.gateway.serve import parse_listener
+from slurm_image.entrypoints.remote import Gateway, RemoteLifecycles
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("unix:/run/slurm-image/gateway.sock", "unix"),
+        ("https://login1.example.org:8443", "https"),
+        ("http://127.0.0.1:8080", "http"),
+        ("http://[::1]:8080", "http"),
+    ],
+)
+def test_a_listener_is_a_socket_https_or_loopback_http(text: str, kind: str) -> None:
+    assert parse_listener(text).kind == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "unix:relative.sock",
+        "http://10.0.0.1:8080",
+        "http://login1.example.org:8080",
+        "https://login1.example.org",
+        "ftp://x:1",
+        "unix:/" + "x" * 200,
+    ],
+)
+def test_anything_else_is_refused_naming_listen(text: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_listener(text)
+    assert refused.value.field == "listen"
+
+
+def test_peer_credentials_are_the_kernels_word() -> None:
+    one, other = socket.socketpair(socket.AF_UNIX)
+    with one, other:
+        peer = peer_credentials(one)
+    assert (peer.pid, peer.uid, peer.gid) == (os.getpid(), os.getuid(), os.getgid())
+
+
+@pytest.fixture
+def lab() -> Iterator[GatewayLab]:
+    with gateway_lab("requests_per_minute = 100000") as running:
+        yield running
+
+
+def as_uid(uid: int, call: Any) -> Any:
+    """``call()`` in a forked child that became ``uid``; its JSON-able result."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            data = json.dumps(call()).encode()
+        except BaseException as error:
+            data = json.dumps({"error": repr(error)}).encode()
+        os.write(write, data)
+        os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 65536):
+        chunks.append(chunk)
+    os.close(read)
+    os.waitpid(child, 0)
+    return json.loads(b"".join(chunks))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another uid needs root")
+def test_on_the_unix_socket_the_requester_is_the_connecting_processes_uid(lab: GatewayLab) -> None:
+    def import_as_alice() -> Any:
+        client = RemoteLifecycles(Gateway(f"unix:{lab.socket}"))
+        return client.import_image(SOURCE, name="a", role="client").lifecycle_id
+
+    lifecycle_id = as_uid(lab.uid("alice"), import_as_alice)
+    assert isinstance(lifecycle_id, str), lifecycle_id
+    assert lab.plan(lifecycle_id).request.requester.user == "alice"
+    forged = httpx.Client(transport=httpx.HTTPTransport(uds=lab.socket))
+    answer = forged.get(
+        "http://gateway/v1/queue", headers={"Authorization": f"Munge {lab.credential('bob')}"}
+    )
+    assert answer.status_code == 200
+    orders = answer.json()["queue"][0]["orders"]
+    assert orders[0]["requester"] == "alice"
+    assert Path(lab.socket).stat().st_mode & 0o777 == 0o666
+
+
+def cli_run(capsys: Any, *args: str) -> tuple[int, str, str]:
+    try:
+        cli.main(list(args))
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_line_over_the_gateway_prints_and_exits_as_locally(
+    lab: GatewayLab, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    clients = {"who": "alice"}
+    monkeypatch.setattr(command_api, "remote", lambda url: lab.client(clients["who"]))
+    code, out, _ = cli_run(
+        capsys, "--gateway", lab.url, "--json", "import", SOURCE, "--name", "a", "--role", "client"
+    )
+    assert code == 0
+    started = json.loads(out)
+    assert started["state"] == "SUBMITTED" and started["job_id"]
+    lab.run_job(started["lifecycle_id"])
+    code, out, _ = cli_run(capsys, "--gateway", lab.url, "wait", started["lifecycle_id"])
+    assert code == 0 and "COMPLETED" in out
+    code, out, _ = cli_run(
+        capsys, "--gateway", lab.url, "--json", "publish", started["lifecycle_id"]
+    )
+    assert code == 0 and json.loads(out)["name"] == "a"
+    code, out, _ = cli_run(capsys, "--gateway", lab.url, "--json", "list")
+    (image,) = json.loads(out)["images"]
+    assert (image["name"], image["owner"], image["group"]) == ("a", "alice", None)
+    clients["who"] = "bob"
+    code, _, err = cli_run(capsys, "--gateway", lab.url, "unregister", "a")
+    assert code == 11
+    assert err.startswith("slurm-image: error: name: unregistering a is for alice")
+    code, _, err = cli_run(capsys, "--gateway", lab.url, "show", "nope")
+    assert code == 2 and "no alias nope" in err
+    code, out, _ = cli_run(capsys, "--gateway", lab.url, "--json", "history", "a")
+    assert [e["user"] for e in json.loads(out)["events"]] == ["alice"]
+
+
+def test_a_gateway_that_cannot_be_reached_is_exit_3(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("slurm_image.entrypoints.remote.UNREACHABLE_GRACE_S", 0.5)
+    code, _, err = cli_run(capsys, "--gateway", f"unix:{tmp_path}/none.sock", "list")
+    assert code == 3
+    assert "cannot be reached" in err
