@@ -14,18 +14,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from slurm_image.domain.errors import DomainError
+
 JSON_DEPTH_MAX = 32
 """The deepest nesting of arrays and objects read from a registry."""
 
 
-class UnreadableJson(ValueError):
+class UnreadableJson(DomainError):
     """Bytes that are not JSON, or nest deeper than ``JSON_DEPTH_MAX``: ``reason`` says which,
     as the end of a sentence about them ("the answer " + reason). Never leaves the domain: each
     reader raises its own error with it."""
 
     def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
+        super().__init__(field="json", rule=reason)
 
 
 def _too_deep(value: object, limit: int) -> bool:
