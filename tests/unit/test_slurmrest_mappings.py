@@ -7,7 +7,7 @@ documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from re
 project's local clusters (``local-slurmrestd-<release>__<version>__<what>[-http-<status>]``:
 22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42; 26.05.5 on v0.0.42 to v0.0.45, with
 the excerpt of the specification it serves; by tests/fixtures/slurmrest/record_local.py). The
-job times are in the 22.05.8 and 24.11.5 answers and in the SlinkyProject excerpts of v0.0.41,
+job times are in every recorded job answer and in the SlinkyProject excerpts of v0.0.41,
 v0.0.43, v0.0.44 and v0.0.45.
 """
 
@@ -196,13 +196,7 @@ def test_answers_recorded_live(release: str, version: str) -> None:
     assert cancelled.status.state is JobState.CANCELLED
 
 
-# Recorded with start_time and end_time (record_local.py keeps them since job times are read);
-# the 26.05.5 answers were recorded before, and their versions' times are checked against the
-# published specifications below and on the cluster by tests/integration/test_rest_every_version.py.
-LIVE_WITH_TIMES = [(release, version) for release, version in LIVE if release != "26.05.5"]
-
-
-@pytest.mark.parametrize(("release", "version"), LIVE_WITH_TIMES)
+@pytest.mark.parametrize(("release", "version"), LIVE)
 def test_job_times_recorded_live(release: str, version: str) -> None:
     mapping = mapping_for(version)
     for what in ("job-failed-exit-3", "job-signalled-9", "job-cancelled-running"):
