@@ -1,6 +1,7 @@
 """One benchmark of the whole product: every figure a ratio against a baseline of the same run.
 
-Usage: .venv/bin/python bench/run.py [--quick | --smoke] [--big | --big-only] [--json]
+Usage: .venv/bin/python bench/run.py [--quick | --smoke] [--big | --big-only | --gateway-only]
+                                     [--json]
 
 Run it with the interpreter of the environment the product is installed in (``pip install
 .``; the test extra is not needed): it imports ``slurm_image`` as installed, times the
@@ -12,7 +13,8 @@ figure is a ratio of medians.
 
 ``--smoke`` is one round of everything on small inputs (a check that the bench runs, not a
 measurement); ``--big`` adds the big-image workload (bench/big_image.py: a generated image of
-about 2.2 GB in the local registry, minutes per round), ``--big-only`` runs it alone.
+about 2.2 GB in the local registry, minutes per round), ``--big-only`` runs it alone;
+``--gateway-only`` runs the gateway's figures alone, on a store built for them.
 
 Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
   hash_vs_openssl        Sha256Hasher's throughput / ``openssl dgst -sha256``'s, large file
@@ -29,6 +31,24 @@ Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
   job_vs_bare_enroot     the rendered inspect job / ``enroot create`` + ``start python3 -c
                          pass`` + ``remove`` on the same image, both with the stand-in
   publish_per_second     publications per second into a local workspace
+  gateway_show_per_second, gateway_show_p50_ms, gateway_show_p99_ms
+                         ``slurm-image serve`` (a process, on a unix socket, over the store of
+                         ``show_vs_python``) asked ``GET /v1/aliases/NAME`` by 50 concurrent
+                         clients: requests per second, latency percentiles (bench/gateway.py)
+  gateway_show_vs_cli    the gateway's p50 ``show`` under that load / ``slurm-image show NAME
+                         --json``'s wall time (``gateway_cli_show_ms``), in the same run
+  gateway_list_per_second, gateway_list_p50_ms, gateway_list_p99_ms
+                         the same for ``GET /v1/aliases`` (the whole catalog) over a store of
+                         ``gateway_list_aliases`` aliases
+  gateway_{show,list}_server_cpu, gateway_{show,list}_client_cpu
+                         CPU seconds per second of the load spent by the server and by the
+                         load generator (1.0: one core): which side saturated
+  gateway_{show,list}_server_cpu_ms   the server's CPU time per request
+  gateway_idle_show_ms   one ``show`` of the same gateway asked by one client alone
+  gateway_coalesced_jobs_for_10_imports   jobs submitted for 10 concurrent imports of one
+                         digest by 10 requesters through the gateway (must be 1); with
+                         ``gateway_coalesce_joined_s`` (until all ten were answered) and
+                         ``gateway_coalesce_published_s`` (the job's end until all ten aliases)
 
 Also printed: ``python_ms`` (the baseline), ``seconds`` (the run's wall time), and two floors
 below which no command that validates with the domain's models through the container can go:
@@ -57,7 +77,7 @@ from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
-sys.path.insert(0, str(HERE))  # bench/workloads.py, bench/batch.py
+sys.path.insert(0, str(HERE))  # bench/workloads.py, bench/batch.py, bench/gateway.py
 
 from batch import (  # noqa: E402
     ENROOT_IMPORT_MARKERS,
@@ -71,6 +91,7 @@ from batch import (  # noqa: E402
 )
 from workloads import BigImageSpec, Site, bench_image, big_images  # noqa: E402
 
+from gateway import Catalog, LoadSizes, coalescing_figures, under_load  # noqa: E402
 from slurm_image.adapters.local_store import LocalStore  # noqa: E402
 from slurm_image.adapters.memory import FakeSubmitter  # noqa: E402
 from slurm_image.adapters.sha256_hasher import Sha256Hasher  # noqa: E402
@@ -92,6 +113,10 @@ GOALS: dict[str, tuple[str, float]] = {
     "job_vs_bare_enroot": ("<=", 1.2),
     "big_job_vs_bare_import": ("<=", 1.10),
     "big_second_vs_first_job": ("<=", 0.6),
+    "gateway_show_p99_ms": ("<=", 50),
+    "gateway_show_per_second": (">=", 500),
+    "gateway_show_vs_cli": ("<=", 0.1),
+    "gateway_coalesced_jobs_for_10_imports": ("==", 1),
 }
 
 BIN = Path(sys.executable).parent
@@ -299,16 +324,18 @@ def scheduler_calls_per_poll(site: Site, jobs: int) -> int:
 
 
 def publications(site: Site, count: int) -> tuple[float, list[str]]:
-    """Publications per second: finished attempts published one after another."""
+    """Publications per second: finished attempts published one after another; and the
+    aliases they published."""
     sqsh = b"hsqs" + bytes(60) + os.urandom(4096)
-    ids = [site.publish_finished(f"pub{i:03d}", sqsh) for i in range(count)]
+    names = [f"pub{i:03d}" for i in range(count)]
+    ids = [site.publish_finished(name, sqsh) for name in names]
 
     def publish_all() -> None:
         for lifecycle_id in ids:
             site.publish(lifecycle_id)
 
     elapsed = _timed(publish_all)
-    return count / elapsed, ids
+    return count / elapsed, names
 
 
 # -- the job ---------------------------------------------------------------------------------
@@ -523,12 +550,13 @@ class Sizes(NamedTuple):
     hash_rounds: int
     job_rounds: int
     history_events: int
+    gateway: LoadSizes
 
 
 SIZES = {
-    "smoke": Sizes(1, 16, 20, 3, 1, 1, 100),
-    "quick": Sizes(5, 256, 1000, 20, 5, 5, 50000),
-    "full": Sizes(11, 1024, 1000, 100, 9, 9, 50000),
+    "smoke": Sizes(1, 16, 20, 3, 1, 1, 100, LoadSizes(50, 50, 0, 50, 1)),
+    "quick": Sizes(5, 256, 1000, 20, 5, 5, 50000, LoadSizes(50, 3000, 100, 50, 5)),
+    "full": Sizes(11, 1024, 1000, 100, 9, 9, 50000, LoadSizes(50, 10000, 100, 200, 11)),
 }
 
 
@@ -536,19 +564,18 @@ def small_figures(base: Path, sizes: Sizes) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     site = Site(base / "site")
     sqsh = b"hsqs" + bytes(60) + os.urandom(1 << 16)
-    site.publish(site.publish_finished("alias0000", sqsh))
-    for i in range(1, sizes.aliases):
-        site.alias(f"alias{i:04d}")
-    per_second, _ = publications(site, sizes.publications)
+    names = [f"alias{i:04d}" for i in range(sizes.aliases)]
+    site.publish(site.publish_finished(names[0], sqsh))
+    for name in names[1:]:
+        site.alias(name)
+    per_second, published = publications(site, sizes.publications)
     figures["scheduler_calls_per_poll_100_jobs"] = scheduler_calls_per_poll(site, 100)
     site.long_history(sizes.history_events)
     startup, script = commands(
-        site,
-        sizes.command_rounds,
-        f"alias{sizes.aliases // 2:04d}",
-        sizes.aliases + sizes.publications,
+        site, sizes.command_rounds, names[len(names) // 2], len(names) + len(published)
     )
     figures |= startup
+    figures |= gateway_figures(base, site, names + published, sizes)
     big = base / "large.bin"
     with big.open("wb") as handle:
         for _ in range(sizes.hash_mib):
@@ -559,6 +586,31 @@ def small_figures(base: Path, sizes: Sizes) -> dict[str, Any]:
     figures |= job_figures(base / "job", sizes.job_rounds)
     figures["publish_per_second"] = per_second
     return figures
+
+
+def gateway_figures(base: Path, site: Site, names: list[str], sizes: Sizes) -> dict[str, Any]:
+    """The gateway over ``site``'s store (its aliases ``names``) under load, beside the command
+    line's ``show``, and ten requesters' imports of one digest (bench/gateway.py)."""
+    shown = Catalog(site, names)
+    listed = shown
+    if sizes.gateway.list_aliases:
+        other = Site(base / "list-site")
+        listed = Catalog(other, [f"alias{i:04d}" for i in range(sizes.gateway.list_aliases)])
+        other.publish(other.publish_finished(listed.names[0], b"hsqs" + bytes(60) + b"list"))
+        for name in listed.names[1:]:
+            other.alias(name)
+    figures = under_load(shown, listed, sizes.gateway, cli=CLI, env=ENV, rounds=rounds)
+    return figures | coalescing_figures(base / "coalescing")
+
+
+def gateway_alone(base: Path, sizes: Sizes) -> dict[str, Any]:
+    """``gateway_figures`` on a store of ``sizes.aliases`` aliases built for them."""
+    site = Site(base / "site")
+    names = [f"alias{i:04d}" for i in range(sizes.aliases)]
+    site.publish(site.publish_finished(names[0], b"hsqs" + bytes(60) + os.urandom(1 << 16)))
+    for name in names[1:]:
+        site.alias(name)
+    return gateway_figures(base, site, names, sizes)
 
 
 def _progress(message: str) -> None:
@@ -588,6 +640,9 @@ def main() -> int:
         action="store_true",
         help="run the big jobs as root (the unpack path) even where an ordinary user's would mount",
     )
+    big.add_argument(
+        "--gateway-only", action="store_true", help="only the gateway's figures (a store built)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args()
     missing = sorted({package for tool, package in NEEDED.items() if not shutil.which(tool)})
@@ -600,7 +655,9 @@ def main() -> int:
         base = Path(tmp)
         # A root job runs the image's side as an unprivileged id, which must reach the stand-in.
         base.chmod(0o755)
-        if not args.big_only:
+        if args.gateway_only:
+            figures |= gateway_alone(base, sizes)
+        elif not args.big_only:
             figures |= small_figures(base, sizes)
         if args.big or args.big_only:
             (base / "big").mkdir()
@@ -617,7 +674,13 @@ def main() -> int:
         verdict = ""
         if goal is not None:
             kind, bound = goal
-            met = value >= bound if kind == ">=" else value <= bound
+            met = (
+                value >= bound
+                if kind == ">="
+                else value <= bound
+                if kind == "<="
+                else value == bound
+            )
             verdict = f"  (goal {kind} {bound}: {'met' if met else 'MISSED'})"
         print(f"{key:36} {value}{verdict}")
     return 0

@@ -181,8 +181,16 @@ class GatewayLab:
         plan = self.plan(lifecycle_id)
         return next(j.job_id for j in self.scheduler.jobs.values() if j.spec.comment == plan.marker)
 
-    def run_job(self, lifecycle_id: str, *, exit_code: int = 0, sqsh: bytes = SQSH) -> None:
-        """What the job leaves when it succeeds (or only its exit code when it fails)."""
+    def run_job(
+        self,
+        lifecycle_id: str,
+        *,
+        exit_code: int = 0,
+        sqsh: bytes = SQSH,
+        inspection_record: bytes | None = None,
+    ) -> None:
+        """What the job leaves when it succeeds (or only its exit code when it fails):
+        ``inspection_record`` is the inspector's record (default: ``publish_support``'s)."""
         plan = self.plan(lifecycle_id)
         job_dir = Path(plan.paths.job_dir)
         if exit_code == 0:
@@ -190,7 +198,8 @@ class GatewayLab:
             Path(plan.paths.sqsh).write_bytes(sqsh)
             assert plan.source_digest is not None
             (job_dir / "chain.json").write_bytes(chain_json(plan.source_digest))
-            Path(plan.paths.result).write_bytes(inspection(plan.request.role, sqsh))
+            record = inspection_record or inspection(plan.request.role, sqsh)
+            Path(plan.paths.result).write_bytes(record)
         self.scheduler.finish(self.job_of(lifecycle_id), exit_code)
 
     def alias_file(self, name: str) -> dict[str, Any]:

@@ -135,11 +135,13 @@ class CatalogReader:
     def list(self) -> list[PublishedAlias]:
         """Every entry of every alias."""
         found: list[PublishedAlias] = []
-        for entries in self.each(self._checked_entries):
+        for entries in self.each(self.every_entry):
             found.extend(entries)
         return found
 
-    def _checked_entries(self, name: str) -> tuple[PublishedAlias, ...]:
+    def every_entry(self, name: str) -> tuple[PublishedAlias, ...]:
+        """Every entry of ``name``, one per architecture, each artifact checked as ``show``
+        checks it."""
         entries = self.entries(name).entries
         for entry in entries:
             require_unchangeable(self._store, entry.record["path"])

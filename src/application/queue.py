@@ -1,14 +1,14 @@
 """Who waits for what (docs/gateway.md, "Many users at once"; Shifter's ``queue``): every
-lifecycle in flight the requester may see, its job's state and phase, and every order waiting on
-it."""
+lifecycle in flight the requester may see, its job's state, phase and progress counters, and every
+order waiting on it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slurm_image.application.catalog_reader import Sees
 from slurm_image.application.orders import Orders
 from slurm_image.application.status import LifecycleStatus, Statuses
-from slurm_image.domain.access import Access
 from slurm_image.domain.errors import SlurmImageError
 from slurm_image.domain.orders import OrderBook
 
@@ -31,6 +31,7 @@ class Queued:
             "job_id": status.job_id if status is not None else None,
             "state": str(status.state) if status is not None else None,
             "phase": progress.phase if progress is not None else None,
+            "progress": progress.counters() if progress is not None else None,
             "orders": [
                 {
                     "alias": order.request.name,
@@ -43,18 +44,18 @@ class Queued:
 
 
 class Queue:
-    """The lifecycles in flight, as ``access``'s requester may see them (None: all)."""
+    """The lifecycles in flight that ``sees`` lets the reader know of (None: all)."""
 
-    def __init__(self, orders: Orders, statuses: Statuses, access: Access | None = None) -> None:
+    def __init__(self, orders: Orders, statuses: Statuses, sees: Sees | None = None) -> None:
         self._orders = orders
         self._statuses = statuses
-        self._access = access
+        self._sees = sees
 
     def __call__(self) -> list[Queued]:
         books = [
             book
             for book in self._orders.open_books()
-            if self._access is None or self._access.sees(book.ownership)
+            if self._sees is None or self._sees(book.ownership)
         ]
         found: list[Queued] = []
         for book in books:

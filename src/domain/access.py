@@ -9,6 +9,8 @@
   and the admins'. An alias published before owners were recorded is the store owner's.
 - A private alias (published with the requester's own registry credentials) is seen only by
   its group, its owner and the admins; to anyone else it does not exist.
+- A reader with no identity (``[gateway] public_catalog``, the catalog's static pages) sees every
+  alias and lifecycle but the private ones (``seen_by_anyone``).
 """
 
 from __future__ import annotations
@@ -104,3 +106,9 @@ class Access:
     def sees(self, ownership: Ownership) -> bool:
         """Whether the requester may know the alias or lifecycle exists."""
         return not ownership.private or self.owns(ownership)
+
+
+def seen_by_anyone(ownership: Ownership) -> bool:
+    """Whether a reader with no identity may know the alias or lifecycle exists: anything but a
+    private one (the catalog's public pages, docs/gateway.md, "The catalog page")."""
+    return not ownership.private

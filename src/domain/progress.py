@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.model_config import FROZEN
+from slurm_image.domain.sizes import for_person
 
 PROGRESS_MAX_BYTES = 4096
 Phase = Literal[
@@ -66,18 +67,10 @@ class JobProgress(BaseModel):
         if self.layers_total is not None:
             words.append(f"{self.layers_done}/{self.layers_total} layers")
         if self.bytes_total is not None and self.bytes_done is not None:
-            words.append(f"{_size(self.bytes_done)} of {_size(self.bytes_total)}")
+            words.append(f"{for_person(self.bytes_done)} of {for_person(self.bytes_total)}")
         if self.ended == "failed":
             words.append(f"failed (exit {self.exit_code})")
         return " ".join(words)
-
-
-def _size(count: int) -> str:
-    """Bytes for a person, in decimal units."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
 
 
 def load_progress(data: bytes) -> JobProgress:

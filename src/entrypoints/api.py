@@ -81,6 +81,34 @@ def make_request(
     )
 
 
+class Reading:
+    """What the catalog's pages read (docs/gateway.md, "The catalog page"): the published
+    aliases, the history and the lifecycles in flight, as one reader may see them (the rules are
+    the container's: ``Lifecycles.acting_for``, ``Lifecycles.for_anyone``). Nothing here changes
+    anything."""
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+
+    def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
+        if arch is not None:
+            check_architecture(arch)
+        return self._container.catalog_reader().show(name, arch=arch)
+
+    def catalog_list(self) -> list[PublishedAlias]:
+        return self._container.catalog_reader().list()
+
+    def catalog_entries(self, name: str) -> tuple[PublishedAlias, ...]:
+        """Every entry of ``name``, one per architecture."""
+        return self._container.catalog_reader().every_entry(name)
+
+    def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
+        return self._container.read_history()(name, since=since)
+
+    def queue(self) -> list[dict[str, object]]:
+        return [queued.as_dict() for queued in self._container.queue()()]
+
+
 class Lifecycles:
     """Every verb of the product for one site profile (see the module docstring)."""
 
@@ -108,6 +136,18 @@ class Lifecycles:
         actor = Actor(user=requester.user, uid=requester.uid, host=host)
         child = acting_for(self.container, actor, requester)
         return Lifecycles(self.profile, self.selection, child, requester)
+
+    def for_anyone(self) -> Reading:
+        """The reads a reader with no identity may make (``[gateway] public_catalog``, the
+        catalog's static pages): every alias, event and lifecycle but the private ones
+        (``domain.access.seen_by_anyone``), and no verb that changes anything."""
+        from slurm_image.entrypoints.container import for_anyone
+
+        return Reading(for_anyone(self.container))
+
+    def reading(self) -> Reading:
+        """The reads of the catalog's pages, as these verbs' requester may see them."""
+        return Reading(self.container)
 
     @classmethod
     def from_profile(
@@ -449,18 +489,16 @@ class Lifecycles:
     def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
         """``show NAME`` as launchers read it: the entry for ``arch`` (else this machine's) as
         published, with every architecture the alias has and who it belongs to."""
-        if arch is not None:
-            check_architecture(arch)
-        return self.container.catalog_reader().show(name, arch=arch)
+        return self.reading().catalog_show(name, arch=arch)
 
     def catalog_list(self) -> list[PublishedAlias]:
         """``list``: every entry of every alias the requester may see, as published."""
-        return self.container.catalog_reader().list()
+        return self.reading().catalog_list()
 
     def queue(self) -> list[dict[str, object]]:
-        """Every lifecycle in flight the requester may see, with the orders waiting on it
-        (``application.queue``)."""
-        return [queued.as_dict() for queued in self.container.queue()()]
+        """Every lifecycle in flight the requester may see, with the orders waiting on it and
+        its progress counters (``application.queue``)."""
+        return self.reading().queue()
 
     def open_store(self) -> None:
         """Ready to serve many requests at once (``slurm-image serve``): every shared adapter
@@ -491,7 +529,7 @@ class Lifecycles:
         """The store's history, oldest first: every event (or those of the alias ``name``) at
         or after ``since`` (aware), and how many lines were no event
         (``application.read_history.ReadHistory``)."""
-        return self.container.read_history()(name, since=since)
+        return self.reading().history(name, since=since)
 
     def metrics(self) -> StoreMetrics:
         """The store's figures (``application.metrics``): aliases, artifacts, the layer cache,

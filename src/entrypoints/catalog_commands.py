@@ -1,6 +1,7 @@
 """The commands of the store and the workspace: ``publish`` a finished attempt, ``show`` and
 ``list`` the published aliases (through the catalog reader alone, unless ``show --verify``),
-``unregister`` an alias, remove an attempt (``cleanup``) or what nothing refers to (``gc``)."""
+``catalog --html`` writes them as web pages, ``unregister`` an alias, remove an attempt
+(``cleanup``) or what nothing refers to (``gc``)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,36 @@ def list_command(options: Options, args: Namespace) -> None:
     )
     names = dict.fromkeys(row[0] for row in rows)
     emit(options, {"images": summaries}, human, "\n".join(names))
+
+
+def catalog_command(options: Options, args: Namespace) -> None:
+    """Write the catalog as web pages into DIR (index.html, one page per alias): what anyone
+    may see of this machine's store, for a site's own web server."""
+    from slurm_image.domain.errors import InvalidRequest
+    from slurm_image.entrypoints.command_api import gateway_url
+
+    try:
+        if gateway_url(options) is not None:
+            raise InvalidRequest(
+                field="gateway",
+                rule="catalog --html reads this machine's store (--gateway local); the gateway"
+                " serves the same pages itself",
+            )
+        from slurm_image.entrypoints.api import Lifecycles
+        from slurm_image.entrypoints.pages.export import export
+        from slurm_image.entrypoints.pages.views import this_machine
+
+        reading = Lifecycles.from_profile(options.profile, cluster=options.cluster).for_anyone()
+        exported = export(reading, args.html, this_machine())
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    removed = f"; removed {len(exported.removed)} of aliases gone" if exported.removed else ""
+    emit(
+        options,
+        {"directory": exported.directory, "pages": exported.pages, "removed": exported.removed},
+        f"wrote {len(exported.pages)} pages into {exported.directory}{removed}",
+        exported.directory,
+    )
 
 
 def unregister_command(options: Options, args: Namespace) -> None:

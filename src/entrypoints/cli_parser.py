@@ -18,6 +18,7 @@ from slurm_image.entrypoints import (
 )
 from slurm_image.entrypoints.arguments import Options
 from slurm_image.entrypoints.catalog_commands import (
+    catalog_command,
     cleanup_command,
     gc_command,
     list_command,
@@ -168,6 +169,14 @@ def build() -> arguments.Parser:
     )
     _arch(shown, "The alias's image for A (default: this machine's architecture).")
     _command(commands, "list", list_command, _doc(list_command))
+    pages = _command(commands, "catalog", catalog_command, _doc(catalog_command))
+    pages.add_argument(
+        "--html",
+        metavar="DIR",
+        required=True,
+        help="The folder to write the pages into (made when missing; its alias pages of aliases"
+        " no longer published are removed).",
+    )
     resolving = _command(commands, "resolve", resolve_command, _doc(resolve_command))
     resolving.add_argument("reference", metavar="REFERENCE", help="registry/repo:tag")
     _arch(resolving, "Also name the manifest an import for A gets (x86_64, aarch64, ppc64le).")

@@ -123,8 +123,11 @@ class Container(containers.DeclarativeContainer):
     # The requester a front end acts for (``acting_for``); None: this process's own account,
     # which owns the store and may do everything.
     caller: providers.Object[Requester | None] = providers.Object(None)
+    # A reader with no identity (``[gateway] public_catalog``; ``Lifecycles.for_anyone``): the
+    # catalog, the history and the queue without anything private.
+    anyone = providers.Object(False)
     access = providers.Singleton(make.access, permissions=permissions, caller=caller)
-    sees = providers.Callable(make.sees, access=access, caller=caller)
+    sees = providers.Callable(make.sees, access=access, caller=caller, anyone=anyone)
     # One job for many requests of one image (docs/gateway.md, "Many users at once").
     orders = providers.Singleton(make.orders, store=store, clock=clock)
     # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
@@ -169,7 +172,7 @@ class Container(containers.DeclarativeContainer):
     settle = providers.Factory(
         make.settle, orders=orders, statuses=observe, publish=publish.provider
     )
-    queue = providers.Factory(make.queue, orders=orders, statuses=observe, access=access)
+    queue = providers.Factory(make.queue, orders=orders, statuses=observe, sees=sees)
     lifecycle = providers.Factory(
         make.lifecycle,
         prepare=prepare.provider,
@@ -189,7 +192,7 @@ class Container(containers.DeclarativeContainer):
         make.read_history,
         history=history_reader,
         hidden=providers.Callable(
-            make.hidden_aliases, catalog_reader=catalog_reader, caller=caller
+            make.hidden_aliases, catalog_reader=catalog_reader, caller=caller, anyone=anyone
         ),
     )
     # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
@@ -243,17 +246,31 @@ def build_shared(container: Container) -> None:
         getattr(container, name)()
 
 
-def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
-    """A container whose use cases act for ``requester`` (a request through the gateway): the
-    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
-    parent's own instance."""
+def _sharing(parent: Container) -> Container:
+    """A container of the same profile whose ``SHARED`` instances are the parent's own."""
     child = Container()
     child.config.override(parent.config)
     child.profile.override(parent.profile)
     for name in SHARED:
         getattr(child, name).override(getattr(parent, name))
+    return child
+
+
+def acting_for(parent: Container, actor: Actor, requester: Requester) -> Container:
+    """A container whose use cases act for ``requester`` (a request through the gateway): the
+    history names ``actor``, the rules are the requester's; everything in ``SHARED`` is the
+    parent's own instance."""
+    child = _sharing(parent)
     child.actor.override(providers.Object(actor))
     child.caller.override(providers.Object(requester))
+    return child
+
+
+def for_anyone(parent: Container) -> Container:
+    """A container whose catalog, history and queue are what a reader with no identity may
+    see (``domain.access.seen_by_anyone``); everything in ``SHARED`` is the parent's own."""
+    child = _sharing(parent)
+    child.anyone.override(providers.Object(True))
     return child
 
 

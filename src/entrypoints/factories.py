@@ -146,11 +146,11 @@ def read_history(history: History, hidden: Callable[[str], bool] | None = None) 
 
 
 def hidden_aliases(
-    catalog_reader: CatalogReader, caller: Requester | None
+    catalog_reader: CatalogReader, caller: Requester | None, anyone: bool = False
 ) -> Callable[[str], bool] | None:
-    """For a requester, whether an alias is another group's private one (its history is then
-    not theirs to read); None for this process's own account."""
-    return catalog_reader.hidden if caller is not None else None
+    """For a requester, or a reader with no identity (``anyone``), whether an alias is one they
+    may not see (its history is then not theirs to read); None for this process's own account."""
+    return catalog_reader.hidden if caller is not None or anyone else None
 
 
 def follow_history(history: History) -> FollowHistory:
@@ -332,9 +332,14 @@ def access(permissions: Permissions, caller: Requester | None) -> Access:
     return permissions.of(caller)
 
 
-def sees(access: Access, caller: Requester | None) -> Sees | None:
-    """The rule for private aliases when acting for a requester; None for this process's own
-    account, which reads what the store's files let it read."""
+def sees(access: Access, caller: Requester | None, anyone: bool = False) -> Sees | None:
+    """The rule for private aliases when acting for a requester, or for a reader with no
+    identity (``anyone``: ``access.seen_by_anyone``); None for this process's own account,
+    which reads what the store's files let it read."""
+    if anyone:
+        from slurm_image.domain.access import seen_by_anyone
+
+        return seen_by_anyone
     return access.sees if caller is not None else None
 
 

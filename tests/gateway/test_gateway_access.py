@@ -7,6 +7,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +163,39 @@ def test_the_service_account_runs_every_job_and_the_comment_names_the_requester(
     job = lab.scheduler.job(outcome.job_id or "")
     assert job.spec.comment == f"slurm-image:{outcome.lifecycle_id};requester=alice"
     assert os.getuid() == lab.uid(lab.service)
+
+
+def test_a_change_of_a_requesters_groups_holds_from_their_next_request(lab: GatewayLab) -> None:
+    for name in ("a", "b", "c"):
+        published(lab, "alice", name, group="physics")
+    bob, dave = lab.client("bob"), lab.client("dave")
+    assert refusal(dave.unregister, "a").exit_code == EXIT_FORBIDDEN
+    assert bob.unregister("a") == "a"
+    lab.accounts.add_member("physics", "dave")
+    lab.accounts.groups["physics"].members.discard("bob")
+    assert dave.unregister("b") == "b"
+    assert refusal(bob.unregister, "c").exit_code == EXIT_FORBIDDEN
+
+
+def test_a_requesters_verbs_are_built_once_and_anew_when_their_account_changes(
+    lab: GatewayLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    build = lab.lifecycles.acting_for
+
+    def counted(requester: Any, *, host: str) -> Any:
+        built.append(requester.user)
+        return build(requester, host=host)
+
+    monkeypatch.setattr(lab.lifecycles, "acting_for", counted)
+    alice, bob = lab.client("alice"), lab.client("bob")
+    for _ in range(3):
+        alice.catalog_list()
+        bob.catalog_list()
+    assert built == ["alice", "bob"]
+    lab.accounts.add_member("physics", "dave")
+    lab.accounts.add_member("physics", "alice")  # already in: her account is unchanged
+    lab.accounts.add_group("chemistry", 22002, ("alice",))
+    alice.catalog_list()
+    bob.catalog_list()
+    assert built == ["alice", "bob", "alice"]

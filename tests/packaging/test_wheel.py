@@ -134,6 +134,15 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     for step in steps:  # the batch job's shell steps are package data the renderer reads
         assert f"slurm_image/domain/job_steps/{step}" in names
     assert "slurm_image/entrypoints/cli.py" in names
+    pages = ROOT / "src" / "entrypoints" / "pages"
+    shipped = sorted(
+        path.relative_to(pages).as_posix()
+        for folder in ("templates", "static")
+        for path in (pages / folder).iterdir()
+    )
+    assert "templates/catalog.html" in shipped and "static/catalog.js" in shipped
+    for page_file in shipped:  # the catalog's templates and assets are package data too
+        assert f"slurm_image/entrypoints/pages/{page_file}" in names
 
 
 def test_the_wheel_installs_beside_pypi_entrypoints_and_a_site_plugin(
@@ -269,7 +278,15 @@ def test_the_example_site_submitter_passes_the_shipped_contract_as_its_own_packa
     assert facts["refused_field"] == "spool"
 
 
-BENCH_KEYS = {"job_vs_bare_enroot", "sqsh_reads_in_job", "show_vs_python", "show_missing_vs_python"}
+BENCH_KEYS = {
+    "job_vs_bare_enroot",
+    "sqsh_reads_in_job",
+    "show_vs_python",
+    "show_missing_vs_python",
+    "gateway_show_p99_ms",
+    "gateway_show_vs_cli",
+    "gateway_list_per_second",
+}
 
 
 def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_path: Path) -> None:
@@ -294,3 +311,4 @@ def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_
     assert set(figures) >= BENCH_KEYS, figures
     assert figures["sqsh_reads_in_job"] > 0
     assert figures["scheduler_calls_per_poll_100_jobs"] == 1
+    assert figures["gateway_coalesced_jobs_for_10_imports"] == 1

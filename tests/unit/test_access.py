@@ -7,7 +7,7 @@ import pytest
 
 from slurm_image.adapters.memory import MemoryAccounts
 from slurm_image.application.permissions import Permissions
-from slurm_image.domain.access import Access, Ownership
+from slurm_image.domain.access import Access, Ownership, seen_by_anyone
 from slurm_image.domain.errors import Forbidden, InvalidProfile
 from slurm_image.domain.gateway_settings import GatewaySettings
 from slurm_image.domain.profile import parse_profile
@@ -69,6 +69,12 @@ def test_a_private_alias_is_seen_by_its_group_its_owner_and_the_admins_alone() -
     assert access(account("carol", 1003), admins=("carol",)).sees(private)
     assert not access(account("dave", 1004)).sees(private)
     assert access(account("dave", 1004)).sees(Ownership(owner=ALICE, group="g"))
+
+
+def test_a_reader_with_no_identity_sees_everything_but_the_private_aliases() -> None:
+    assert seen_by_anyone(Ownership())
+    assert seen_by_anyone(Ownership(owner=ALICE, group="g"))
+    assert not seen_by_anyone(Ownership(owner=ALICE, group="g", private=True))
 
 
 def test_importers_default_to_everyone_and_may_be_narrowed() -> None:

@@ -236,3 +236,60 @@ def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
     )
     checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+
+
+@pytest.fixture(scope="module")
+def gateway_bench(bench: ModuleType) -> ModuleType:
+    return sys.modules[bench.under_load.__module__]
+
+
+def test_the_percentile_is_the_nearest_rank(gateway_bench: ModuleType) -> None:
+    values = [float(v) for v in range(100, 0, -1)]
+    assert gateway_bench.percentile(values, 0.50) == 50.0
+    assert gateway_bench.percentile(values, 0.99) == 99.0
+    assert gateway_bench.percentile(values, 1.0) == 100.0
+    assert gateway_bench.percentile([7.0], 0.99) == 7.0
+
+
+def test_the_gateway_load_asks_a_served_store_for_every_alias_and_the_whole_catalog(
+    bench: ModuleType, gateway_bench: ModuleType, tmp_path: Path
+) -> None:
+    site = bench.Site(tmp_path / "site")
+    names = ["alias0000", "alias0001", "alias0002"]
+    site.publish(site.publish_finished(names[0], b"hsqs" + bytes(60) + b"bench"))
+    for name in names[1:]:
+        site.alias(name)
+    shown = gateway_bench.Catalog(site, names)
+    sizes = gateway_bench.LoadSizes(
+        clients=4, show_requests=12, list_aliases=0, list_requests=4, rounds=1
+    )
+    figures = gateway_bench.under_load(
+        shown, shown, sizes, cli=bench.CLI, env=bench.ENV, rounds=bench.rounds
+    )
+    assert figures["gateway_clients"] == 4
+    assert figures["gateway_list_aliases"] == 3
+    for kind in ("show", "list"):
+        assert figures[f"gateway_{kind}_per_second"] > 0
+        assert 0 < figures[f"gateway_{kind}_p50_ms"] <= figures[f"gateway_{kind}_p99_ms"]
+        assert figures[f"gateway_{kind}_server_cpu_ms"] >= 0
+    assert figures["gateway_show_vs_cli"] == pytest.approx(
+        figures["gateway_show_p50_ms"] / figures["gateway_cli_show_ms"]
+    )
+    assert not (tmp_path / "site" / "gateway.sock").exists(), "the server stopped and cleaned up"
+
+
+def test_ten_requesters_of_one_digest_through_the_gateway_make_one_job(
+    gateway_bench: ModuleType, tmp_path: Path
+) -> None:
+    from slurm_image.domain.store_layout import StoreLayout
+
+    coalesced = gateway_bench.coalescing(tmp_path / "coalescing")
+
+    assert coalesced.jobs == 1
+    layout = StoreLayout(str(tmp_path / "coalescing" / "ws"))
+    owners = {}
+    for i in range(10):
+        alias = json.loads(Path(layout.alias(f"coalesced-requester{i}")).read_bytes())
+        owners[alias["owner"]["user"]] = alias["entries"][0]["sqsh_sha256"]
+    assert sorted(owners) == [f"requester{i}" for i in range(10)]
+    assert len(set(owners.values())) == 1, "one artifact for all ten"

@@ -1,13 +1,15 @@
 """The gateway's HTTP API (docs/gateway.md, "The API"): versioned JSON under ``/v1/``, a thin
-layer that only translates. Every route tells who asks (``who``), takes that requester's verbs
-(``Lifecycles.acting_for``) and calls the one the command line calls for the same command;
-results travel as ``entrypoints.wire`` writes them and errors as ``http_errors`` maps them.
+layer that only translates; and the catalog's pages (``gateway.pages``). Every route tells who
+asks (``who``), takes that requester's verbs (``Lifecycles.acting_for``) and calls the one the
+command line calls for the same command; results travel as ``entrypoints.wire`` writes them and
+errors as ``http_errors`` maps them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,21 +41,26 @@ from slurm_image.entrypoints.gateway.who import Asker, Who
 
 if TYPE_CHECKING:
     from slurm_image.domain.credentials import RegistryCredentials
+    from slurm_image.domain.requester import Account
     from slurm_image.entrypoints.gateway.bodies import Credentials
 
 API_VERSION = "v1"
+VERBS_KEPT = 1024
+"""Requesters (account and host) whose verbs the gateway keeps built, the latest used."""
 log_name = "slurm_image.gateway"
 
 
 @dataclass
 class Gateway:
-    """What the routes share: the service account's verbs, who asks, the request rate."""
+    """What the routes share: the service account's verbs, who asks, the request rate, and
+    each recent requester's verbs."""
 
     lifecycles: Lifecycles
     who: Who
-    buckets: dict[int, Bucket] = field(default_factory=dict)
+    buckets: dict[int | str, Bucket] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: Callable[[], float] = time.monotonic
+    verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
 
     @property
     def settings(self) -> Any:
@@ -63,19 +70,41 @@ class Gateway:
 
     def admit(self, asker: Asker) -> None:
         """Take one of the requester's tokens (``domain.limits``), or refuse with ``Busy``."""
+        self._take(asker.account.uid, asker.account.user)
+
+    def admit_anonymous(self, host: str) -> None:
+        """Take a token of the readers with no identity asking from ``host`` (the catalog's
+        public pages), or refuse with ``Busy``."""
+        self._take(f"anonymous@{host}", f"{host} (no identity)")
+
+    def _take(self, key: int | str, who: str) -> None:
         per_minute = self.settings.requests_per_minute
         with self.lock:
-            bucket, wait_s = take(self.buckets.get(asker.account.uid), self.clock(), per_minute)
-            self.buckets[asker.account.uid] = bucket
+            bucket, wait_s = take(self.buckets.get(key), self.clock(), per_minute)
+            self.buckets[key] = bucket
         if wait_s is not None:
             raise Busy(
                 field="requests_per_minute",
-                rule=f"{asker.account.user} made more than {per_minute} requests in a minute",
+                rule=f"{who} made more than {per_minute} requests in a minute",
                 retry_after_s=wait_s,
             )
 
     def acting_for(self, asker: Asker) -> Lifecycles:
-        return self.lifecycles.acting_for(asker.account.requester, host=asker.host)
+        """The verbs of ``asker``, built once per account as the user database answers now (so
+        a change of its groups builds them anew) and host: building them costs several times
+        what a ``show`` does (bench/RESULTS.md, "The gateway")."""
+        key = (asker.account, asker.host)
+        with self.lock:
+            known = self.verbs.get(key)
+            if known is not None:
+                self.verbs.move_to_end(key)
+                return known
+        built = self.lifecycles.acting_for(asker.account.requester, host=asker.host)
+        with self.lock:
+            self.verbs[key] = built
+            while len(self.verbs) > VERBS_KEPT:
+                self.verbs.popitem(last=False)
+        return built
 
 
 def error_response(error: BaseException) -> JSONResponse:
@@ -385,7 +414,11 @@ def create_app(gateway: Gateway) -> FastAPI:
         may see, with its orders."""
         return {"queue": lifecycles.queue()}
 
+    from slurm_image.entrypoints.gateway.pages import SecurityHeaders, add_pages
+
+    add_pages(app)
     app.add_middleware(BodyLimit, max_bytes=lambda: gateway.settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
     return app
 
 
