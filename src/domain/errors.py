@@ -143,10 +143,14 @@ class NotAuthenticated(DomainError):
     """A request that says nothing trustworthy about who is asking: no credential, or one that
     is expired, replayed, forged, or made for another service (``field``: what carried it)."""
 
+    refusal = "unauthenticated"
+
 
 class Forbidden(DomainError):
     """A requester who may not do what was asked (``field``: the alias, lifecycle or verb;
     ``rule``: who may, e.g. naming the alias's owner)."""
+
+    refusal = "forbidden"
 
 
 class Busy(DomainError):

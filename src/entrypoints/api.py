@@ -170,7 +170,9 @@ class Lifecycles:
         self.container.submitter_ready()
 
     @contextmanager
-    def _refusals_recorded(self, *, source: str, alias: str) -> Iterator[None]:
+    def _refusals_recorded(
+        self, *, source: str | None = None, alias: str | None = None
+    ) -> Iterator[None]:
         """Record in the store's history what the block refuses on the site's word (a source
         outside the policy, a signature refused, a registry's answer that lied: the error's
         ``refusal``), with the exit code the command line ends with; then let it go on. A
@@ -441,11 +443,13 @@ class Lifecycles:
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
         self._scheduler_side()
-        return self.container.cancel()(lifecycle_id)
+        with self._refusals_recorded():
+            return self.container.cancel()(lifecycle_id)
 
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
         self._scheduler_side()
-        return self.container.publish()(lifecycle_id, replace=replace).record
+        with self._refusals_recorded():
+            return self.container.publish()(lifecycle_id, replace=replace).record
 
     # -- tags ----------------------------------------------------------------------------
 
@@ -539,17 +543,20 @@ class Lifecycles:
         )
 
     def unregister(self, name: str) -> str:
-        return self.container.maintain().unregister(name)
+        with self._refusals_recorded(alias=name):
+            return self.container.maintain().unregister(name)
 
     def cleanup(self, lifecycle_id: str) -> str:
         self._scheduler_side()
-        return self.container.maintain().cleanup(lifecycle_id)
+        with self._refusals_recorded():
+            return self.container.maintain().cleanup(lifecycle_id)
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         self._scheduler_side()
-        return self.container.maintain().gc(
-            older_than=older_than, dry_run=dry_run, layer_cache=self.layer_cache_bound()
-        )
+        with self._refusals_recorded():
+            return self.container.maintain().gc(
+                older_than=older_than, dry_run=dry_run, layer_cache=self.layer_cache_bound()
+            )
 
     def layer_cache_bound(self) -> CacheBound | None:
         """The layer cache as this machine reaches it (README, "The layer cache"), and the
