@@ -230,7 +230,10 @@ def commands(
             raise SystemExit(f"show answered {out}")
 
     textfile = site.base / "slurm_image.prom"
-    aliases_line = f'slurm_image_aliases{{architecture="x86_64",role="client"}} {aliases}.0\n'
+    aliases_line = (
+        f'slurm_image_aliases{{architecture="x86_64",role="client",store="{site.root}"}}'
+        f" {aliases}.0\n"
+    )
 
     def metrics() -> None:
         _run([CLI, *profile, "metrics", "--textfile", str(textfile)])

@@ -16,6 +16,7 @@ import slurm_image.entrypoints.cli as cli
 from publish_support import SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout
+from slurm_image.ports.clock import Clock
 
 
 class CliSite:
@@ -59,12 +60,15 @@ class CliSite:
         return published
 
 
-def fake_scheduler(directory: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSubmitter:
+def fake_scheduler(
+    directory: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock | None = None
+) -> FakeSubmitter:
     """Run the command line from ``directory`` (its ``slurm-image.toml``) with every container's
-    submitter replaced by the one fake scheduler returned."""
+    submitter replaced by the one fake scheduler returned (dating its jobs by ``clock``, else
+    the system's)."""
     monkeypatch.chdir(directory)
     monkeypatch.delenv("SLURM_IMAGE_PROFILE", raising=False)
-    scheduler = FakeSubmitter()
+    scheduler = FakeSubmitter(clock=clock)
     real_build = api.build_container
 
     def build(profile: Any = None) -> Any:

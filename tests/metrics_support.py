@@ -51,13 +51,29 @@ SampleKey = tuple[str, frozenset[tuple[str, str]]]
 
 
 def samples(text: str) -> dict[SampleKey, float]:
+    """Every sample of ``text`` by name and labels but ``store``, which every sample carries
+    with one value (``stores``); no sample twice."""
     found: dict[SampleKey, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            key = (sample.name, frozenset(sample.labels.items()))
+            labels = dict(sample.labels)
+            assert "store" in labels, f"{sample.name} has no store label"
+            del labels["store"]
+            key = (sample.name, frozenset(labels.items()))
             assert key not in found, f"{key} twice"
             found[key] = sample.value
+    assert len(stores(text)) <= 1
     return found
+
+
+def stores(text: str) -> set[str]:
+    """The values of the ``store`` label in ``text``."""
+    return {
+        sample.labels["store"]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if "store" in sample.labels
+    }
 
 
 def series(name: str, **labels: object) -> SampleKey:
@@ -104,6 +120,34 @@ def expected_samples(data: dict[str, Any]) -> dict[SampleKey, float]:
             out[series(f"{name}_bucket", le="+Inf", **labels)] = item["count"]
             out[series(f"{name}_count", **labels)] = item["count"]
             out[series(f"{name}_sum", **labels)] = item["sum"]
+    for rule, count in data["refusals"].items():
+        out[series("refusals_total", rule=rule)] = count
     generated = datetime.fromisoformat(data["generated_at"]).timestamp()
     out[series("metrics_generated_timestamp_seconds")] = generated
     return out
+
+
+def node_exporter_merge(texts: dict[str, str]) -> list[str]:
+    """The problems node_exporter's textfile collector finds in a directory of ``*.prom`` files
+    (name -> text), as collector/textfile.go merges them: each file parsed on its own, then
+    every family of one name across files is one family, so it must have one type and one help
+    text (else "inconsistent metric help text", and client_golang's registry refuses another
+    type), and no series (name and labels, a missing label as empty) may be there twice ("was
+    collected before with the same name and label values"). No problem: an empty list."""
+    problems: list[str] = []
+    kinds: dict[str, tuple[str, str, str]] = {}
+    seen: dict[tuple[str, frozenset[tuple[str, str]]], str] = {}
+    for file, text in sorted(texts.items()):
+        for family in text_string_to_metric_families(text):
+            known = kinds.setdefault(family.name, (family.type, family.documentation, file))
+            if known[:2] != (family.type, family.documentation):
+                problems.append(
+                    f"{family.name}: {file} has {family.type} {family.documentation!r},"
+                    f" {known[2]} {known[0]} {known[1]!r}"
+                )
+            for sample in family.samples:
+                key = (sample.name, frozenset(sample.labels.items()))
+                if key in seen:
+                    problems.append(f"{sample.name} {dict(sample.labels)}: {seen[key]} and {file}")
+                seen.setdefault(key, file)
+    return problems

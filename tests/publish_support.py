@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -160,8 +161,8 @@ class PublishLab:
         self.harness = harness
         self.store = store if store is not None else store_for(harness)
         self.locks = locks if locks is not None else locks_for(harness, self.store)
-        self.scheduler = scheduler if scheduler is not None else FakeSubmitter()
         self.clock = FakeClock()
+        self.scheduler = scheduler if scheduler is not None else FakeSubmitter(clock=self.clock)
         self.profile, self.selection = profile_for(harness.root)
         self.runtime = runtime
         self.layout = StoreLayout(harness.root)
@@ -242,10 +243,12 @@ class PublishLab:
         chain: bytes | None = None,
         recorded: str | None = RECORDED_BY_JOB,
         machine: str | None = None,
+        ran: timedelta | None = None,
         **request: Any,
     ) -> Plan:
         """A lifecycle whose job COMPLETED: the .sqsh, inspection.json and (import) chain.json
-        as the job leaves them; ``chain``: other bytes for chain.json, ``b""``: none.
+        as the job leaves them; ``chain``: other bytes for chain.json, ``b""``: none; ``ran``:
+        how long the job ran by the lab's clock (none: it ended as it started).
         ``recorded``: the architecture the job records (default: the plan's, else x86_64 for
         an import and none for an inspect; None: no record); ``machine``: what the inspector
         ran as (default: the recorded architecture, else x86_64)."""
@@ -268,6 +271,9 @@ class PublishLab:
             result if result is not None else inspection(plan.request.role, sqsh, machine=machine)
         )
         self.harness.write(plan.paths.result, data)
+        if ran is not None:
+            self.scheduler.start(self.job_of(lifecycle_id))
+            self.clock.advance(ran)
         self.scheduler.finish(self.job_of(lifecycle_id), 0)
         return plan
 

@@ -22,11 +22,13 @@ from slurm_image.domain.file_kinds import WORDS
 from slurm_image.domain.history import (
     HISTORY_FILE_MAX_BYTES,
     HistoryEvent,
+    HistoryPosition,
     HistoryRead,
     event_line,
     month_file,
     month_files,
     parse_history,
+    parse_whole_lines,
     since_then,
 )
 from slurm_image.domain.paths import others_may_write
@@ -90,13 +92,50 @@ def read_history(store: Store, since: datetime | None) -> HistoryRead:
     layout = StoreLayout(store.root)
     reads: list[HistoryRead] = []
     for name in month_files(history_names(store, layout), since):
-        path = layout.history_file(name)
-        with refused_as_history(path):
-            try:
-                read = store.read_verified(path, max_bytes=HISTORY_FILE_MAX_BYTES)
-            except NotFound:
-                continue  # rotated away since the directory was listed
-        if others_may_write(read.mode):
-            raise HistoryError(field=path, rule="is writable by group or others")
-        reads.append(parse_history(read.data))
+        data = _month_data(store, layout, name)
+        if data is not None:
+            reads.append(parse_history(data))
     return since_then(reads, since)
+
+
+def _month_data(store: Store, layout: StoreLayout, name: str) -> bytes | None:
+    """The bytes of one month file under the read rules; None when it went since listed."""
+    path = layout.history_file(name)
+    with refused_as_history(path):
+        try:
+            read = store.read_verified(path, max_bytes=HISTORY_FILE_MAX_BYTES)
+        except NotFound:
+            return None  # rotated away since the directory was listed
+    if others_may_write(read.mode):
+        raise HistoryError(field=path, rule="is writable by group or others")
+    return read.data
+
+
+def read_history_after(
+    store: Store, position: HistoryPosition | None, since: datetime | None
+) -> tuple[HistoryRead, HistoryPosition]:
+    """The whole events appended after ``position`` (``ports.history.History.read_after``):
+    the month files from the position's on, each read whole (under the read rules) only when
+    its listed size says it grew, parsed from the position's offset in its own file."""
+    layout = StoreLayout(store.root)
+    at = position if position is not None else HistoryPosition()
+    names = month_files(history_names(store, layout), since if position is None else None)
+    if at.month is not None:
+        names = [name for name in names if name >= at.month]
+        with refused_as_history(layout.history):
+            try:
+                sizes = store.file_sizes(layout.history)
+            except NotFound:
+                sizes = {}
+        if names == [at.month] and sizes.get(at.month) == at.offset:
+            return HistoryRead(events=()), at  # nothing appended: nothing read
+    reads: list[HistoryRead] = []
+    for name in names:
+        data = _month_data(store, layout, name)
+        if data is None:
+            continue
+        start = at.offset if name == at.month and at.offset <= len(data) else 0
+        read, used = parse_whole_lines(data[start:])
+        reads.append(read)
+        at = HistoryPosition(name, start + used)
+    return since_then(reads, since), at

@@ -1,8 +1,9 @@
 """``BatchSubmitter`` through Slurm's command-line clients: sbatch, squeue, scancel.
 
 Every command runs from an argument vector (no shell) with a minimal environment: a fixed
-``PATH``, ``LC_ALL=C`` and ``SLURM_CONF`` when the caller has one, never anything else of the
-caller's (``SLURM_JWT`` in particular would make sbatch authenticate with a token). The script
+``PATH``, ``LC_ALL=C``, ``TZ=UTC0`` (squeue's times are then UTC) and ``SLURM_CONF`` when the
+caller has one, never anything else of the caller's (``SLURM_JWT`` in particular would make
+sbatch authenticate with a token). The script
 travels on stdin, so the bytes that were verified are the bytes Slurm stores. Every ``JobSpec``
 value is also passed as an option, so the job matches the spec even if the script's own
 ``#SBATCH`` lines were to disagree.
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
+    CLIENT_TIME_ZONE,
     UnreadableExitCode,
     bounded,
     exit_code_from_squeue,
@@ -29,9 +31,10 @@ from slurm_image.adapters.slurm_fields import (
     parse_state,
     reason_with_unreadable_exit,
     submitted_job_id,
+    time_from_client,
 )
 from slurm_image.adapters.slurm_partition import limits_from_scontrol
-from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.job import JobSpec, JobStatus, observed_times
 from slurm_image.domain.partition import PartitionLimits
 from slurm_image.ports.submitter import SchedulerRejected, SchedulerUnavailable, UnknownJob
 from slurm_image.submitters import RetryPolicy, Submitter, TransientFailure
@@ -39,7 +42,7 @@ from slurm_image.submitters import RetryPolicy, Submitter, TransientFailure
 _log = logging.getLogger(__name__)
 
 CHILD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_STATES_FORMAT = "JobID:|,State:|,Reason:|,exit_code:|"
+_STATES_FORMAT = "JobID:|,State:|,StartTime:|,EndTime:|,Reason:|,exit_code:|"
 _NOT_STARTED = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR})
 _REFUSED_ID = re.compile(r"Invalid job id: ([0-9]+)")
 
@@ -52,18 +55,20 @@ class _Completed:
 
 
 def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStatus]:
-    """Parse ``squeue -h -O JobID:|,State:|,Reason:|,exit_code:|`` output for ``wanted`` ids.
+    """Parse ``squeue -h -O JobID:|,State:|,StartTime:|,EndTime:|,Reason:|,exit_code:|`` output
+    (times in UTC: ``CLIENT_TIME_ZONE``) for ``wanted`` ids.
 
     A finished job's exit code that cannot be read is named in its ``reason``, never dropped.
+    The reason comes last but one: it is the one field that may hold a ``|``.
     """
     requested = set(wanted)
     found: dict[str, JobStatus] = {}
     for line in output.splitlines():
         parts = line.rstrip("\n").split("|")
-        if len(parts) < 5:
+        if len(parts) < 7:
             continue
         job_id, state, raw_exit = parts[0].strip(), parts[1].strip(), parts[-2].strip()
-        reason = "|".join(parts[2:-2]).strip()
+        reason = "|".join(parts[4:-2]).strip()
         if job_id not in requested:
             continue  # array tasks ("12_3"), het components ("12+0"), other jobs
         parsed = parse_state(state)
@@ -75,7 +80,17 @@ def parse_squeue_states(output: str, wanted: Sequence[str]) -> dict[str, JobStat
             except UnreadableExitCode as unreadable:
                 _log.warning("squeue: job %s: %s", job_id, unreadable)
                 said = reason_with_unreadable_exit(said, unreadable)
-        found[job_id] = JobStatus(job_id=job_id, state=parsed, reason=said, exit_code=exit_code)
+        started, ended = observed_times(
+            parsed, time_from_client(parts[2]), time_from_client(parts[3])
+        )
+        found[job_id] = JobStatus(
+            job_id=job_id,
+            state=parsed,
+            reason=said,
+            exit_code=exit_code,
+            started_at=started,
+            ended_at=ended,
+        )
     return found
 
 
@@ -110,7 +125,7 @@ class SbatchSubmitter(Submitter):
         self._sbatch = sbatch
         self._timeout_s = timeout_s
         source = os.environ if environ is None else environ
-        self._env = {"PATH": CHILD_PATH, "LC_ALL": "C"}
+        self._env = {"PATH": CHILD_PATH, "LC_ALL": "C", "TZ": CLIENT_TIME_ZONE}
         if source.get("SLURM_CONF"):
             self._env["SLURM_CONF"] = source["SLURM_CONF"]
         self._lookup_path = source.get("PATH", CHILD_PATH)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from slurm_image.domain.job import JobState
 from slurm_image.ports.submitter import SchedulerRejected, SubmissionUnconfirmed
@@ -147,3 +148,32 @@ def exit_code_from_squeue(text: str) -> int:
 def reason_with_unreadable_exit(reason: str | None, error: UnreadableExitCode) -> str:
     """The reason a finished job's status carries when its exit code could not be read."""
     return f"{reason}; {error}" if reason else str(error)
+
+
+CLIENT_TIME_ZONE = "UTC0"
+"""The ``TZ`` the command-line clients run with: Slurm prints times in the client's local time
+without an offset, so they are asked to print UTC (a POSIX TZ string: no zoneinfo file needed,
+which a client's root may lack)."""
+_CLIENT_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
+_LATEST_TIME = 2**40
+"""Far beyond any job (the year 36812): a larger number is no time of one."""
+
+
+def time_from_client(text: str) -> datetime | None:
+    """A time as squeue prints it under ``CLIENT_TIME_ZONE`` (``2026-01-31T12:00:00``, UTC); None
+    for ``NONE``, ``Unknown``, ``N/A`` or anything else that is no such time."""
+    value = text.strip()
+    if not _CLIENT_TIME.fullmatch(value):
+        return None
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def time_from_epoch(value: object) -> datetime | None:
+    """A time slurmrestd gives as seconds since the epoch; None for 0 (Slurm's unset), a
+    negative or absurd number, or anything that is no integer."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < _LATEST_TIME:
+        return None
+    return datetime.fromtimestamp(value, UTC)

@@ -11,6 +11,7 @@ from slurm_image.domain.plan import format_time
 from slurm_image.domain.publication import (
     AliasDocument,
     AliasRecord,
+    JobRun,
     RoleFacts,
     alias_schema_version,
 )
@@ -57,17 +58,19 @@ def alias_record(
     architecture: str | None,
     signed_by: SignedBy | None,
     clock: Clock,
+    job: JobRun | None = None,
 ) -> AliasRecord:
     """The one way an alias entry is made: ``request``'s name and role bound, for
     ``architecture``, to the file at ``path`` as hashed (``digest``), with the facts of the
-    lifecycle that inspected it, the tag the request's source was resolved from, and the
-    signature the site policy accepted for the source."""
+    lifecycle that inspected it, the tag the request's source was resolved from, the
+    signature the site policy accepted for the source, and the ``job`` it came from (none for
+    an answer from the store)."""
     if architecture is None:
         raise VerificationFailed(
             field="architecture", rule="is unknown: only an image of a known one is published"
         )
     return AliasRecord(
-        schema_version=alias_schema_version(request.resolved_from, signed_by),
+        schema_version=alias_schema_version(request.resolved_from, signed_by, job),
         name=request.name,
         role=request.role,
         path=path,
@@ -86,6 +89,7 @@ def alias_record(
         architecture=architecture,
         resolved_from=request.resolved_from,
         signed_by=signed_by,
+        job=job,
     )
 
 

@@ -8,7 +8,7 @@ withdraws the canceller's own orders, and the job is cancelled only when no othe
 from __future__ import annotations
 
 from slurm_image.application.errors import NotSubmitted
-from slurm_image.application.history import RecordHistory, attempt_plan
+from slurm_image.application.history import RecordHistory, attempt_plan, job_end_fields
 from slurm_image.application.observe import Observe, require_same_submitter
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.records import read_submission
@@ -57,12 +57,7 @@ class Cancel:
         status = Observe(self._workspace, self._submitter)([lifecycle_id])[0]
         if self._history is not None:
             self._history.job_end(
-                self._workspace,
-                lifecycle_id,
-                "cancelled",
-                job_id=record.job_id,
-                state=str(status.state),
-                exit_code=status.exit_code,
+                self._workspace, lifecycle_id, "cancelled", **job_end_fields(status)
             )
         return status
 

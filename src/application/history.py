@@ -7,12 +7,20 @@ the order of its changes. A change is never undone, nor reported as failed, beca
 could not be appended: the failure is logged as a warning naming the history file (or lock)
 and the event that is missing, and the command's own result stands.
 
-``NoticeJobEnds`` records a job that ended without a result to publish (``job_failed``) the
-first time any command observes it (``status``, ``wait``, ``publish``, ``import --wait``),
-exactly once per lifecycle: the attempt's marker ``history.recorded`` is created exclusively
-first, and removed again when the append fails, so that a later observation tries again. A
-crash between the two leaves the event absent, never twice. ``Cancel`` takes the same marker,
-so a job it cancelled is recorded as ``cancelled`` and not also as failed.
+``NoticeJobEnds`` records a job that ended without a result to publish (``job_failed``, or
+``cancelled`` when the scheduler says CANCELLED: someone's ``scancel``) the first time any
+command observes it (``status``, ``wait``, ``publish``, ``import --wait``), exactly once per
+lifecycle: the attempt's marker ``history.recorded`` is created exclusively first, and removed
+again when the append fails, so that a later observation tries again. A crash between the two
+leaves the event absent, never twice. ``Cancel`` takes the same marker, so a job it cancelled is
+recorded once. Only who may write the attempt records it: a reader of the store (the operating
+system refuses the marker) observes without a word about the history.
+
+``RecordHistory.refused`` records a refusal (``refused``): the rule, the exit code, what was
+asked for; a front end calls it for its own refusals. ``RecordRefusals`` records the product's
+(an error whose class names a ``refusal``: a source outside the policy, a signature refused, a
+registry's answer that lied), for the entry points, which know the exit code; only in a store
+that exists (a refused first request creates none).
 
 ``application.read_history.ReadHistory`` reads it back.
 """
@@ -29,14 +37,16 @@ from slurm_image.application.errors import ApplicationError
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import LifecycleStatus, is_final, succeeded
 from slurm_image.domain.errors import DomainError, SlurmImageError
-from slurm_image.domain.history import EventKind, HistoryEvent
+from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
 from slurm_image.domain.requester import Requester
+from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
-from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
+from slurm_image.ports.store import Store
+from slurm_image.ports.workspace import AccessDenied, AlreadyExists, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from slurm_image.application.observe import Observe
@@ -156,19 +166,20 @@ class RecordHistory:
         self._actor = actor
         self.failures: list[SlurmImageError | ValueError] = []
 
-    def __call__(
+    def event(
         self, event: EventKind, *, requester: Requester | None = None, **fields: Any
     ) -> HistoryEvent | None:
-        """The event as appended, or None when it could not be (warned about). ``requester``:
-        the account the change was made for (a request through the gateway), which the event
-        names instead of the account that made it."""
+        """The event as this actor would record it now, not appended (a publication's marker
+        carries it, so that a recovery records it as its publisher); None when a field breaks
+        its rule (warned about). ``requester``: the account the change was made for (a request
+        through the gateway), which the event names instead of the account that made it."""
         user, uid = (
             (self._actor.user, self._actor.uid)
             if requester is None
             else (requester.user, requester.uid)
         )
         try:
-            built = HistoryEvent(
+            return HistoryEvent(
                 event=event,
                 time=self._clock.now(),
                 user=user,
@@ -176,19 +187,69 @@ class RecordHistory:
                 host=self._actor.host,
                 **fields,
             )
-            self._history.append(built)
-        except (SlurmImageError, ValueError) as error:
-            self.failures.append(error)
-            what = fields.get("alias") or fields.get("lifecycle_id") or fields.get("artifact")
-            log.warning(
-                "the store's history misses this %s event%s: %s",
-                event,
-                f" ({what})" if what else "",
-                error,
-                extra={"lifecycle_id": fields.get("lifecycle_id") or "-"},
-            )
+        except ValueError as error:
+            self._missed(event, fields, error)
             return None
-        return built
+
+    def __call__(
+        self, event: EventKind, *, requester: Requester | None = None, **fields: Any
+    ) -> HistoryEvent | None:
+        """The event as appended, or None when it could not be (warned about); ``requester``
+        as for ``event``."""
+        built = self.event(event, requester=requester, **fields)
+        return None if built is None else self.append(built)
+
+    def append(self, event: HistoryEvent) -> HistoryEvent | None:
+        """Append ``event`` as built (by this process, or by the crashed one a recovery
+        finishes for), timed now; None when it could not be (warned about)."""
+        timed = event.model_copy(update={"time": self._clock.now()})
+        try:
+            self._history.append(timed)
+        except (SlurmImageError, ValueError) as error:
+            self._missed(event.event, event.model_dump(), error)
+            return None
+        return timed
+
+    def refused(
+        self,
+        rule: str,
+        exit_code: int,
+        *,
+        reason: str,
+        source: str | None = None,
+        alias: str | None = None,
+        requester: Requester | None = None,
+        **fields: Any,
+    ) -> HistoryEvent | None:
+        """Record a refusal of what someone asked for: ``rule`` (``domain.history.REFUSAL_RULE``:
+        ``source_not_allowed``, ``signature_missing``, a front end's ``unauthenticated``...),
+        the ``exit_code`` the command (or request) ended with, and ``reason`` as it was told;
+        ``source`` and ``alias`` as asked for (a source is cut like the reason). The event
+        names ``requester`` when given (a front end's authenticated requester), else the
+        actor."""
+        return self(
+            "refused",
+            requester=requester,
+            rule=rule,
+            exit_code=exit_code,
+            reason=reason_text(reason),
+            source=None if source is None else reason_text(source),
+            alias=alias,
+            **fields,
+        )
+
+    def _missed(
+        self, event: str, fields: dict[str, Any], error: SlurmImageError | ValueError
+    ) -> None:
+        self.failures.append(error)
+        what = fields.get("alias") or fields.get("lifecycle_id") or fields.get("artifact")
+        log.warning(
+            "the store's history misses this %s event%s: %s",
+            event,
+            f" ({what})" if what else "",
+            error,
+            extra={"lifecycle_id": fields.get("lifecycle_id") or "-"},
+        )
 
     def job_end(
         self,
@@ -206,6 +267,16 @@ class RecordHistory:
             marker = layout.in_job(JOB_END_MARKER)
             workspace.write_new(marker, b"", mode=0o600, within=identity)
         except AlreadyExists:
+            return None
+        except AccessDenied as error:
+            # a reader of the store, or a store mounted read-only here: the writer records it
+            log.info(
+                "the %s event of %s is left to whoever may write the store: %s",
+                event,
+                lifecycle_id,
+                error,
+                extra={"lifecycle_id": lifecycle_id},
+            )
             return None
         except (WorkspaceError, ApplicationError) as error:
             log.warning(
@@ -230,14 +301,68 @@ class RecordHistory:
         return recorded
 
 
+class RecordRefusals:
+    """Record ``error`` as a refusal when its class names one (``SlurmImageError.refusal``),
+    with the ``exit_code`` and ``reason`` the command ends with, in the store when there is one
+    (``images/``); nothing for any other error."""
+
+    def __init__(self, store: Store, record: RecordHistory) -> None:
+        self._store = store
+        self._record = record
+
+    def __call__(
+        self,
+        error: BaseException,
+        exit_code: int,
+        *,
+        reason: str,
+        source: str | None,
+        alias: str | None,
+        requester: Requester | None = None,
+    ) -> HistoryEvent | None:
+        """The refusal as recorded, naming ``requester`` when given (a request through the
+        gateway); None when ``error`` is no refusal or there is no store."""
+        rule = error.refusal if isinstance(error, SlurmImageError) else None
+        if rule is None:
+            return None
+        images = StoreLayout(self._store.root).images
+        try:
+            present = self._store.entry_kind(images) == "directory"
+        except WorkspaceError:
+            present = False
+        if not present:
+            log.info("no store at %s to record the refusal (%s) in", images, rule)
+            return None
+        return self._record.refused(
+            rule, exit_code, reason=reason, source=source, alias=alias, requester=requester
+        )
+
+
 def ended_without_result(status: LifecycleStatus) -> bool:
     """The job ended (the scheduler's terminal state, or lost) and left nothing to publish."""
     return isinstance(status.state, JobState) and is_final(status) and not succeeded(status)
 
 
+def job_end_event(status: LifecycleStatus) -> EventKind:
+    """How the history names a job that ended without a result: ``cancelled`` when the
+    scheduler says it was (whoever cancelled it: ``cancel``, or ``scancel`` past the product),
+    else ``job_failed``."""
+    return "cancelled" if status.state is JobState.CANCELLED else "job_failed"
+
+
+def job_end_fields(status: LifecycleStatus) -> dict[str, Any]:
+    """What an observed end of a job tells its event: job, exit code, state and run time."""
+    return {
+        "job_id": status.job_id,
+        "exit_code": status.exit_code,
+        "state": str(status.state),
+        "job_seconds": status.job_seconds,
+    }
+
+
 class NoticeJobEnds:
-    """``Observe``, recording each job that ended without a result (``job_failed``) the first
-    time it is observed (see the module docstring)."""
+    """``Observe``, recording each job that ended without a result (``job_failed``, or
+    ``cancelled``) the first time it is observed (see the module docstring)."""
 
     def __init__(self, observe: Observe, workspace: Workspace, record: RecordHistory) -> None:
         self._observe = observe
@@ -251,10 +376,8 @@ class NoticeJobEnds:
                 self._record.job_end(
                     self._workspace,
                     status.lifecycle_id,
-                    "job_failed",
-                    job_id=status.job_id,
-                    exit_code=status.exit_code,
-                    state=str(status.state),
+                    job_end_event(status),
+                    **job_end_fields(status),
                 )
         return statuses
 

@@ -1,5 +1,7 @@
 """Change the catalog: unregister an alias, collect garbage, clean up an attempt (docs/design.md,
-"gc and cleanup")."""
+"gc and cleanup"); each change is recorded in the store's history (``unregistered``,
+``cleaned_up``, ``gc_artifact`` and ``gc_attempt`` per item, and what else ``gc`` removes as one
+``gc_removed`` per kind with its count and bytes)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.access import Access, Ownership
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.history import GC_KINDS, EventKind
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
@@ -48,9 +51,11 @@ class Removed:
     """``artifact``, ``source``, ``attempt``, ``temporary``, ``credentials``; of the layer
     cache ``layer`` (a blob), ``layer-temporary`` (a download never finished) or ``token``."""
     path: str
+    size: int | None = None
+    """Its bytes as its directory's listing gave them (None for an attempt, a tree)."""
 
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "path": self.path}
+    def as_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "path": self.path, "bytes": self.size}
 
 
 class Maintain:
@@ -71,7 +76,7 @@ class Maintain:
         self._history = history
         self._access = access
         """The requester's rights (``domain.access``); None: the store's own account."""
-        self._records = StoreRecords(store)
+        self._records = StoreRecords(store, history=history)
         self._layout = self._records.layout
         self._locks = locks
         self._observe = observe
@@ -109,6 +114,12 @@ class Maintain:
         attempt's records go last, so that a removal interrupted half way (an I/O error, a
         kill) leaves an attempt the next ``cleanup`` or ``gc`` finishes."""
         paths.name(lifecycle_id, "lifecycle_id")
+        self._remove_attempt(lifecycle_id, "cleaned_up")
+        return lifecycle_id
+
+    def _remove_attempt(self, lifecycle_id: str, event: EventKind) -> None:
+        """Remove the attempt unless its job may still run (``StillRunning``), and record
+        ``event`` with what its records said of it."""
         layout, identity = attempt_directory(self._store, lifecycle_id)
         if self._access is not None:
             plan = attempt_plan(self._store, lifecycle_id)
@@ -124,6 +135,7 @@ class Maintain:
                 field="lifecycle_id",
                 rule=f"{lifecycle_id} is {status.state}: kept (cancel it, or wait for it, first)",
             )
+        fields = attempt_fields(self._store, lifecycle_id) if self._history is not None else {}
         try:
             remove_staged_credentials(self._store, lifecycle_id)  # first: the secret
             self._store.remove_tree(
@@ -131,7 +143,8 @@ class Maintain:
             )
         except WorkspaceError as error:
             raise VerificationFailed(field=error.field, rule=error.rule) from None
-        return lifecycle_id
+        if self._history is not None:
+            self._history(event, **fields)
 
     def gc(
         self, *, older_than: timedelta, dry_run: bool = False, layer_cache: CacheBound | None = None
@@ -139,7 +152,9 @@ class Maintain:
         """Remove artifacts no alias (or publication in progress) refers to, their source
         records, finished attempts created more than ``older_than`` ago, and the staged
         registry credentials of ended attempts and of attempts never submitted that are older;
-        and bound ``layer_cache`` (``_cache``).
+        and bound ``layer_cache`` (``_cache``). The history gets each artifact and attempt, and
+        one ``gc_removed`` for each other kind removed (``GC_KINDS``) with the count and bytes;
+        a dry run records nothing.
 
         Holding the store lock alone means no publisher is at work (they hold it shared): a
         marker is a publication a crash interrupted, finished or dropped here first (not in a
@@ -156,11 +171,23 @@ class Maintain:
             removed += self._unreferenced()
             removed += self._attempts(self._clock.now() - older_than)
             if not dry_run:
-                for item in removed:
-                    self._remove(item)
+                self._record_counts([item for item in removed if self._remove(item)])
         if layer_cache is not None:
-            removed += self._cache(layer_cache, self._clock.now() - older_than, dry_run)
+            cache = self._cache(layer_cache, self._clock.now() - older_than, dry_run)
+            if not dry_run:
+                self._record_counts(cache)
+            removed += cache
         return removed
+
+    def _record_counts(self, removed: list[Removed]) -> None:
+        """One ``gc_removed`` per kind of ``GC_KINDS`` that ``removed`` holds: count, bytes."""
+        if self._history is None:
+            return
+        for kind in GC_KINDS:
+            items = [item for item in removed if item.kind == kind]
+            if items:
+                size = sum(item.size or 0 for item in items)
+                self._history("gc_removed", removed=kind, count=len(items), bytes=size)
 
     def _cache(self, bound: CacheBound, before: datetime, dry_run: bool) -> list[Removed]:
         """The layer cache's blobs last used before ``before``, then the oldest-used others
@@ -184,22 +211,22 @@ class Maintain:
             ),
             key=lambda entry: (entry.used_at, entry.name),
         )
-        chosen: list[tuple[str, str]] = []
+        chosen: list[tuple[str, str, int]] = []
         total = sum(entry.size for entry in blobs)
         for entry in blobs:
             if entry.used_at < cutoff or total > bound.max_bytes:
-                chosen.append(("layer", entry.name))
+                chosen.append(("layer", entry.name, entry.size))
                 total -= entry.size
         for entry in entries:
             if not entry.regular or entry.used_at >= cutoff:
                 continue
             directory, _, name = entry.name.rpartition("/")
             if not directory and layer_cache.TEMPORARY_NAME.fullmatch(name):
-                chosen.append(("layer-temporary", entry.name))
+                chosen.append(("layer-temporary", entry.name, entry.size))
             elif directory and layer_cache.TOKEN_DIRECTORY.fullmatch(directory):
-                chosen.append(("token", entry.name))
+                chosen.append(("token", entry.name, entry.size))
         removed = []
-        for kind, name in chosen:
+        for kind, name, size in chosen:
             if not dry_run:
                 try:
                     self._store.remove_cache_file(bound.path, name)
@@ -209,7 +236,7 @@ class Maintain:
                     log.warning("gc kept %s/%s: %s", bound.path, name, error.rule)
                     continue
                 log.info("gc removed %s %s/%s", kind, bound.path, name)
-            removed.append(Removed(kind, f"{bound.path}/{name}"))
+            removed.append(Removed(kind, f"{bound.path}/{name}", size))
         return removed
 
     def _attempts(self, before: datetime) -> list[Removed]:
@@ -235,7 +262,7 @@ class Maintain:
                 ended or (status.state is LifecycleState.STAGED and lifecycle_id in old)
             ):
                 path = staged_credentials_path(self._store.root, lifecycle_id)
-                credentials.append(Removed("credentials", path))
+                credentials.append(Removed("credentials", path, self._size(path)))
         return attempts + credentials
 
     def _created_before(self, lifecycle_id: str, before: datetime) -> bool:
@@ -271,13 +298,28 @@ class Maintain:
             return []
         return list(self._store.list_directory(directory))
 
+    def _sizes(self, directory: str) -> dict[str, int]:
+        """The regular files of ``directory`` and their sizes, from one listing (none when it
+        is not there or cannot be listed: a size is only what ``gc`` reports and records)."""
+        try:
+            return dict(self._store.file_sizes(directory))
+        except (WorkspaceError, DomainError):
+            return {}
+
+    def _size(self, path: str) -> int | None:
+        directory, _, name = path.rpartition("/")
+        return self._sizes(directory).get(name)
+
     def _temporaries(self) -> list[Removed]:
-        return [
-            Removed("temporary", f"{directory}/{entry}")
-            for directory in (self._layout.publishing, self._layout.staging)
-            for entry in self._names(directory)
-            if entry.endswith(".tmp")
-        ]
+        found: list[Removed] = []
+        for directory in (self._layout.publishing, self._layout.staging):
+            sizes = self._sizes(directory)
+            found.extend(
+                Removed("temporary", f"{directory}/{entry}", sizes.get(entry))
+                for entry in self._names(directory)
+                if entry.endswith(".tmp")
+            )
+        return found
 
     def _unreferenced(self) -> list[Removed]:
         referenced: set[str] = set()
@@ -301,30 +343,31 @@ class Maintain:
             referenced.update(entry.path for entry in marker.alias_document.entries)
         removed = []
         sources = self._records.sources()
+        artifact_sizes = self._sizes(self._layout.artifacts)
+        source_sizes = self._sizes(self._layout.sources)
         for entry in self._names(self._layout.artifacts):
             path = f"{self._layout.artifacts}/{entry}"
             if path not in referenced:
-                removed.append(Removed("artifact", path))
+                removed.append(Removed("artifact", path, artifact_sizes.get(entry)))
                 digest = self._layout.in_store(path)
                 removed.extend(
-                    Removed("source", source_path)
+                    Removed("source", source_path, source_sizes.get(source_path.rsplit("/")[-1]))
                     for source_path, source in sources
                     if source.sqsh_sha256 == digest
                 )
         return removed
 
-    def _remove(self, item: Removed) -> None:
-        """Remove ``item``, and record an artifact or an attempt in the history (``gc_artifact``,
-        ``gc_attempt``)."""
+    def _remove(self, item: Removed) -> bool:
+        """Remove ``item``, and record an artifact or an attempt in the history (``gc_artifact``
+        with its bytes, ``gc_attempt``); False when it was gone already."""
         if item.kind == "attempt":
-            lifecycle_id = item.path.rsplit("/", 1)[1]
-            fields = attempt_fields(self._store, lifecycle_id) if self._history is not None else {}
-            self.cleanup(lifecycle_id)
-            if self._history is not None:
-                self._history("gc_attempt", **fields)
+            self._remove_attempt(item.path.rsplit("/", 1)[1], "gc_attempt")
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
             digest = self._layout.in_store(item.path)
             if item.kind == "artifact" and self._history is not None and digest is not None:
-                self._history("gc_artifact", artifact=digest)
+                self._history("gc_artifact", artifact=digest, bytes=item.size)
+        else:
+            return False
         log.info("gc removed %s %s", item.kind, item.path)
+        return True

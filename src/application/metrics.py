@@ -19,7 +19,7 @@ from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import NoStore, UnknownAlias, VerificationFailed
 from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.architecture import ARCHITECTURES
-from slurm_image.domain.errors import DomainError
+from slurm_image.domain.errors import REFUSAL_RULES, DomainError
 from slurm_image.domain.history import EventKind, HistoryEvent
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.roles import ROLES
@@ -165,8 +165,10 @@ class PublishLatencies:
 @dataclass(frozen=True)
 class StoreMetrics:
     """One snapshot (see the module docstring). Gauges describe the store now; the history's
-    figures are totals since its first line, so they only grow while the history does."""
+    figures are totals since its first line, so they only grow while the history does.
+    ``store`` names the store (the ``store`` label of every series)."""
 
+    store: str
     generated_at: datetime
     aliases: tuple[AliasEntries, ...]
     aliases_unreadable: int
@@ -183,11 +185,15 @@ class StoreMetrics:
     job_failures: tuple[JobFailures, ...]
     job_run_seconds: tuple[JobRunTimes, ...]
     publish_latency_seconds: tuple[PublishLatencies, ...]
+    refusals: Mapping[str, int]
+    """``refused`` events by rule: every rule of the product (``REFUSAL_RULES``), zeros too,
+    and any other a front end recorded."""
 
     def as_dict(self) -> dict[str, object]:
         """The snapshot as JSON values (``metrics --json``)."""
         cache = self.layer_cache
         return {
+            "store": self.store,
             "generated_at": self.generated_at.isoformat(),
             "aliases": [vars(item) for item in self.aliases],
             "aliases_unreadable": self.aliases_unreadable,
@@ -212,6 +218,7 @@ class StoreMetrics:
                 {"operation": item.operation, **item.seconds.as_dict()}
                 for item in self.publish_latency_seconds
             ],
+            "refusals": dict(self.refusals),
         }
 
 
@@ -225,9 +232,12 @@ class CollectMetrics:
         self._reader = CatalogReader(store)
         self._layout = self._reader.layout
 
-    def __call__(self, *, layer_cache: CacheBound | None = None) -> StoreMetrics:
-        """The snapshot; ``NoStore`` when the workspace root has no ``images/`` (zeros there
-        would hide a profile naming the wrong root)."""
+    def __call__(
+        self, *, layer_cache: CacheBound | None = None, store_name: str | None = None
+    ) -> StoreMetrics:
+        """The snapshot, the store named ``store_name`` (default: its workspace root);
+        ``NoStore`` when the workspace root has no ``images/`` (zeros there would hide a
+        profile naming the wrong root)."""
         generated_at = self._clock.now()
         if self._store.entry_kind(self._layout.images) != "directory":
             raise NoStore(
@@ -238,6 +248,7 @@ class CollectMetrics:
         entries, unreadable, referenced = self._aliases()
         read = self._history.read()
         return StoreMetrics(
+            store=self._store.root if store_name is None else store_name,
             generated_at=generated_at,
             aliases=entries,
             aliases_unreadable=unreadable,
@@ -250,6 +261,7 @@ class CollectMetrics:
             job_failures=_job_failures(read.events),
             job_run_seconds=_job_run_times(read.events),
             publish_latency_seconds=_publish_latencies(read.events),
+            refusals=_refusals(read.events),
         )
 
     def _aliases(self) -> tuple[tuple[AliasEntries, ...], int, set[str]]:
@@ -401,3 +413,11 @@ def _publish_latencies(events: Iterable[HistoryEvent]) -> tuple[PublishLatencies
         PublishLatencies(operation, Distribution.of(values, PUBLISH_LATENCY_BOUNDS))
         for operation, values in sorted(seconds.items())
     )
+
+
+def _refusals(events: Iterable[HistoryEvent]) -> dict[str, int]:
+    counts = dict.fromkeys(REFUSAL_RULES, 0)
+    for event in events:
+        if event.event == "refused" and event.rule is not None:
+            counts[event.rule] = counts.get(event.rule, 0) + 1
+    return counts

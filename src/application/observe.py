@@ -72,7 +72,13 @@ class Observe:
                 if meaning:
                     reason = f"{reason}: {meaning}" if reason else meaning
                 observed = LifecycleStatus(
-                    lifecycle_id, record.job_id, status.state, reason, status.exit_code
+                    lifecycle_id,
+                    record.job_id,
+                    status.state,
+                    reason,
+                    status.exit_code,
+                    started_at=status.started_at,
+                    ended_at=status.ended_at,
                 )
             result.append(self.with_progress(observed))
         return result

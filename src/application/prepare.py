@@ -18,7 +18,7 @@ from slurm_image.domain.credentials import (
     CREDENTIALS_NAME,
     RegistryCredentials,
 )
-from slurm_image.domain.errors import InvalidPath, SignatureRefused
+from slurm_image.domain.errors import InvalidPath, Unsigned
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.plan import Plan, derive_plan
 from slurm_image.domain.policy import require_allowed_source
@@ -87,11 +87,11 @@ def require_unchangeable_image(workspace: Workspace, source: str) -> None:
 
 def require_unsigned_ok(request: Request, profile: SiteProfile) -> None:
     """Under ``policy.require_signature``, refuse to inspect a local ``.sqsh`` unless the
-    request says ``unsigned_ok``: a file carries no signature to check. ``SignatureRefused`` of
-    ``source``, before anything is staged."""
+    request says ``unsigned_ok``: a file carries no signature to check. ``Unsigned`` (a
+    ``SignatureRefused``) of ``source``, before anything is staged."""
     policy = profile.policy
     if policy is not None and policy.require_signature and not request.unsigned_ok:
-        raise SignatureRefused(
+        raise Unsigned(
             field="source",
             rule="policy.require_signature is set and a local .sqsh carries no signature to"
             " check: inspect it with --unsigned-ok to proceed anyway (the plan records it)",
@@ -161,7 +161,7 @@ class PlanLifecycle:
         if profile.policy is None or not profile.policy.require_signature:
             return None
         if self._check_signature is None:
-            raise SignatureRefused(
+            raise Unsigned(
                 field=parse_reference(request.source).digest,
                 rule="policy.require_signature is set and no signature lookup is configured",
             )

@@ -22,9 +22,11 @@ A crash between any two steps leaves the old alias record or the new one, and th
 publisher of the alias (or ``recover``) finishes what the marker describes or drops it.
 
 Once the alias record is written, still under the locks, the binding is recorded in the store's
-history (``published``, or ``replaced`` with the artifact it displaced; ``application.history``),
-and so is a binding from the store; a history that cannot take it is warned about, and the
-publication stands.
+history (``published``, or ``replaced`` with the artifact it displaced, with how long the job
+ran; ``application.history``), and so is a binding from the store; a history that cannot take
+it is warned about, and the publication stands. The marker carries the event, so that a process
+that finishes the publication after a crash records it, as this publisher, with
+``recovered`` (``StoreRecords.recover``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from slurm_image.application.history import (
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
-from slurm_image.application.status import Statuses
+from slurm_image.application.status import LifecycleStatus, Statuses
 from slurm_image.application.store_records import (
     ENTRY_ARTICLE,
     STORE_LOCK,
@@ -59,8 +61,11 @@ from slurm_image.application.store_records import (
 )
 from slurm_image.application.verify_result import VerifyResult
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.history import HistoryEvent
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import (
+    EVENT_MARKER_SCHEMA_VERSION,
+    MARKER_SCHEMA_VERSION,
     AliasDocument,
     AliasRecord,
     PublicationMarker,
@@ -117,7 +122,7 @@ class Publish:
         self._permissions = permissions
         self._orders = orders
         self._history = history
-        self._records = StoreRecords(store)
+        self._records = StoreRecords(store, history=history)
         self._layout = self._records.layout
         self._locks = locks
         self._clock = clock
@@ -180,12 +185,14 @@ class Publish:
                     architecture=plan.architecture,
                     replace=replace,
                 )
-            self._verify.require_success(lifecycle_id)
-            record, digest, sources = self._verify(plan)
+            status = self._verify.require_success(lifecycle_id)
+            record, digest, sources = self._verify(plan, status)
             document = next_document(existing, record, replace, plan.request.ownership)
+            event = self._event(existing, record, plan, status, plan.request.requester)
             self._checkpoint("verified")
-            self._commit(plan, document, record, digest, sources)
-            self._record(existing, record, plan, plan.request.requester)
+            self._commit(plan, document, record, digest, sources, event)
+            if self._history is not None and event is not None:
+                self._history.append(event)
             bound = existing.entry(record.architecture) if existing is not None else None
             if bound is not None:
                 log.info(
@@ -265,7 +272,9 @@ class Publish:
                 return Publication(current, changed=False)
             self._require_owner(request, existing)
             self._records.write_alias(next_document(existing, record, replace, request.ownership))
-            self._record(existing, record, None, request.requester)
+            event = self._event(existing, record, None, None, request.requester)
+            if self._history is not None and event is not None:
+                self._history.append(event)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
                 request.name,
@@ -284,18 +293,21 @@ class Publish:
             existing.ownership, field="name", what=f"changing alias {request.name}"
         )
 
-    def _record(
+    def _event(
         self,
         existing: AliasDocument | None,
         record: AliasRecord,
         plan: Plan | None,
+        status: LifecycleStatus | None,
         requester: Requester | None,
-    ) -> None:
-        """The binding of ``record`` in the store's history (``published`` or ``replaced``),
-        still under the alias's lock: with the job and the latency of ``plan``'s publication,
-        none for an answer from the store."""
+    ) -> HistoryEvent | None:
+        """The history event of binding ``record`` (``published`` or ``replaced``), recorded
+        still under the alias's lock: with the job, how long it ran (``status``) and the
+        latency of ``plan``'s publication, none for an answer from the store, naming
+        ``requester`` (a request through the gateway) when given. None without a history, or
+        when it cannot be built (``RecordHistory.event`` warns)."""
         if self._history is None:
-            return
+            return None
         kind, previous = binding_event(existing, record)
         fields = entry_fields(record) | {"previous_artifact": previous}
         if plan is not None:
@@ -305,7 +317,8 @@ class Publish:
                 submission = None
             fields["job_id"] = submission.job_id if submission is not None else None
             fields["publish_latency_seconds"] = latency_seconds(plan, record)
-        self._history(kind, requester=requester, **fields)
+            fields["job_seconds"] = status.job_seconds if status is not None else None
+        return self._history.event(kind, requester=requester, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:
@@ -326,6 +339,7 @@ class Publish:
         record: AliasRecord,
         digest: FileDigest,
         sources: tuple[SourceRecord, ...],
+        event: HistoryEvent | None,
     ) -> None:
         candidate = plan.paths.candidate
         if candidate is not None:
@@ -334,7 +348,12 @@ class Publish:
                 self._refuse_unless_identical(record)
                 candidate = None  # identical bytes are in the store already: reuse them
         marker = PublicationMarker(
-            candidate=candidate, alias=record, document=document, sources=sources
+            schema_version=MARKER_SCHEMA_VERSION if event is None else EVENT_MARKER_SCHEMA_VERSION,
+            candidate=candidate,
+            alias=record,
+            document=document,
+            sources=sources,
+            event=event,
         )
         self._store.publish_file(
             self._layout.marker(record.name),

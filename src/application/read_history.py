@@ -1,6 +1,6 @@
-"""Read the store's history (docs/design.md, "History"): ``history [NAME] [--since T]``. Only
-the ``History`` port and the event model: anyone who may read the store runs it, and it loads
-nothing of the lifecycle's use cases or the scheduler."""
+"""Read the store's history (docs/design.md, "History"): ``history [NAME] [--since T]``, and
+follow it (``--follow``). Only the ``History`` port and the event model: anyone who may read
+the store runs it, and it loads nothing of the lifecycle's use cases or the scheduler."""
 
 from __future__ import annotations
 
@@ -9,8 +9,53 @@ from datetime import datetime
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
-from slurm_image.domain.history import HistoryRead
+from slurm_image.domain.history import HistoryEvent, HistoryRead
 from slurm_image.ports.history import History
+
+FOLLOW_INTERVAL_S = 1.0
+"""How often a follower looks for new events (one listing of ``history/`` each time; a file
+is read only when it grew)."""
+
+Hidden = Callable[[str], bool]
+"""Whether an alias is one the requester may not see (through the gateway: a private alias of
+another group)."""
+
+
+class _Shown:
+    """Which events a reader gets: those of the alias ``name`` (all when None), none of an
+    alias ``hidden`` from it; a hidden alias named is unknown. Checks ``name`` and ``since``."""
+
+    def __init__(self, hidden: Hidden | None, name: str | None, since: datetime | None) -> None:
+        if name is not None:
+            paths.name(name)
+        if since is not None and since.utcoffset() is None:
+            raise InvalidRequest(
+                field="since", rule="must be an aware time (UTC, or with an offset)"
+            )
+        if name is not None and hidden is not None and hidden(name):
+            from slurm_image.application.errors import UnknownAlias
+
+            raise UnknownAlias.named(name)
+        self._hidden = hidden
+        self._name = name
+        self._seen: dict[str, bool] = {}
+
+    def _visible(self, alias: str | None) -> bool:
+        if alias is None or self._hidden is None:
+            return True
+        if alias not in self._seen:
+            self._seen[alias] = not self._hidden(alias)
+        return self._seen[alias]
+
+    def __call__(self, read: HistoryRead) -> HistoryRead:
+        return HistoryRead(
+            events=tuple(
+                event
+                for event in read.events
+                if (self._name is None or event.alias == self._name) and self._visible(event.alias)
+            ),
+            skipped=read.skipped,
+        )
 
 
 class ReadHistory:
@@ -19,37 +64,45 @@ class ReadHistory:
     whether an alias is one the requester may not see (through the gateway: a private alias of
     another group), whose events are then left out, and which is unknown when named."""
 
-    def __init__(self, history: History, hidden: Callable[[str], bool] | None = None) -> None:
+    def __init__(self, history: History, hidden: Hidden | None = None) -> None:
         self._history = history
         self._hidden = hidden
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
-        if name is not None:
-            paths.name(name)
-        if since is not None and since.utcoffset() is None:
-            raise InvalidRequest(
-                field="since", rule="must be an aware time (UTC, or with an offset)"
-            )
-        hidden = self._hidden
-        if name is not None and hidden is not None and hidden(name):
-            from slurm_image.application.errors import UnknownAlias
+        shown = _Shown(self._hidden, name, since)
+        return shown(self._history.read(since))
 
-            raise UnknownAlias.named(name)
-        read = self._history.read(since)
-        seen: dict[str, bool] = {}
 
-        def shown(alias: str | None) -> bool:
-            if alias is None or hidden is None:
-                return True
-            if alias not in seen:
-                seen[alias] = not hidden(alias)
-            return seen[alias]
+class FollowHistory:
+    """The store's history as it grows: ``emit`` gets every event (of the alias ``name``, at or
+    after ``since``, none of a ``hidden`` alias) there is, then each one appended, oldest first,
+    until ``stopped``, which waits up to its argument in seconds and says whether to stop (a
+    signal came). Whole lines only: an append in progress is emitted once it is whole."""
 
-        return HistoryRead(
-            events=tuple(
-                event
-                for event in read.events
-                if (name is None or event.alias == name) and shown(event.alias)
-            ),
-            skipped=read.skipped,
-        )
+    def __init__(
+        self,
+        history: History,
+        hidden: Hidden | None = None,
+        *,
+        interval_s: float = FOLLOW_INTERVAL_S,
+    ) -> None:
+        self._history = history
+        self._hidden = hidden
+        self._interval = interval_s
+
+    def __call__(
+        self,
+        emit: Callable[[HistoryEvent], None],
+        stopped: Callable[[float], bool],
+        name: str | None = None,
+        *,
+        since: datetime | None = None,
+    ) -> None:
+        shown = _Shown(self._hidden, name, since)
+        position = None
+        while True:
+            read, position = self._history.read_after(position, since)
+            for event in shown(read).events:
+                emit(event)
+            if stopped(self._interval):
+                return

@@ -33,6 +33,7 @@ from slurm_image.domain.signatures import (
     PublicKey,
     Rejected,
     load_public_key,
+    stronger,
     verify,
 )
 from slurm_image.domain.signed_by import SignedBy
@@ -113,7 +114,7 @@ class CheckSignature:
                 found = self._find(reference, child, profile, credentials, budget)
                 verified = verify(found, keys, [child], child)
             except SignatureRefused as second:
-                raise SignatureRefused(
+                raise stronger(type(refused), type(second))(
                     field=pin,
                     rule=f"{refused.rule}; nor its {architecture} manifest {child}: {second.rule}",
                 ) from None

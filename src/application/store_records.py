@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from slurm_image.application.catalog_reader import read_record
 from slurm_image.application.errors import VerificationFailed
@@ -32,6 +33,9 @@ from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import WorkspaceError
 
+if TYPE_CHECKING:
+    from slurm_image.application.history import RecordHistory
+
 log = logging.getLogger(__name__)
 
 STORE_LOCK = "store"
@@ -55,11 +59,13 @@ def alias_lock(name: str) -> str:
 
 
 class StoreRecords:
-    """Read and write the store's records (shared by publish, recovery and the catalog)."""
+    """Read and write the store's records (shared by publish, recovery and the catalog).
+    ``history``: where a recovery records the publication it finishes."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, history: RecordHistory | None = None) -> None:
         self.store = store
         self.layout = StoreLayout(store.root)
+        self._history = history
 
     def prepare_directories(self) -> None:
         for directory in (self.layout.artifacts, self.layout.aliases, self.layout.sources):
@@ -171,6 +177,10 @@ class StoreRecords:
         """Finish or roll back a publication of ``name`` that a crashed process left.
 
         The caller holds the alias lock. The marker is written whole (atomically) or not at all.
+        A publication finished here is recorded in the history once, after its marker is gone
+        (a crash in between leaves the event absent, never twice): the event the marker
+        carries, as its publisher, with ``recovered``. A marker from before markers carried
+        their event (version 1 or 2) finishes without one.
         """
         marker_path = self.layout.marker(name)
         self._drop_non_marker(marker_path)
@@ -180,10 +190,18 @@ class StoreRecords:
                 marker: PublicationMarker | None = load_marker(data)
             except DomainError:
                 marker = None
-            if marker is not None and marker.alias.name == name:
-                self._finish(marker)
+            finished = marker is not None and marker.alias.name == name and self._finish(marker)
             self.store.remove_file(marker_path)
-            log.info("recovered an interrupted publication of %s", name)
+            log.info(
+                "recovered an interrupted publication of %s (%s)",
+                name,
+                "finished" if finished else "dropped",
+            )
+            if finished and marker is not None and self._history is not None:
+                if marker.event is None:
+                    log.info("its marker names no history event: none is recorded")
+                else:
+                    self._history.append(marker.event.model_copy(update={"recovered": True}))
         if self.store.entry_kind(self.layout.publishing) != "directory":
             return
         prefix = f"{name}.json"
@@ -212,7 +230,9 @@ class StoreRecords:
             ) from None
         log.warning("removed %s at %s: not a publication marker", ENTRY_ARTICLE[kind], path)
 
-    def _finish(self, marker: PublicationMarker) -> None:
+    def _finish(self, marker: PublicationMarker) -> bool:
+        """Write what ``marker`` describes when its artifact is in place: True when the alias
+        was written, False when the old state stands."""
         alias = marker.alias
         candidate = marker.candidate
         if (
@@ -224,7 +244,8 @@ class StoreRecords:
             if digest.sha256 == alias.sqsh_sha256:
                 self.install_artifact(candidate, alias.path, digest, marker.alias_document)
         if not self.artifact_matches(alias.path, alias.sqsh_sha256):
-            return  # never got as far as the artifact: the old state stands
+            return False  # never got as far as the artifact: the old state stands
         for source in marker.source_records:
             self.write_source(source)
         self.write_alias(marker.alias_document)
+        return True

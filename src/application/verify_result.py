@@ -15,7 +15,7 @@ from slurm_image.application.catalog_reader import require_unchangeable
 from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import JobNotSuccessful, VerificationFailed
 from slurm_image.application.records import attempt_directory, read_submission
-from slurm_image.application.status import Statuses, is_final, succeeded
+from slurm_image.application.status import LifecycleStatus, Statuses, is_final, succeeded, utc_text
 from slurm_image.application.store_records import StoreRecords
 from slurm_image.domain.architecture import (
     ARCHITECTURE_RECORD_MAX_BYTES,
@@ -30,6 +30,7 @@ from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import (
     AliasRecord,
+    JobRun,
     SourceRecord,
     facts_of,
 )
@@ -86,7 +87,9 @@ class VerifyResult:
             )
         return plan
 
-    def require_success(self, lifecycle_id: str) -> None:
+    def require_success(self, lifecycle_id: str) -> LifecycleStatus:
+        """The status of the lifecycle's job, which must have succeeded (else
+        ``JobNotSuccessful``)."""
         (status,) = self._statuses([lifecycle_id])
         if status.state is not LifecycleState.SUBMISSION_UNKNOWN and is_final(
             status
@@ -96,7 +99,7 @@ class VerifyResult:
             except WorkspaceError as error:
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
         if succeeded(status):
-            return
+            return status
         detail = f" (exit {status.exit_code})" if status.exit_code is not None else ""
         reason = f": {status.reason}" if status.reason else ""
         raise JobNotSuccessful(
@@ -132,7 +135,11 @@ class VerifyResult:
         except DomainError as error:
             raise VerificationFailed(field=path, rule=f"{error.field}: {error.rule}") from None
 
-    def __call__(self, plan: Plan) -> tuple[AliasRecord, FileDigest, tuple[SourceRecord, ...]]:
+    def __call__(
+        self, plan: Plan, status: LifecycleStatus | None = None
+    ) -> tuple[AliasRecord, FileDigest, tuple[SourceRecord, ...]]:
+        """The entry to bind for ``plan``'s verified result (with its job, from the
+        ``status`` its success was read from), the image's digest and the source records."""
         role = plan.request.role
         importing = plan.operation == "import_oci"
         if plan.schema_version == 1:
@@ -208,6 +215,7 @@ class VerifyResult:
             architecture=architecture,
             signed_by=signed_by,
             clock=self._clock,
+            job=None if status is None else job_run(status),
         )
         return record, digest, tuple(sources)
 
@@ -252,6 +260,17 @@ class VerifyResult:
             return self._layout.artifact(claimed) if isinstance(claimed, str) else plan.paths.sqsh
         except (ValueError, AttributeError, RecursionError, DomainError):
             return plan.paths.sqsh
+
+
+def job_run(status: LifecycleStatus) -> JobRun | None:
+    """The job an entry's artifact came from, as its status gave it (None without a job)."""
+    if status.job_id is None:
+        return None
+    return JobRun(
+        job_id=status.job_id,
+        started_at=utc_text(status.started_at),
+        ended_at=utc_text(status.ended_at),
+    )
 
 
 def _named_source(sources: list[SourceRecord]) -> SourceRecord | None:

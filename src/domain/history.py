@@ -24,7 +24,10 @@ from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import HISTORY_MONTH_FILE
 
-HISTORY_SCHEMA_VERSION: Literal[1] = 1
+HISTORY_SCHEMA_VERSION: Literal[2] = 2
+"""The version events are written in. Version 2 adds the events ``cleaned_up``, ``gc_removed``
+and ``refused`` and the fields ``recovered``, ``rule``, ``source``, ``reason``, ``removed``,
+``count`` and ``bytes``; version 1 lines (none of them) are read as they are."""
 
 HISTORY_LINE_MAX_BYTES = 16 * 1024
 """A longer line is no event of ours: it is skipped when read, and never written."""
@@ -40,24 +43,46 @@ EventKind = Literal[
     "published",
     "replaced",
     "unregistered",
+    "cleaned_up",
     "gc_artifact",
     "gc_attempt",
+    "gc_removed",
     "job_failed",
     "cancelled",
+    "refused",
 ]
 """What happened:
 
 - ``published``: an alias was bound to an artifact for an architecture (a new alias, or a new
-  architecture entry of one);
+  architecture entry of one); ``recovered``: by the recovery of a crashed publisher's marker,
+  as the publisher the marker names;
 - ``replaced``: ``--replace`` bound an alias's entry to another artifact (``previous_artifact``
-  is the one it named before);
+  is the one it named before); ``recovered`` as for ``published``;
 - ``unregistered``: an alias was removed (its artifacts stay until ``gc``);
+- ``cleaned_up``: ``cleanup`` removed an attempt directory;
 - ``gc_artifact``, ``gc_attempt``: ``gc`` removed an artifact no alias names, or an attempt;
+- ``gc_removed``: ``gc`` removed ``count`` things of one kind (``removed``: ``GC_KINDS``), of
+  ``bytes`` in all;
 - ``job_failed``: a job ended without a result to publish (its ``exit_code`` and ``state``);
-- ``cancelled``: a lifecycle's job was cancelled through the product.
+- ``cancelled``: a lifecycle's job was cancelled, through the product or by the scheduler's own
+  command (``state`` CANCELLED);
+- ``refused``: the product (or a front end) refused what someone asked for: ``rule`` names the
+  rule (``REFUSAL_RULE``), ``exit_code`` what the command exited with, ``source`` and ``alias``
+  what was asked for, ``reason`` the refusal as the command printed it.
 """
 
+GC_KINDS = ("source", "temporary", "credentials", "layer", "layer-temporary", "token")
+"""What a ``gc_removed`` event counts (``application.maintain.Removed``): source records,
+temporary records, staged registry credentials, and of the layer cache its blobs, downloads
+never finished and registry tokens. Artifacts and attempts have events of their own."""
+REFUSAL_RULE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+"""The form of a refusal's rule: a short name a site alerts on (a metrics label value)."""
+REASON_MAX_CHARACTERS = 1024
+"""A refusal's ``reason`` is cut to this many characters (the line stays one event)."""
+
 _NAME_TEXT = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
+_REASON_TEXT = re.compile(rf"[^\x00-\x1f\x7f]{{1,{REASON_MAX_CHARACTERS}}}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _SOURCE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -69,7 +94,7 @@ class HistoryEvent(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1] = HISTORY_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = HISTORY_SCHEMA_VERSION
     event: EventKind
     time: AwareDatetime
     user: str
@@ -91,9 +116,26 @@ class HistoryEvent(BaseModel):
     state: str | None = None
     """``job_failed``, ``cancelled``: the scheduler's state of the job (``FAILED``, ``TIMEOUT``)."""
     job_seconds: float | None = Field(default=None, ge=0)
-    """``published``, ``replaced``, ``job_failed``: how long the job ran, when known."""
+    """``published``, ``replaced``, ``job_failed``, ``cancelled``: how long the job ran, by
+    the scheduler's start and end times, when known."""
     publish_latency_seconds: float | None = Field(default=None, ge=0)
     """``published``, ``replaced``: from the plan's creation to the publication."""
+    recovered: Literal[True] | None = None
+    """``published``, ``replaced``: recorded by the process that finished the publication a
+    crashed publisher left (its marker), as that publisher."""
+    rule: str | None = None
+    """``refused``: the rule that refused (``REFUSAL_RULE``)."""
+    source: str | None = None
+    """``refused``: the source asked for (a reference, a tag, a path), as given (at most
+    ``REASON_MAX_CHARACTERS``)."""
+    reason: str | None = None
+    """``refused``: why, as the command said it (at most ``REASON_MAX_CHARACTERS``)."""
+    removed: str | None = None
+    """``gc_removed``: what of ``GC_KINDS``."""
+    count: int | None = Field(default=None, ge=0)
+    """``gc_removed``: how many."""
+    bytes: int | None = Field(default=None, ge=0)
+    """``gc_removed``: their bytes in all (what their directory listings said)."""
 
     @field_validator("time")
     @classmethod
@@ -107,6 +149,29 @@ class HistoryEvent(BaseModel):
     def _printable(cls, value: str | None) -> str | None:
         if value is not None and not _NAME_TEXT.fullmatch(value):
             raise ValueError("must be 1 to 255 characters without control characters")
+        return value
+
+    @field_validator("source", "reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        if value is not None and not _REASON_TEXT.fullmatch(value):
+            raise ValueError(
+                f"must be 1 to {REASON_MAX_CHARACTERS} characters without control characters"
+            )
+        return value
+
+    @field_validator("rule")
+    @classmethod
+    def _rule(cls, value: str | None) -> str | None:
+        if value is not None and not REFUSAL_RULE.fullmatch(value):
+            raise ValueError("must be a lowercase name: a letter, then letters, digits or _")
+        return value
+
+    @field_validator("removed")
+    @classmethod
+    def _removed(cls, value: str | None) -> str | None:
+        if value is not None and value not in GC_KINDS:
+            raise ValueError(f"must be one of {', '.join(GC_KINDS)}")
         return value
 
     @field_validator("artifact", "previous_artifact")
@@ -124,6 +189,15 @@ class HistoryEvent(BaseModel):
         return value
 
 
+def reason_text(text: str) -> str:
+    """``text`` as a refusal's ``reason`` or ``source``: control characters (a newline too) as
+    one space, cut to ``REASON_MAX_CHARACTERS`` (ending ``...`` when cut)."""
+    flat = _CONTROL.sub(" ", text).strip() or "-"
+    if len(flat) <= REASON_MAX_CHARACTERS:
+        return flat
+    return flat[: REASON_MAX_CHARACTERS - 3] + "..."
+
+
 @dataclass(frozen=True)
 class HistoryRead:
     """What a read of the history found: its whole events, oldest first, and how many lines
@@ -131,6 +205,23 @@ class HistoryRead:
 
     events: tuple[HistoryEvent, ...]
     skipped: int = 0
+
+
+@dataclass(frozen=True)
+class HistoryPosition:
+    """How far a follower has read: the month file (None: none yet) and the offset just past
+    its last whole line read. A line not ended yet (an append in progress) lies beyond it."""
+
+    month: str | None = None
+    offset: int = 0
+
+
+def parse_whole_lines(data: bytes) -> tuple[HistoryRead, int]:
+    """The events of ``data``'s whole lines, and how many bytes they take: a last line without
+    its newline is left for later (an append in progress, or a crash's torn line, which the
+    next append ends with a newline)."""
+    end = data.rfind(b"\n") + 1
+    return parse_history(data[:end]), end
 
 
 def event_line(event: HistoryEvent) -> bytes:

@@ -7,8 +7,9 @@ ignores them (slurmrestd) can send the same values in its own job description.
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BaseModel, model_validator
 
 from slurm_image.domain import sizes
 from slurm_image.domain.model_config import FROZEN
@@ -115,6 +116,12 @@ class JobState(enum.StrEnum):
     def is_terminal(self) -> bool:
         return self in _TERMINAL
 
+    @property
+    def has_started(self) -> bool:
+        """The job got its node and ran (or runs): its start time is a fact, not the
+        scheduler's estimate of a pending job's."""
+        return self in _STARTED or self.is_terminal
+
 
 _TERMINAL = frozenset(
     {
@@ -130,10 +137,26 @@ _TERMINAL = frozenset(
         JobState.LOST,
     }
 )
+_STARTED = frozenset({JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED})
+
+
+def observed_times(
+    state: JobState, started: datetime | None, ended: datetime | None
+) -> tuple[datetime | None, datetime | None]:
+    """What of the scheduler's start and end times is a fact for a job in ``state``: the start
+    once the job has started (a pending job's is an estimate), the end once it is terminal (a
+    running job's is its time limit's), and neither when the end is before the start. A job
+    cancelled while pending has both, equal (Slurm sets them to the time of the cancel). Every
+    submitter adapter reports its times through this one rule."""
+    start = started if state.has_started else None
+    end = ended if state.is_terminal and start is not None else None
+    if start is not None and end is not None and end < start:
+        return None, None
+    return start, end
 
 
 class JobStatus(BaseModel):
-    """One job's state as the scheduler reports it."""
+    """One job's state as the scheduler reports it, and when it ran (``observed_times``)."""
 
     model_config = FROZEN
 
@@ -142,3 +165,25 @@ class JobStatus(BaseModel):
     reason: str | None = None
     exit_code: int | None = None
     """The job's own exit status (not the raw wait status), when known."""
+    started_at: AwareDatetime | None = None
+    """When the job started (Slurm's ``StartTime``), once it has; None when not known."""
+    ended_at: AwareDatetime | None = None
+    """When it ended (``EndTime``), once terminal; None when not known."""
+
+    @model_validator(mode="after")
+    def _times(self) -> JobStatus:
+        if (self.started_at, self.ended_at) != observed_times(
+            self.state, self.started_at, self.ended_at
+        ):
+            raise ValueError(
+                "started_at only once the job started, ended_at only once it is terminal and"
+                " not before started_at"
+            )
+        return self
+
+    @property
+    def run_seconds(self) -> float | None:
+        """How long the job ran, from the scheduler's times; None unless it ended with both."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()

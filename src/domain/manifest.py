@@ -18,7 +18,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from slurm_image.domain.architecture import ARCHITECTURES, oci_name
-from slurm_image.domain.errors import InvalidRegistryAnswer, NoImageForArchitecture
+from slurm_image.domain.errors import (
+    InvalidRegistryAnswer,
+    NoImageForArchitecture,
+    RegistryDigestMismatch,
+)
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.registry_text import registry_text
 from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
@@ -145,10 +149,10 @@ def check_content_digest(data: bytes, content_digest: str | None, *, field: str)
             " digest: refused",
         )
     if claimed != actual:
-        raise _refuse(
-            field,
-            f"the registry's Docker-Content-Digest {claimed} disagrees with the bytes it sent"
-            f" ({actual}): refused, nothing was pinned",
+        raise RegistryDigestMismatch(
+            field=field,
+            rule=f"the registry's Docker-Content-Digest {claimed} disagrees with the bytes it"
+            f" sent ({actual}): refused, nothing was pinned",
         )
     return digest
 

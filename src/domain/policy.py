@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ValidationError, field_validator, model_validator
 
 from slurm_image.domain import paths
-from slurm_image.domain.errors import DomainError, InvalidProfile, InvalidRequest
+from slurm_image.domain.errors import DomainError, InvalidProfile, SourceNotAllowed
 from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.reference import (
     OciReference,
@@ -92,13 +92,13 @@ class Policy(BaseModel):
 
 def require_allowed_source(reference: OciReference | TagReference, policy: Policy | None) -> None:
     """Refuse a source outside the policy's ``allowed_registries`` (none listed: any is
-    allowed). ``InvalidRequest`` of ``source`` naming the rule."""
+    allowed). ``SourceNotAllowed`` (an ``InvalidRequest``) of ``source`` naming the rule."""
     if policy is None or not policy.allowed_registries:
         return
     if any(prefix.covers(reference) for prefix in policy.prefixes):
         return
     allowed = ", ".join(policy.allowed_registries)
-    raise InvalidRequest(
+    raise SourceNotAllowed(
         field="source",
         rule=f"is outside policy.allowed_registries ({allowed}): the registry and the start of"
         " the repository path must be one of them, whole path components only",

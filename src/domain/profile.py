@@ -217,6 +217,21 @@ class Enroot(BaseModel):
         return value
 
 
+def _store_name(value: str) -> str:
+    if not 1 <= len(value) <= 255 or any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value):
+        raise ValueError("must be 1 to 255 characters without control characters")
+    return value
+
+
+class MetricsSettings(BaseModel):
+    """``[metrics]`` (docs/operations.md, "Metrics"): what ``metrics`` calls the store."""
+
+    model_config = FROZEN
+
+    store_name: Annotated[str, AfterValidator(_store_name)] | None = None
+    """The ``store`` label of every series; None: the workspace root."""
+
+
 def _seconds(value: object) -> object:
     """An integer number of seconds as the float the field holds; one too large for a float is
     infinite, and so refused by the field's bound like any other value above it."""
@@ -378,6 +393,16 @@ class SiteProfile(BaseModel):
     """``[gateway]`` (docs/gateway.md): who may do what through ``slurm-image serve`` and its
     limits; None: the defaults (every authenticated user imports, the store's owner alone is
     an admin)."""
+    metrics: MetricsSettings | None = absent_when_none()
+    """``[metrics]`` (docs/operations.md); None: every default."""
+
+    @property
+    def store_name(self) -> str:
+        """The name ``metrics`` gives the store (every series' ``store`` label): ``[metrics]
+        store_name``, else the workspace root, which no two stores share."""
+        if self.metrics is not None and self.metrics.store_name is not None:
+            return self.metrics.store_name
+        return self.workspace_root
 
     def sha256(self) -> str:
         return sha256_hex(canonical_json(self.model_dump(mode="json")))

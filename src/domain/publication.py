@@ -22,6 +22,16 @@ the site policy accepted for the import (``domain.signatures.SignedBy``; docs/de
 policy and signatures"). A record is written in that version only when it carries one; a
 version 5 entry may carry ``resolved_from`` too.
 
+Schema version 6 of an alias entry adds ``job``: the job its artifact came from and when the
+scheduler says it started and ended (``JobRun``); an entry answered from the store has none.
+Each version of an entry adds one field (``ENTRY_FIELD_VERSIONS``), and an entry is written in
+the oldest version that holds the fields it carries, so a version 6 entry may carry every
+field before it.
+
+Version 3 of the publication marker adds ``event``: the history event its publisher records
+once the publication is done (``domain.history.HistoryEvent``), which a process that finishes
+the publication after a crash records instead, as that publisher.
+
 Schema version 4 of an alias document adds who the alias belongs to (docs/gateway.md, "Who may
 do what"): ``owner``, the requester whose request first published it through the gateway,
 ``group``, the group it is shared with, and ``private`` for an alias only that group may see.
@@ -33,6 +43,7 @@ document or record is written in these versions only when it carries one of them
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -43,9 +54,15 @@ from slurm_image.domain.access import Ownership
 from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import DomainError, InvalidRecord
+from slurm_image.domain.history import HistoryEvent
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.model_config import FROZEN, absent_when_none
-from slurm_image.domain.published import DETAIL_KEYS, SUMMARY_KEYS, check_alias_fields
+from slurm_image.domain.published import (
+    DETAIL_KEYS,
+    SUMMARY_KEYS,
+    check_alias_fields,
+    check_job_run,
+)
 from slurm_image.domain.requester import Requester, account_name
 from slurm_image.domain.resolution import ResolvedFrom
 from slurm_image.domain.roles import Role
@@ -69,40 +86,59 @@ OWNED_DOCUMENT_SCHEMA_VERSION: Literal[4] = 4
 """The version of an alias document that records its owner, group or privacy."""
 PRIVATE_SOURCE_SCHEMA_VERSION: Literal[5] = 5
 """The version of a source record that only one group's imports are answered from."""
+JOB_SCHEMA_VERSION: Literal[6] = 6
+"""The version of an alias entry that records the job its artifact came from."""
+ENTRY_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (
+    ("resolved_from", TAGGED_SCHEMA_VERSION),
+    ("signed_by", SIGNED_SCHEMA_VERSION),
+    ("job", JOB_SCHEMA_VERSION),
+)
+"""The field each alias entry version after 3 adds, in order."""
+SOURCE_FIELD_VERSIONS: tuple[tuple[str, int], ...] = (
+    ("signed_by", SIGNED_SOURCE_SCHEMA_VERSION),
+    ("private_group", PRIVATE_SOURCE_SCHEMA_VERSION),
+)
+"""The field each source record version after 3 adds."""
 MARKER_SCHEMA_VERSION: Literal[2] = 2
+EVENT_MARKER_SCHEMA_VERSION: Literal[3] = 3
+"""The version of a publication marker that carries its publisher's history event."""
 
 
-def alias_schema_version(resolved_from: ResolvedFrom | None, signed_by: SignedBy | None) -> int:
+def oldest_version(carried: Sequence[str], versions: Sequence[tuple[str, int]]) -> int:
+    """The oldest version of a record that holds the fields ``carried`` (of ``versions``)."""
+    return max(
+        (version for field, version in versions if field in carried),
+        default=RECORD_SCHEMA_VERSION,
+    )
+
+
+def alias_schema_version(
+    resolved_from: ResolvedFrom | None, signed_by: SignedBy | None, job: JobRun | None = None
+) -> int:
     """The oldest alias entry version that holds what the entry carries."""
-    if signed_by is not None:
-        return SIGNED_SCHEMA_VERSION
-    return TAGGED_SCHEMA_VERSION if resolved_from is not None else RECORD_SCHEMA_VERSION
+    present = {"resolved_from": resolved_from, "signed_by": signed_by, "job": job}
+    carried = [field for field, value in present.items() if value is not None]
+    return oldest_version(carried, ENTRY_FIELD_VERSIONS)
 
 
 def _check_version(
     schema_version: int,
     chain: VerifiedChain | None,
     architecture: str | None,
-    resolved_from: ResolvedFrom | None = None,
-    *,
-    signed_by: SignedBy | None = None,
-    signed_version: int = SIGNED_SCHEMA_VERSION,
-    tagged: bool = True,
+    carried: Sequence[str],
+    versions: Sequence[tuple[str, int]],
 ) -> None:
-    if tagged:
-        if resolved_from is not None and schema_version < TAGGED_SCHEMA_VERSION:
-            raise InvalidRecord(
-                field="resolved_from",
-                rule=f"is recorded from schema version {TAGGED_SCHEMA_VERSION} on",
-            )
-        if schema_version == TAGGED_SCHEMA_VERSION and resolved_from is None:
-            raise InvalidRecord(
-                field="resolved_from",
-                rule=f"is required in schema version {TAGGED_SCHEMA_VERSION} entries",
-            )
-    if (schema_version == signed_version) != (signed_by is not None):
+    """A record's version is the oldest that holds the fields it carries (``versions``): one
+    that carries a field of a later version, or claims a version whose field it lacks, is
+    refused naming that field; so is any of them in a record of version 1 or 2."""
+    for field, version in versions:
+        if field in carried and schema_version < version:
+            raise InvalidRecord(field=field, rule=f"is recorded from schema version {version} on")
+    wanted = oldest_version(carried, versions)
+    if schema_version > RECORD_SCHEMA_VERSION and schema_version != wanted:
+        missing = next(field for field, version in versions if version == schema_version)
         raise InvalidRecord(
-            field="signed_by", rule=f"is recorded exactly in schema version {signed_version}"
+            field=missing, rule=f"is required in schema version {schema_version} records"
         )
     if schema_version == 1 and chain is not None:
         raise InvalidRecord(field="chain", rule="a schema version 1 record carries no chain")
@@ -119,6 +155,22 @@ def _check_version(
             raise InvalidRecord(field=error.field, rule=error.rule) from None
 
 
+class JobRun(BaseModel):
+    """The job an entry's artifact came from: its id, and when it started and ended as the
+    scheduler dated them (``utc_time_text``; None when the scheduler gave none)."""
+
+    model_config = FROZEN
+
+    job_id: str
+    started_at: str | None
+    ended_at: str | None
+
+    @model_validator(mode="after")
+    def _rules(self) -> JobRun:
+        check_job_run(self.job_id, self.started_at, self.ended_at)
+        return self
+
+
 class AliasRecord(BaseModel):
     """What ``show NAME`` prints: the alias bound to a verified ``.sqsh`` and its facts.
 
@@ -132,7 +184,7 @@ class AliasRecord(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2, 3, 4, 5] = RECORD_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = RECORD_SCHEMA_VERSION
     name: str
     role: Role
     path: str
@@ -151,6 +203,7 @@ class AliasRecord(BaseModel):
     architecture: str | None = absent_when_none()
     resolved_from: ResolvedFrom | None = absent_when_none()
     signed_by: SignedBy | None = absent_when_none()
+    job: JobRun | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> AliasRecord:
@@ -162,12 +215,9 @@ class AliasRecord(BaseModel):
             self.source_digest,
             self.chain,
         )
+        carried = [field for field, _ in ENTRY_FIELD_VERSIONS if getattr(self, field) is not None]
         _check_version(
-            self.schema_version,
-            self.chain,
-            self.architecture,
-            self.resolved_from,
-            signed_by=self.signed_by,
+            self.schema_version, self.chain, self.architecture, carried, ENTRY_FIELD_VERSIONS
         )
         return self
 
@@ -338,37 +388,23 @@ class SourceRecord(BaseModel):
         hex_digest(self.source_digest.removeprefix("sha256:"), "source_digest")
         hex_digest(self.sqsh_sha256, "sqsh_sha256")
         check_chain_source(self.source_digest, self.chain)
-        private = self.schema_version == PRIVATE_SOURCE_SCHEMA_VERSION
-        if private != (self.private_group is not None):
-            raise InvalidRecord(
-                field="private_group",
-                rule=f"is recorded exactly in schema version {PRIVATE_SOURCE_SCHEMA_VERSION}",
-            )
         if self.private_group is not None:
             try:
                 account_name(self.private_group, "private_group")
             except DomainError as error:
                 raise InvalidRecord(field="private_group", rule=error.rule) from None
+        carried = [field for field, _ in SOURCE_FIELD_VERSIONS if getattr(self, field) is not None]
         _check_version(
-            self.schema_version,
-            self.chain,
-            self.architecture,
-            signed_by=self.signed_by,
-            signed_version=(
-                PRIVATE_SOURCE_SCHEMA_VERSION
-                if private and self.signed_by is not None
-                else SIGNED_SOURCE_SCHEMA_VERSION
-            ),
-            tagged=False,
+            self.schema_version, self.chain, self.architecture, carried, SOURCE_FIELD_VERSIONS
         )
         return self
 
     @staticmethod
     def version_for(signed_by: SignedBy | None, private_group: str | None) -> int:
         """The oldest source record version that holds what the record carries."""
-        if private_group is not None:
-            return PRIVATE_SOURCE_SCHEMA_VERSION
-        return SIGNED_SOURCE_SCHEMA_VERSION if signed_by is not None else RECORD_SCHEMA_VERSION
+        present = {"signed_by": signed_by, "private_group": private_group}
+        carried = [field for field, value in present.items() if value is not None]
+        return oldest_version(carried, SOURCE_FIELD_VERSIONS)
 
     @property
     def verified(self) -> bool:
@@ -394,12 +430,14 @@ class PublicationMarker(BaseModel):
     A process that finds it (under the alias lock) finishes the publication when the artifact
     is in place with the recorded digest, else drops it: the old alias record was never touched.
     Version 2 holds the whole alias ``document`` to write and every source record; version 1
-    (one record, at most one source) is still finished.
+    (one record, at most one source) is still finished. Version 3 adds the ``event`` the
+    publisher records in the store's history once done (who published, what was bound, what
+    it displaced), so that a recovery records it, as that publisher.
     """
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2] = MARKER_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = MARKER_SCHEMA_VERSION
     candidate: str | None
     """The attempt's candidate to move into the store (import), or None."""
     alias: AliasRecord
@@ -407,6 +445,7 @@ class PublicationMarker(BaseModel):
     source: SourceRecord | None = None
     document: AliasDocument | None = absent_when_none()
     sources: tuple[SourceRecord, ...] = ()
+    event: HistoryEvent | None = absent_when_none()
 
     @model_validator(mode="after")
     def _rules(self) -> PublicationMarker:
@@ -414,10 +453,17 @@ class PublicationMarker(BaseModel):
             raise InvalidRecord(
                 field="schema_version", rule="version 1 holds one record and one source"
             )
-        if self.schema_version == 2 and (self.document is None or self.source is not None):
+        if self.schema_version >= 2 and (self.document is None or self.source is not None):
             raise InvalidRecord(
-                field="schema_version", rule="version 2 holds a document and sources"
+                field="schema_version", rule="version 2 and 3 hold a document and sources"
             )
+        if (self.schema_version == EVENT_MARKER_SCHEMA_VERSION) != (self.event is not None):
+            raise InvalidRecord(field="event", rule="is recorded exactly in version 3 markers")
+        if self.event is not None and (
+            self.event.event not in ("published", "replaced")
+            or self.event.artifact != self.alias.sqsh_sha256
+        ):
+            raise InvalidRecord(field="event", rule="must bind the published entry's artifact")
         if self.document is not None and self.document.entry(self.alias.architecture) != (
             self.alias
         ):

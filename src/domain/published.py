@@ -7,8 +7,9 @@ fields' rules (``check_alias_fields``, which ``AliasRecord`` validates with too)
 of the record. ``chain`` is printed as null for a record written before it existed,
 ``architecture`` as null ("unknown") for one written before architectures were recorded, and
 ``resolved_from`` (the tag the source was resolved from) as null for an entry whose source was
-given pinned, and ``signed_by`` (the signature the site policy accepted) as null for one no
-signature was required for.
+given pinned, ``signed_by`` (the signature the site policy accepted) as null for one no
+signature was required for, and ``job`` (the job the artifact came from, and when it ran) as
+null for one answered from the store or published before jobs were recorded.
 
 An alias file holds one entry per architecture (``publication.AliasDocument``); ``show``
 resolves one of them (``choose_entry``), ``list`` prints each. Who the alias belongs to is the
@@ -19,8 +20,10 @@ document's (``OWNERSHIP_KEYS``: ``owner``, the user name, null for the store's o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from slurm_image.domain import paths
@@ -46,13 +49,25 @@ SUMMARY_KEYS = (
     "signed_by",
 )
 """The keys ``list`` prints per image (docs/cli.md, "Commands")."""
-DETAIL_KEYS = (*SUMMARY_KEYS, "facts", "inspector_version", "lifecycle_id", "size", "chain")
+DETAIL_KEYS = (
+    *SUMMARY_KEYS,
+    "facts",
+    "inspector_version",
+    "lifecycle_id",
+    "size",
+    "chain",
+    "job",
+)
 """The keys ``show`` and ``publish`` print (docs/cli.md, "Commands")."""
 OWNERSHIP_KEYS = ("owner", "group", "private")
 """Printed with every entry of an alias: who it belongs to (docs/gateway.md)."""
-_OPTIONAL_KEYS = ("chain", "architecture", "resolved_from", "signed_by")
+_OPTIONAL_KEYS = ("chain", "architecture", "resolved_from", "signed_by", "job")
 """Printed as null when absent: older records have no chain, no architecture, an entry whose
-source was given pinned no tag, and one no signature was required for no signature."""
+source was given pinned no tag, one no signature was required for no signature, and one
+answered from the store (or published before jobs were recorded) no job."""
+JOB_KEYS = ("ended_at", "job_id", "started_at")
+_JOB_ID = re.compile(r"[1-9][0-9]{0,9}")
+_RECORDED_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 _SIGNED_BY_KEYS = ("digest", "format", "key_fingerprint", "signed_digest")
 _RESOLVED_FROM_KEYS = ("digest", "resolved_at", "tag")
 _TEXT_KEYS = (
@@ -83,6 +98,28 @@ def check_alias_fields(
     if source_digest is not None:
         hex_digest(source_digest.removeprefix("sha256:"), "source_digest")
     check_chain_source(source_digest, chain)
+
+
+def check_job_run(job_id: object, started_at: object, ended_at: object) -> None:
+    """The rules of an entry's ``job`` (the job its artifact came from): a Slurm job id, and
+    the times the scheduler gave as every recorded time is written (``utc_time_text``: UTC,
+    microseconds, ``Z``), or null when it gave none; an end only after a start, never before
+    it. Raises ``InvalidRecord`` naming the key."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise InvalidRecord(field="job.job_id", rule="must be a job id (decimal digits)")
+    for key, value in (("started_at", started_at), ("ended_at", ended_at)):
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _RECORDED_TIME.fullmatch(value):
+            raise InvalidRecord(
+                field=f"job.{key}", rule="must be null or a UTC time 2026-01-31T12:00:00.000000Z"
+            )
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidRecord(field=f"job.{key}", rule="is no date and time") from None
+    if ended_at is not None and (started_at is None or str(ended_at) < str(started_at)):
+        raise InvalidRecord(field="job.ended_at", rule="comes only after started_at")
 
 
 def choose_entry(
@@ -267,6 +304,16 @@ def _read_entry(record: object, name: str, where: str) -> Mapping[str, Any]:
             field=f"{where}.signed_by",
             rule=f"must be null or an object of the strings {', '.join(_SIGNED_BY_KEYS)}",
         )
+    job = record.get("job")
+    if job is not None:
+        if not isinstance(job, dict) or sorted(job) != list(JOB_KEYS):
+            raise InvalidRecord(
+                field=f"{where}.job", rule=f"must be null or an object of {', '.join(JOB_KEYS)}"
+            )
+        try:
+            check_job_run(job["job_id"], job["started_at"], job["ended_at"])
+        except DomainError as error:
+            raise InvalidRecord(field=f"{where}.{error.field}", rule=error.rule) from None
     if record["role"] not in ROLES:
         raise InvalidRecord(field=f"{where}.role", rule=f"must be one of {', '.join(ROLES)}")
     if record["name"] != name:

@@ -38,7 +38,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from slurm_image.domain.errors import InvalidSignatureKey, SignatureRefused
+from slurm_image.domain.errors import (
+    InvalidSignatureKey,
+    ReplayedSignature,
+    SignatureRefused,
+    SignedByOtherKey,
+    Unsigned,
+)
 from slurm_image.domain.signed_by import SignatureFormat, SignedBy
 from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
@@ -452,30 +458,37 @@ def verify(
     """The first candidate of ``found`` whose signature verifies against one of ``keys`` and
     whose payload names one of the ``accepted`` digests; ``found`` is read no further than that
     (a lookup that asks the registry as it is read asks nothing more). Every other candidate
-    and every ``Rejected`` is passed over. None: ``SignatureRefused`` of ``looked_up`` saying
-    what was missing: no signature, none by a policy key, a verified one whose payload names
-    another digest or is of another kind, or what was wrong with each piece found."""
+    and every ``Rejected`` is passed over. None: a ``SignatureRefused`` of ``looked_up`` saying
+    what was missing: no signature (``Unsigned``), none by a policy key (``SignedByOtherKey``),
+    a verified one whose payload names another digest (``ReplayedSignature``) or is of another
+    kind, or what was wrong with each piece found (``SignatureRefused`` itself); of several,
+    the class that says most (``stronger``)."""
     keys = list(keys)
     accepted = frozenset(accepted)
     reasons: list[str] = []
+    refusal: type[SignatureRefused] = Unsigned
     for candidate in found:
         if isinstance(candidate, Rejected):
             reasons.append(f"{candidate.where}: {candidate.reason}")
+            refusal = stronger(refusal, SignatureRefused)
             continue
         key = next((k for k in keys if _verifies(k, candidate.signature, candidate.message)), None)
         if key is None:
             reasons.append(f"{candidate.format} {candidate.digest}: not signed by a policy key")
+            refusal = stronger(refusal, SignedByOtherKey)
             continue
         try:
             named = _signed_digest(candidate, looked_up)
         except SignatureRefused as error:
             reasons.append(f"{candidate.format} {candidate.digest}: {error.rule}")
+            refusal = stronger(refusal, type(error))
             continue
         if named not in accepted:
             reasons.append(
                 f"{candidate.format} {candidate.digest}: signed by a policy key for another"
                 f" digest, {named} (a replayed signature)"
             )
+            refusal = ReplayedSignature
             continue
         return Verified(
             format=candidate.format,
@@ -484,11 +497,16 @@ def verify(
             signed_digest=named,
         )
     if not reasons:
-        raise SignatureRefused(field=looked_up, rule="is not signed (no cosign signature found)")
+        raise Unsigned(field=looked_up, rule="is not signed (no cosign signature found)")
     if len(reasons) > REASONS_SHOWN:  # the last one kept: where the lookup stopped, if it did
         more = len(reasons) - REASONS_SHOWN
         reasons = [*reasons[: REASONS_SHOWN - 1], f"({more} more)", reasons[-1]]
-    raise SignatureRefused(
+    raise refusal(
         field=looked_up,
         rule="has no signature by a policy key over this digest: " + "; ".join(reasons),
     )
+
+
+def stronger(one: type[SignatureRefused], other: type[SignatureRefused]) -> type[SignatureRefused]:
+    """Of two refusals of one pin, the one that says most (``SignatureRefused.strength``)."""
+    return other if other.strength > one.strength else one

@@ -14,7 +14,8 @@ typed records and raises the same typed errors; ``exit_code_for(error)`` in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -168,6 +169,32 @@ class Lifecycles:
         (``entrypoints.container.require_submitter``)."""
         self.container.submitter_ready()
 
+    @contextmanager
+    def _refusals_recorded(
+        self, *, source: str | None = None, alias: str | None = None
+    ) -> Iterator[None]:
+        """Record in the store's history what the block refuses on the site's word (a source
+        outside the policy, a signature refused, a registry's answer that lied: the error's
+        ``refusal``), with the exit code the command line ends with; then let it go on. A
+        ``--dry-run`` (``plan``) attempts nothing and records nothing."""
+        try:
+            yield
+        except Exception as error:
+            from slurm_image.domain.errors import SlurmImageError
+
+            if isinstance(error, SlurmImageError) and error.refusal is not None:
+                from slurm_image.entrypoints.errors import describe, exit_code_for
+
+                self.container.record_refusals()(
+                    error,
+                    exit_code_for(error),
+                    reason=describe(error),
+                    source=source,
+                    alias=alias,
+                    requester=self.requester,
+                )
+            raise
+
     # -- lifecycles ----------------------------------------------------------------------
 
     def plan(
@@ -186,7 +213,7 @@ class Lifecycles:
         """The plan and script, creating nothing (``--dry-run``); ``resolve``: ``source`` is a
         tag, pinned first (``resolve_tag``); ``unsigned_ok``: an inspection let through under
         ``require_signature``; ``group`` and ``credentials`` as for ``import_image``."""
-        request = self.request(
+        request = self._request(
             operation,
             source,
             name=name,
@@ -218,7 +245,34 @@ class Lifecycles:
         ``resolve`` (imports only), the request for the pin the tag ``source`` resolves to now,
         recording where it came from. Name, role and architecture are checked before any
         registry is asked. With ``credentials`` (the requester's own), the request is private
-        to ``group``."""
+        to ``group``. A refusal of the tag (outside the policy, a registry's answer that lied)
+        is recorded in the store's history."""
+        with self._refusals_recorded(source=source, alias=name):
+            return self._request(
+                operation,
+                source,
+                name=name,
+                role=role,
+                arch=arch,
+                resolve=resolve,
+                unsigned_ok=unsigned_ok,
+                group=group,
+                credentials=credentials,
+            )
+
+    def _request(
+        self,
+        operation: Operation,
+        source: str,
+        *,
+        name: str,
+        role: str,
+        arch: str | None,
+        resolve: bool,
+        unsigned_ok: bool = False,
+        group: str | None = None,
+        credentials: RegistryCredentials | None = None,
+    ) -> Request:
         private = credentials is not None
         if not resolve:
             return make_request(
@@ -342,13 +396,15 @@ class Lifecycles:
     ) -> Outcome:
         """Stage, and (``submit``) submit; with ``wait``, wait and publish. An import the store
         can answer runs no job unless ``force``; one of a source another lifecycle is importing
-        joins it (``application.lifecycle``)."""
+        joins it (``application.lifecycle``). A refusal on the site's word (its policy, its
+        keys) is recorded in the store's history."""
         from slurm_image.application.lifecycle import LifecycleOptions
 
         options = LifecycleOptions(submit, wait, timeout_s, replace, force, on_poll)
-        return self.container.lifecycle()(
-            request, self.profile, self.selection, options, credentials=credentials
-        )
+        with self._refusals_recorded(source=request.source, alias=request.name):
+            return self.container.lifecycle()(
+                request, self.profile, self.selection, options, credentials=credentials
+            )
 
     def finish(self, lifecycle_id: str, request: Request, *, replace: bool = False) -> Outcome:
         """Publish a lifecycle whose job succeeded, for ``request``: its own, or one that
@@ -387,11 +443,13 @@ class Lifecycles:
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
         self._scheduler_side()
-        return self.container.cancel()(lifecycle_id)
+        with self._refusals_recorded():
+            return self.container.cancel()(lifecycle_id)
 
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
         self._scheduler_side()
-        return self.container.publish()(lifecycle_id, replace=replace).record
+        with self._refusals_recorded():
+            return self.container.publish()(lifecycle_id, replace=replace).record
 
     # -- tags ----------------------------------------------------------------------------
 
@@ -480,20 +538,25 @@ class Lifecycles:
     def metrics(self) -> StoreMetrics:
         """The store's figures (``application.metrics``): aliases, artifacts, the layer cache,
         attempts, and the history's totals; nothing of the scheduler is asked."""
-        return self.container.metrics()(layer_cache=self.layer_cache_bound())
+        return self.container.metrics()(
+            layer_cache=self.layer_cache_bound(), store_name=self.profile.store_name
+        )
 
     def unregister(self, name: str) -> str:
-        return self.container.maintain().unregister(name)
+        with self._refusals_recorded(alias=name):
+            return self.container.maintain().unregister(name)
 
     def cleanup(self, lifecycle_id: str) -> str:
         self._scheduler_side()
-        return self.container.maintain().cleanup(lifecycle_id)
+        with self._refusals_recorded():
+            return self.container.maintain().cleanup(lifecycle_id)
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         self._scheduler_side()
-        return self.container.maintain().gc(
-            older_than=older_than, dry_run=dry_run, layer_cache=self.layer_cache_bound()
-        )
+        with self._refusals_recorded():
+            return self.container.maintain().gc(
+                older_than=older_than, dry_run=dry_run, layer_cache=self.layer_cache_bound()
+            )
 
     def layer_cache_bound(self) -> CacheBound | None:
         """The layer cache as this machine reaches it (README, "The layer cache"), and the

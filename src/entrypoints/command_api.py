@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.read_history import ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.published import PublishedAlias
@@ -84,6 +84,22 @@ def history_reader(options: Options) -> History | ReadHistory:
     from slurm_image.entrypoints.lookup import history_reader
 
     return history_reader(options.profile, cluster=options.cluster)
+
+
+def history_follower(options: Options) -> FollowHistory:
+    """The store's history as it grows, read from this machine's store: a gateway serves no
+    such stream, so ``--follow`` with one is refused (exit 2) rather than asked of it."""
+    if gateway_url(options) is not None:
+        from slurm_image.domain.errors import InvalidRequest
+
+        raise InvalidRequest(
+            field="--follow",
+            rule="follows the store where it is mounted, not through a gateway (use"
+            " --gateway local on a host that mounts the store)",
+        )
+    from slurm_image.entrypoints.lookup import history_follower
+
+    return history_follower(options.profile, cluster=options.cluster)
 
 
 def lifecycles(options: Options) -> Lifecycles | RemoteLifecycles:

@@ -131,6 +131,9 @@ class Container(containers.DeclarativeContainer):
     sees = providers.Callable(make.sees, access=access, caller=caller, anyone=anyone)
     # One job for many requests of one image (docs/gateway.md, "Many users at once").
     orders = providers.Singleton(make.orders, store=store, clock=clock)
+    # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
+    # that does not hold): the API records it with the exit code the command ends with.
+    record_refusals = providers.Factory(make.record_refusals, store=store, record=record_history)
 
     observe = providers.Factory(
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from slurm_image.application.catalog import Catalog
     from slurm_image.application.catalog_reader import CatalogReader, Sees
     from slurm_image.application.coalesce import Coalesce
-    from slurm_image.application.history import Actor, NoticeJobEnds, RecordHistory
+    from slurm_image.application.history import (
+        Actor,
+        NoticeJobEnds,
+        RecordHistory,
+        RecordRefusals,
+    )
     from slurm_image.application.lifecycle import Lifecycle
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.queue import Queue
-    from slurm_image.application.read_history import ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.settle import Settle
     from slurm_image.application.signature_check import CheckSignature
@@ -128,6 +133,12 @@ def record_history(**wiring: Any) -> RecordHistory:
     return RecordHistory(**wiring)
 
 
+def record_refusals(**wiring: Any) -> RecordRefusals:
+    from slurm_image.application.history import RecordRefusals
+
+    return RecordRefusals(**wiring)
+
+
 def read_history(history: History, hidden: Callable[[str], bool] | None = None) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
@@ -140,6 +151,12 @@ def hidden_aliases(
     """For a requester, or a reader with no identity (``anyone``), whether an alias is one they
     may not see (its history is then not theirs to read); None for this process's own account."""
     return catalog_reader.hidden if caller is not None or anyone else None
+
+
+def follow_history(history: History) -> FollowHistory:
+    from slurm_image.application.read_history import FollowHistory
+
+    return FollowHistory(history)
 
 
 def noticing_observe(workspace: Workspace, record: RecordHistory, **wiring: Any) -> NoticeJobEnds:

@@ -17,7 +17,7 @@ from slurm_image.entrypoints.profile_loader import profile_path, store_root
 
 if TYPE_CHECKING:
     from slurm_image.application.catalog_reader import CatalogReader
-    from slurm_image.application.read_history import ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory
 
 
 def catalog_reader(
@@ -35,3 +35,12 @@ def history_reader(
     env = os.environ if environ is None else environ
     root = store_root(profile_path(profile, env), cluster=cluster, environ=env)
     return factories.read_history(factories.history(factories.store_reader(root)))
+
+
+def history_follower(
+    profile: str | None, *, cluster: str | None, environ: Mapping[str, str] | None = None
+) -> FollowHistory:
+    """The store's history as it grows (``history --follow``), read as ``history_reader``."""
+    env = os.environ if environ is None else environ
+    root = store_root(profile_path(profile, env), cluster=cluster, environ=env)
+    return factories.follow_history(factories.history(factories.store_reader(root)))

@@ -47,7 +47,7 @@ def collect(options: Options) -> StoreMetrics:
     metrics = factories.metrics(
         store=store, history=factories.history(store), clock=factories.clock()
     )
-    return metrics(layer_cache=layer_cache_bound(profile))
+    return metrics(layer_cache=layer_cache_bound(profile), store_name=profile.store_name)
 
 
 def run(options: Options, args: Namespace) -> None:

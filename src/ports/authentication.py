@@ -34,6 +34,8 @@ class CredentialRefused(AuthenticationError):
     """The credential proves nothing: missing, malformed, expired, replayed or made with
     another key."""
 
+    refusal = "unauthenticated"
+
 
 class AuthenticatorUnavailable(AuthenticationError):
     """The site's authentication service (munged) could not be asked."""

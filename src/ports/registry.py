@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from slurm_image.domain.credentials import RegistryCredentials
-from slurm_image.domain.errors import SlurmImageError
+from slurm_image.domain.errors import InvalidRegistryAnswer, SlurmImageError
 
 
 class RegistryError(SlurmImageError):
@@ -66,6 +66,8 @@ class RegistryNotFound(RegistryError):
 class AnswerRefused(RegistryError):
     """An answer the product will not read: too large, a redirect it must not follow, or a
     token answer it cannot use."""
+
+    refusal = InvalidRegistryAnswer.refusal
 
 
 class AnswerTooLarge(AnswerRefused):

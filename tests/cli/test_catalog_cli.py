@@ -193,7 +193,8 @@ def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     site.json("publish", lifecycle_id)
     site.json("unregister", "app")
     planned = site.json("gc", "--dry-run")
-    assert {"kind": "artifact", "path": site.layout.artifact(SHA)} in planned["removed"]
+    artifact = {"kind": "artifact", "path": site.layout.artifact(SHA), "bytes": len(SQSH_BYTES)}
+    assert artifact in planned["removed"]
     assert Path(site.layout.artifact(SHA)).exists()
     assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}
     site.json("gc")
@@ -209,11 +210,11 @@ def test_gc_names_the_layer_cache_blobs_it_removes_and_a_dry_run_keeps_them(site
     os.utime(old, (1, 1))  # used last in 1970
 
     planned = site.json("gc", "--dry-run")
-    assert planned["removed"] == [{"kind": "layer", "path": str(old)}]
+    assert planned["removed"] == [{"kind": "layer", "path": str(old), "bytes": 5}]
     assert old.exists()
     done = site.json("gc")
 
-    assert done["removed"] == [{"kind": "layer", "path": str(old)}]
+    assert done["removed"] == [{"kind": "layer", "path": str(old), "bytes": 5}]
     assert sorted(path.name for path in cache.iterdir()) == [recent.name]
 
 

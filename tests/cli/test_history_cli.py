@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import socket
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from cli_site import CliSite, fake_scheduler
 from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
+from slurm_image.adapters.memory import FakeClock
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.store_layout import StoreLayout
 
@@ -36,7 +38,9 @@ class Site(CliSite):
         return found
 
     def finished_import(self, name: str = "app", sqsh: bytes = SQSH_BYTES) -> str:
-        submitted = self.submitted(name)
+        return self.finish_import(self.submitted(name), sqsh)
+
+    def finish_import(self, submitted: dict[str, Any], sqsh: bytes = SQSH_BYTES) -> str:
         attempt = AttemptLayout(str(self.root), submitted["lifecycle_id"])
         Path(attempt.in_job("candidate.sqsh")).write_bytes(sqsh)
         Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", sqsh))
@@ -56,17 +60,20 @@ class Site(CliSite):
         return Path(self.layout.history) / name
 
 
+PROFILE = (
+    'workspace_root = "{root}"\n'
+    "[image_build]\n"
+    'partition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
+    'arch = "x86_64"\n'
+    '[submitter]\nkind = "fake"\n'
+)
+
+
 @pytest.fixture
 def site(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Site:
     root = tmp_path / "ws"
     root.mkdir()
-    (tmp_path / "slurm-image.toml").write_text(
-        f'workspace_root = "{root}"\n'
-        "[image_build]\n"
-        'partition = "cpu"\ncpus_per_task = 2\nmemory = "4G"\ntime_limit = "1:00:00"\n'
-        'arch = "x86_64"\n'
-        '[submitter]\nkind = "fake"\n'
-    )
+    (tmp_path / "slurm-image.toml").write_text(PROFILE.format(root=root))
     return Site(root, capsys, fake_scheduler(tmp_path, monkeypatch))
 
 
@@ -100,6 +107,7 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
         ("unregistered", "app"),
         ("gc_artifact", None),
         ("gc_artifact", None),
+        ("gc_removed", None),  # their source record
     ]
     assert all((e["user"], e["uid"], e["host"]) == ME for e in events)
     published, replaced, job_failed, stopped, unregistered = events[:5]
@@ -114,7 +122,9 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
     )
     assert (stopped["job_id"], stopped["state"]) == (cancelled["job_id"], "CANCELLED")
     assert (unregistered["architecture"], unregistered["artifact"]) == ("x86_64", OTHER_SHA)
-    assert {e["artifact"] for e in events[5:]} == {SHA, OTHER_SHA}
+    assert {e["artifact"] for e in events[5:7]} == {SHA, OTHER_SHA}
+    assert {e["bytes"] for e in events[5:7]} == {len(SQSH_BYTES), len(OTHER)}
+    assert (events[7]["removed"], events[7]["count"]) == ("source", 1)
     assert set(events[0]) == {
         "schema_version",
         "event",
@@ -135,7 +145,48 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
         "state",
         "job_seconds",
         "publish_latency_seconds",
+        "recovered",
+        "rule",
+        "source",
+        "reason",
+        "removed",
+        "count",
+        "bytes",
     }
+    assert events[0]["schema_version"] == 2
+
+
+def test_status_and_show_print_when_the_job_ran_and_the_event_how_long(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (tmp_path / "slurm-image.toml").write_text(PROFILE.format(root=root))
+    clock = FakeClock(datetime(2026, 1, 31, 12, tzinfo=UTC))
+    site = Site(root, capsys, fake_scheduler(tmp_path, monkeypatch, clock))
+    submitted = site.submitted()
+    (queued,) = site.json("status", submitted["lifecycle_id"])["lifecycles"]
+    assert (queued["started_at"], queued["ended_at"], queued["job_seconds"]) == (None, None, None)
+    site.scheduler.start(submitted["job_id"])
+    clock.advance(timedelta(seconds=95))
+    lifecycle_id = site.finish_import(submitted)
+    (done,) = site.json("status", lifecycle_id)["lifecycles"]
+    assert (done["started_at"], done["ended_at"], done["job_seconds"]) == (
+        "2026-01-31T12:00:00.000000Z",
+        "2026-01-31T12:01:35.000000Z",
+        95.0,
+    )
+    site.json("publish", lifecycle_id)
+    shown = site.json("show", "app")
+    assert shown["job"] == {
+        "job_id": submitted["job_id"],
+        "started_at": "2026-01-31T12:00:00.000000Z",
+        "ended_at": "2026-01-31T12:01:35.000000Z",
+    }
+    (published,) = site.events()
+    assert (published["event"], published["job_seconds"]) == ("published", 95.0)
+    answered = site.json("import", SOURCE, "--name", "again", "--role", "client")
+    assert answered["from_store"] is True and answered["job"] is None  # no job ran
 
 
 def test_the_human_form_is_one_row_per_event_newest_last(site: Site) -> None:
@@ -186,6 +237,53 @@ def test_a_bad_since_exits_2_naming_the_option_and_its_rule(site: Site, since: s
     assert (code, out) == (2, "")
     assert err.startswith("slurm-image: error: --since: must be an ISO 8601 date")
     assert len(err.splitlines()) == 1
+
+
+def test_a_refusal_on_the_sites_word_is_recorded_and_a_dry_run_is_not(
+    site: Site, tmp_path: Path
+) -> None:
+    site.submitted("fine")  # a store
+    profile = tmp_path / "slurm-image.toml"
+    strict = '[policy]\nallowed_registries = ["registry.site.example"]\n'
+    profile.write_text(profile.read_text() + strict)
+    asked = ("import", SOURCE, "--name", "evil", "--role", "client")
+    code, out, err = site.run(*asked, "--dry-run")
+    assert (code, out) == (2, "") and "policy.allowed_registries" in err
+    assert site.events() == []  # a dry run attempted nothing
+    code, _, err = site.run(*asked)
+    assert code == 2 and len(err.splitlines()) == 1, err  # the refusal alone, no warning
+    (refused,) = site.events()
+    assert (refused["event"], refused["rule"], refused["exit_code"]) == (
+        "refused",
+        "source_not_allowed",
+        2,
+    )
+    assert (refused["source"], refused["alias"]) == (SOURCE, "evil")
+    assert refused["reason"] == err.removeprefix("slurm-image: error: ").strip()
+    assert (refused["user"], refused["uid"], refused["host"]) == ME
+    assert refused["lifecycle_id"] is None  # nothing was staged
+
+
+def test_an_inspection_without_a_signature_to_check_is_a_refusal_too(
+    site: Site, tmp_path: Path
+) -> None:
+    key = tmp_path / "site.pub"
+    key.write_text("an inspect reads no key\n")
+    profile = tmp_path / "slurm-image.toml"
+    site.submitted("fine")
+    profile.write_text(
+        profile.read_text() + f'[policy]\nrequire_signature = true\nkeys = ["{key}"]\n'
+    )
+    image = tmp_path / "image.sqsh"
+    image.write_bytes(b"hsqs")
+    code, _, err = site.run("inspect", str(image), "--name", "local", "--role", "serving")
+    assert code == 10, err
+    (refused,) = site.events()
+    assert (refused["rule"], refused["exit_code"], refused["source"]) == (
+        "signature_missing",
+        10,
+        str(image),
+    )
 
 
 def test_a_bad_name_exits_2(site: Site) -> None:

@@ -124,7 +124,7 @@ def site(tmp_path: Path) -> dict[str, Path]:
     sbatch.write_text("#!/bin/sh\ncat >/dev/null\necho 4242\n")
     sbatch.chmod(0o755)
     squeue = tmp_path / "squeue"  # the one job, running
-    squeue.write_text("#!/bin/sh\necho '4242|RUNNING|None|0:0|'\n")
+    squeue.write_text("#!/bin/sh\necho '4242|RUNNING|2026-01-01T00:00:00|Unknown|None|0:0|'\n")
     squeue.chmod(0o755)
     fake = _profile(tmp_path / "fake.toml", root, "fake", sbatch)
     lifecycles = Lifecycles.from_profile(str(fake), environ={})

@@ -14,8 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cli_site import CliSite, fake_scheduler
-from metrics_support import expected_samples, samples, series
+from metrics_support import expected_samples, node_exporter_merge, samples, series, stores
 from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
+from slurm_image.domain.job import JobState
 from slurm_image.domain.paths import AttemptLayout
 
 FAILED_IMPORTS = series("lifecycles_total", operation="import", outcome="failed")
@@ -96,6 +97,51 @@ def test_the_failure_counter_moves_after_a_refused_import(site: Site, tmp_path: 
     assert after[REFUSED_CHAIN] == 1
     assert after[PUBLISHED_IMPORTS] == before[PUBLISHED_IMPORTS]
     assert after[series("history_events_total", event="job_failed")] == 1
+
+
+def test_two_stores_textfiles_side_by_side_hold_no_series_twice(site: Site, tmp_path: Path) -> None:
+    site.published_import("app")
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    profile = tmp_path / "other.toml"
+    profile.write_text(
+        (tmp_path / "slurm-image.toml").read_text().replace(str(site.root), str(other))
+        + '[metrics]\nstore_name = "site-b"\n'
+    )
+    site.json("--profile", str(profile), "import", SOURCE, "--name", "b", "--role", "client")
+    directory = tmp_path / "textfile"
+    site.metrics("--textfile", str(directory / "a.prom"))
+    code, _, err = site.run(
+        "--profile", str(profile), "metrics", "--textfile", f"{directory}/b.prom"
+    )
+    assert code == 0, err
+    texts = {path.name: path.read_text() for path in directory.glob("*.prom")}
+    assert stores(texts["a.prom"]) == {str(site.root)}  # the workspace root by default
+    assert stores(texts["b.prom"]) == {"site-b"}
+    assert node_exporter_merge(texts) == []
+    # the rule can fail: one store's figures twice, or a family whose help differs
+    assert node_exporter_merge({"a.prom": texts["a.prom"], "copy.prom": texts["a.prom"]})
+    changed = texts["b.prom"].replace("# HELP slurm_image_aliases ", "# HELP slurm_image_aliases x")
+    assert node_exporter_merge({"a.prom": texts["a.prom"], "b.prom": changed})
+
+
+def test_refusals_are_counted_by_rule_and_a_cancel_past_the_product_as_cancelled(
+    site: Site, tmp_path: Path
+) -> None:
+    site.published_import("app")
+    lifecycle_id, job_id = site.submitted_import("stopped")
+    site.scheduler.set_state(job_id, JobState.CANCELLED, exit_code=15)  # scancel
+    site.json("status", lifecycle_id)
+    profile = tmp_path / "slurm-image.toml"
+    profile.write_text(
+        profile.read_text() + '[policy]\nallowed_registries = ["registry.site.example"]\n'
+    )
+    assert site.run("import", SOURCE, "--name", "evil", "--role", "client")[0] == 2
+    found = samples(site.metrics())
+    assert found[series("refusals_total", rule="source_not_allowed")] == 1
+    assert found[series("refusals_total", rule="signature_missing")] == 0
+    assert found[series("lifecycles_total", operation="import", outcome="cancelled")] == 1
+    assert found[FAILED_IMPORTS] == 0
 
 
 def test_json_holds_the_numbers_of_the_textfile(site: Site, tmp_path: Path) -> None:

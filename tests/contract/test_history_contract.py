@@ -11,7 +11,7 @@ import pytest
 
 from publish_support import history_for, locks_for, store_for
 from slurm_image.adapters import history_files
-from slurm_image.domain.history import HistoryEvent, event_line
+from slurm_image.domain.history import HistoryEvent, HistoryPosition, HistoryRead, event_line
 from slurm_image.ports.history import HISTORY_LOCK, History, HistoryError
 from slurm_image.ports.lock import Locks, LockTimeout
 from slurm_image.ports.store import Store
@@ -78,7 +78,7 @@ def test_events_read_back_whole_in_the_order_appended(
     assert read.skipped == 0
     lines = workspace_harness.read(f"{directory}/2026-03.jsonl").splitlines(keepends=True)
     assert lines == [event_line(each) for each in appended]
-    assert json.loads(lines[0])["schema_version"] == 1
+    assert json.loads(lines[0])["schema_version"] == 2
 
 
 def test_one_file_per_utc_month_read_oldest_month_first(
@@ -146,6 +146,56 @@ def test_lines_that_are_no_event_are_counted_and_other_names_ignored(
     read = history.read()
     assert read.events == (event(1), event(2))
     assert read.skipped == 3
+
+
+def test_read_after_gives_what_was_appended_since_the_last_read_whole_lines_only(
+    workspace_harness: Any, history: History, directory: str
+) -> None:
+    empty, position = history.read_after(None)
+    assert (empty.events, position) == ((), HistoryPosition())
+    history.append(event(1))
+    history.append(event(2))
+    read, position = history.read_after(position)
+    assert read.events == (event(1), event(2))
+    path = f"{directory}/2026-03.jsonl"
+    assert position == HistoryPosition("2026-03.jsonl", len(workspace_harness.read(path)))
+    assert history.read_after(position) == (HistoryRead(events=()), position)
+    line = event_line(event(3))
+    workspace_harness.append(path, line[:30])  # an append in progress: not a line yet
+    read, later = history.read_after(position)
+    assert (read.events, read.skipped, later) == ((), 0, position)
+    workspace_harness.append(path, line[30:])
+    read, position = history.read_after(later)
+    assert read.events == (event(3),)
+    history.append(event(1, month=4))  # a new month
+    history.append(event(4))
+    read, position = history.read_after(position)
+    assert read.events == (event(4), event(1, month=4))
+    assert position.month == "2026-04.jsonl"
+
+
+def test_read_after_from_no_position_is_read_and_since_holds_throughout(
+    history: History,
+) -> None:
+    for day in (1, 10, 20):
+        history.append(event(day))
+    since = datetime(2026, 3, 5, tzinfo=UTC)
+    read, position = history.read_after(None, since)
+    assert read.events == history.read(since).events == (event(10), event(20))
+    history.append(event(2, month=4))
+    assert history.read_after(position, datetime(2026, 4, 3, tzinfo=UTC))[0].events == ()
+
+
+def test_read_after_reads_a_month_file_replaced_by_a_smaller_one_from_its_start(
+    workspace_harness: Any, history: History, directory: str
+) -> None:
+    for day in (1, 2, 3):
+        history.append(event(day))
+    _, position = history.read_after(None)
+    path = f"{directory}/2026-03.jsonl"
+    workspace_harness.remove(path)
+    history.append(event(9))
+    assert history.read_after(position)[0].events == (event(9),)
 
 
 def test_the_directory_and_files_are_the_stores_readable_by_all(

@@ -11,17 +11,21 @@ honoured.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusters import CLUSTERS, Cluster, cluster
-from slurm_image.adapters.memory import FakeSubmitter, Operation
+from slurm_image.adapters.memory import FakeClock, FakeSubmitter, Operation
 from slurm_image.adapters.sbatch import SbatchSubmitter
 from slurm_image.adapters.slurmrest import RestSubmitter
+from slurm_image.domain.job import JobState
 from slurm_image.ports.submitter import BatchSubmitter, SchedulerAuthError, SchedulerUnavailable
 from slurm_image.submitters import RetryPolicy
 from slurm_image.testing.submitter_contract import (
@@ -33,6 +37,7 @@ from slurm_image.testing.submitter_contract import (
     Spec,
     SubmitterContract,
     script,
+    wait_terminal,
 )
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -154,6 +159,23 @@ class TestFakeSubmitter(SubmitterContract, RefusedCredentialsContract, LostAnswe
         assert fake.calls["submit"] == retry_policy.attempts
         assert fake.jobs == {}
 
+    def test_a_job_is_dated_by_the_fakes_clock_as_slurm_dates_it(self, job_spec: Spec) -> None:
+        clock = FakeClock(datetime(2026, 1, 31, 12, tzinfo=UTC))
+        fake = FakeSubmitter(clock=clock)
+        ran = fake.submit(script("true"), job_spec())
+        assert fake.states([ran])[ran].started_at is None  # queued: no start yet
+        clock.advance(timedelta(seconds=5))
+        fake.start(ran)
+        clock.advance(timedelta(seconds=30))
+        running = fake.states([ran])[ran]
+        assert (running.started_at, running.ended_at) == (clock.now() - timedelta(seconds=30), None)
+        fake.finish(ran, 3)
+        assert fake.states([ran])[ran].run_seconds == 30.0
+        queued = fake.submit(script("true"), job_spec())
+        fake.cancel(queued)  # cancelled while pending: started and ended at the cancel
+        cancelled = fake.states([queued])[queued]
+        assert (cancelled.started_at, cancelled.run_seconds) == (clock.now(), 0.0)
+
 
 # -- the real adapters on the local clusters ---------------------------------------------------
 
@@ -263,6 +285,23 @@ class SlurmPromises:
         answer = submitter.ping()
         assert answer.endswith("UP")
         assert "primary" in answer.lower()
+
+    def test_a_job_reports_when_it_ran_as_slurm_counts_its_run_time(
+        self, submitter: BatchSubmitter, scheduler: SlurmScheduler, job_spec: Spec
+    ) -> None:
+        before = datetime.now(UTC).replace(microsecond=0)
+        job_id = submitter.submit(script("sleep 3; exit 3"), job_spec())
+        deadline = time.monotonic() + 60
+        while (running := submitter.states([job_id])[job_id]).state is JobState.PENDING:
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.3)
+        if running.state is JobState.RUNNING:
+            assert running.started_at is not None and running.ended_at is None
+        status, _ = wait_terminal(submitter, job_id)
+        assert status.started_at is not None and status.ended_at is not None
+        assert before <= status.started_at <= status.ended_at <= datetime.now(UTC)
+        hours, minutes, seconds = re.split("[:-]", scheduler.local.show_job(job_id)["RunTime"])[-3:]
+        assert status.run_seconds == int(hours) * 3600 + int(minutes) * 60 + int(seconds) >= 3
 
     def test_the_partition_reports_the_node_it_has(self, submitter: BatchSubmitter) -> None:
         limits = submitter.partition("build")

@@ -199,3 +199,16 @@ def test_a_requesters_verbs_are_built_once_and_anew_when_their_account_changes(
     alice.catalog_list()
     bob.catalog_list()
     assert built == ["alice", "bob", "alice"]
+
+
+def test_a_403_is_a_refusal_in_the_history_naming_who_was_refused(lab: GatewayLab) -> None:
+    published(lab, "alice", "a")
+    refusal(lab.client("bob").unregister, "a")
+    refusal(lab.client("dave").gc, older_than=__import__("datetime").timedelta(days=1))
+    refused = [e for e in lab.history() if e["event"] == "refused"]
+    assert [(e["rule"], e["user"], e["alias"], e["exit_code"]) for e in refused] == [
+        ("forbidden", "bob", "a", EXIT_FORBIDDEN),
+        ("forbidden", "dave", None, EXIT_FORBIDDEN),
+    ]
+    assert "alice" in refused[0]["reason"]
+    assert Path(lab.layout.alias("a")).exists()

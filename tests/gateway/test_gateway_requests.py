@@ -263,3 +263,18 @@ def test_a_client_that_goes_away_mid_wait_changes_nothing(lab: GatewayLab) -> No
     assert lab.scheduler.job(started["job_id"]).state.value == "PENDING"
     lab.run_job(started["lifecycle_id"])
     assert lab.local().settle().published == [started["lifecycle_id"]]
+
+
+def test_a_401_is_a_refusal_in_the_history_and_a_flood_of_them_is_bounded() -> None:
+    with gateway_lab("requests_per_minute = 3") as lab:
+        for _ in range(5):
+            assert httpx.get(f"{lab.url}/v1/aliases").status_code == 401
+        refused = [e for e in lab.history() if e["event"] == "refused"]
+        assert len(refused) == 3, "at most requests_per_minute recorded per host and minute"
+        assert {(e["rule"], e["exit_code"], e["user"]) for e in refused} == {
+            ("unauthenticated", EXIT_NOT_AUTHENTICATED, lab.service)
+        }
+        assert "127.0.0.1" in refused[0]["reason"]
+        metrics = httpx.get(f"{lab.url}/metrics").text.splitlines()
+        (counted,) = [line for line in metrics if 'rule="unauthenticated"' in line]
+        assert counted.startswith("slurm_image_refusals_total{") and counted.endswith(" 3.0")

@@ -4,7 +4,8 @@ Slurm 22.05 serves v0.0.38; Slurm 24.11 serves v0.0.40, v0.0.41 and v0.0.42; Slu
 v0.0.42 to v0.0.45 (docs/local-slurm.md).
 For each: the real rendered job (``slurm-image import``) lands with the profile's limits and its
 exit code is read back, a job is found by its marker exactly once, cancel works (and names an
-unknown job), and an unknown partition and a refused token are the errors they should be.
+unknown job), a job's start and end times are read, and an unknown partition and a refused
+token are the errors they should be.
 """
 
 from __future__ import annotations
@@ -114,10 +115,15 @@ def test_marker_lookup_states_and_cancel(served: tuple[Cluster, str], tmp_path: 
     assert submitter.api_version == expected
     assert submitter.find_by_marker(spec.comment) == job_id
     assert local.jobs_with_comment(spec.comment) == [job_id]
-    assert _wait(submitter, job_id, {JobState.RUNNING}).state is JobState.RUNNING
+    running = _wait(submitter, job_id, {JobState.RUNNING})
+    assert running.state is JobState.RUNNING
+    assert running.started_at is not None and running.ended_at is None  # its end is a limit
 
     submitter.cancel(job_id)
-    assert _wait(submitter, job_id, {JobState.CANCELLED}).state is JobState.CANCELLED
+    cancelled = _wait(submitter, job_id, {JobState.CANCELLED})
+    assert cancelled.state is JobState.CANCELLED
+    assert cancelled.started_at == running.started_at
+    assert cancelled.ended_at is not None and cancelled.ended_at >= running.started_at
     submitter.cancel(job_id)  # cancelling a finished job is harmless
     # 999999: never reached here; v0.0.40/41 answer its cancel 200 and the adapter looks it up.
     # 4294967295: an id Slurm reserves (24.11 answers 422).
@@ -130,6 +136,7 @@ def test_marker_lookup_states_and_cancel(served: tuple[Cluster, str], tmp_path: 
     failed = submitter.submit(b"#!/bin/bash -p\nexit 3\n", failed_spec)
     status = _wait(submitter, failed, {JobState.FAILED, JobState.COMPLETED})
     assert (status.state, status.exit_code) == (JobState.FAILED, 3)
+    assert status.run_seconds is not None and status.run_seconds >= 0  # every version's times
     killed = submitter.submit(b"#!/bin/bash -p\nkill -9 $$\n", _spec(tmp_path))
     assert _wait(submitter, killed, {JobState.FAILED}).exit_code == 128 + 9
 

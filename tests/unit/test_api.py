@@ -95,3 +95,36 @@ def test_metrics_counts_the_store_without_asking_the_scheduler(tmp_path: Path) -
     assert sum(item.entries for item in metrics.aliases) == 0
     assert metrics.layer_cache is not None
     assert metrics.layer_cache.path == f"{root}/images/layer-cache"
+
+
+def test_a_registry_that_lies_at_resolve_is_a_refusal_recorded_but_not_at_a_dry_run(
+    profile: Path,
+) -> None:
+    from dependency_injector import providers
+
+    from scripted_registry import LIST_V2, index_bytes, manifest_bytes
+    from slurm_image.adapters.memory import MemoryRegistry
+    from slurm_image.domain.errors import InvalidRegistryAnswer
+
+    registry = MemoryRegistry()
+    registry.host("registry.example.org")
+    index = index_bytes([("amd64", manifest_bytes("app", "amd64"))])
+    lying = "sha256:" + "0" * 64  # a Docker-Content-Digest of other bytes than it sends
+    registry.put("registry.example.org", "team/app", "1", index, LIST_V2, content_digest=lying)
+    lifecycles = Lifecycles.from_profile(str(profile), environ={})
+    lifecycles.container.registry.override(providers.Object(registry))
+    tag = "registry.example.org/team/app:1"
+    lifecycles.import_image(SOURCE, name="first", role="client", submit=False)  # a store now
+    with pytest.raises(InvalidRegistryAnswer):
+        lifecycles.plan("import_oci", tag, name="app", role="client", arch="x86_64", resolve=True)
+    assert lifecycles.history().events == ()  # a dry run attempted nothing
+    with pytest.raises(InvalidRegistryAnswer) as lied:
+        lifecycles.import_image(tag, name="app", role="client", arch="x86_64", resolve=True)
+    (refused,) = lifecycles.history().events
+    assert (refused.event, refused.rule, refused.exit_code) == (
+        "refused",
+        "registry_digest_mismatch",
+        exit_code_for(lied.value),
+    )
+    assert (refused.source, refused.alias) == (tag, "app")
+    assert refused.reason is not None and "Docker-Content-Digest" in refused.reason

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from slurm_image.domain.errors import InvalidRecord, InvalidRequest
 from slurm_image.domain.history import (
+    REASON_MAX_CHARACTERS,
     HistoryEvent,
     HistoryRead,
     appended_bytes,
@@ -20,6 +21,7 @@ from slurm_image.domain.history import (
     parse_history,
     parse_line,
     parse_since,
+    reason_text,
     since_then,
 )
 
@@ -56,11 +58,64 @@ def test_a_line_is_compact_sorted_json_with_its_newline_and_reads_back() -> None
         {"source_digest": "a" * 64},
         {"event": "renamed"},
         {"job_seconds": -1.0},
+        {"rule": "Source Not Allowed"},
+        {"rule": "_x"},
+        {"rule": "r" * 65},
+        {"reason": "two\nlines"},
+        {"reason": "r" * 1025},
+        {"source": ""},
+        {"removed": "artifact"},
+        {"count": -1},
+        {"bytes": -1},
+        {"recovered": False},
+        {"schema_version": 3},
     ],
 )
 def test_an_event_breaking_a_rule_is_refused(fields: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         event(**fields)
+
+
+def test_a_version_1_line_reads_as_the_event_it_was() -> None:
+    """Written before refusals, cleanups and recoveries were recorded: none of their keys."""
+    line = (
+        b'{"alias":"app","architecture":"x86_64","artifact":"' + b"a" * 64 + b'","event":'
+        b'"published","exit_code":null,"host":"login1","job_id":"7","job_seconds":null,'
+        b'"lifecycle_id":"img-1","operation":"import","previous_artifact":null,'
+        b'"publish_latency_seconds":12.5,"role":"client","schema_version":1,"source_digest":'
+        b'null,"state":null,"time":"2026-03-05T08:30:00Z","uid":1000,"user":"ada"}\n'
+    )
+    parsed = parse_line(line)
+    assert parsed is not None
+    assert (parsed.schema_version, parsed.alias, parsed.recovered, parsed.rule) == (
+        1,
+        "app",
+        None,
+        None,
+    )
+    assert event().schema_version == 2
+
+
+def test_a_refusal_and_a_gc_count_are_events_of_their_own() -> None:
+    refused = event(
+        event="refused",
+        rule="signature_missing",
+        exit_code=9,
+        source="registry.example.org/team/app@sha256:" + "a" * 64,
+        alias="app",
+        reason="sha256:...: is not signed (no cosign signature found)",
+    )
+    assert parse_line(event_line(refused)) == refused
+    removed = event(event="gc_removed", removed="layer", count=3, bytes=4096)
+    assert parse_line(event_line(removed)) == removed
+
+
+def test_a_reason_is_one_line_cut_to_its_bound() -> None:
+    assert reason_text("a\nb\x1b[31m c") == "a b [31m c"
+    long = reason_text("x" * 5000)
+    assert len(long) == REASON_MAX_CHARACTERS and long.endswith("...")
+    assert reason_text("\n") == "-"
+    event(reason=long)  # within the event's bound
 
 
 def test_a_line_past_the_bound_is_never_written() -> None:

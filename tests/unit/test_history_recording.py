@@ -15,21 +15,27 @@ from publish_support import SOURCE_DIGEST, SQSH_BYTES, PublishLab
 from slurm_image.adapters.memory import MemoryHistory, MemoryLocks, MemoryStore
 from slurm_image.application.cancel import Cancel
 from slurm_image.application.catalog import Catalog
-from slurm_image.application.errors import JobNotSuccessful, UnknownAlias
+from slurm_image.application.errors import JobNotSuccessful, StillRunning, UnknownAlias
 from slurm_image.application.history import (
     JOB_END_MARKER,
     Actor,
     NoticeJobEnds,
     RecordHistory,
+    RecordRefusals,
 )
 from slurm_image.application.maintain import Maintain
 from slurm_image.application.observe import Observe
 from slurm_image.application.publish import Publish
-from slurm_image.application.read_history import ReadHistory
+from slurm_image.application.read_history import FollowHistory, ReadHistory
 from slurm_image.application.wait import Wait
-from slurm_image.domain.errors import DomainError, InvalidRequest
+from slurm_image.domain.credentials import staged_credentials_path
+from slurm_image.domain.errors import DomainError, InvalidRequest, SourceNotAllowed
 from slurm_image.domain.history import HistoryEvent
+from slurm_image.domain.job import JobState
+from slurm_image.domain.layer_cache import CacheBound
+from slurm_image.domain.publication import JobRun
 from slurm_image.domain.request import make_request
+from slurm_image.domain.requester import Requester
 from slurm_image.ports.history import HistoryError
 
 pytestmark = pytest.mark.parametrize("workspace_harness", ["memory"], indirect=True)
@@ -102,12 +108,12 @@ def failed_job(lab: HistoryLab, lifecycle_id: str, exit_code: int = 79) -> str:
 
 
 def test_a_publication_is_recorded_with_its_job_digests_and_latency(lab: HistoryLab) -> None:
-    plan = lab.finished(A, arch="x86_64")
+    plan = lab.finished(A, arch="x86_64", ran=timedelta(seconds=42))
     lab.clock.advance(timedelta(seconds=90))
     lab.publish(A)
     (event,) = lab.events()
     assert event.event == "published"
-    assert who(event) == ("ada", 1000, "login1", START + timedelta(seconds=90))
+    assert who(event) == ("ada", 1000, "login1", START + timedelta(seconds=132))
     assert (event.lifecycle_id, event.job_id, event.alias, event.architecture) == (
         A,
         lab.job_of(A),
@@ -120,8 +126,14 @@ def test_a_publication_is_recorded_with_its_job_digests_and_latency(lab: History
         plan.source_digest,
     )
     assert (event.artifact, event.previous_artifact, event.exit_code) == (SHA, None, None)
-    assert event.publish_latency_seconds == 90
-    assert event.job_seconds is None
+    assert event.publish_latency_seconds == 132
+    assert event.job_seconds == 42  # the scheduler's start and end
+    assert event.recovered is None
+    assert lab.alias_entry("app").job == JobRun(
+        job_id=lab.job_of(A),
+        started_at="2024-01-01T00:00:00.000000Z",
+        ended_at="2024-01-01T00:00:42.000000Z",
+    )
     lab.publish(A)  # published already: nothing changed, nothing recorded
     assert len(lab.events()) == 1
 
@@ -196,6 +208,61 @@ def test_a_publication_stands_when_the_history_cannot_take_it(
     assert lab.history.read().events == ()
 
 
+class Crash(BaseException):
+    """Stands for the publisher dying after a step: nothing below it runs."""
+
+
+def crash_at(step: str) -> Any:
+    def checkpoint(reached: str) -> None:
+        if reached == step:
+            raise Crash(step)
+
+    return checkpoint
+
+
+@pytest.mark.parametrize("step", ["marker", "artifact", "source", "alias"])
+@pytest.mark.parametrize("recovers", ["publish", "unregister", "gc"])
+def test_a_publication_finished_by_recovery_is_recorded_once_as_its_publisher(
+    lab: HistoryLab, step: str, recovers: str
+) -> None:
+    lab.finished(A, arch="x86_64", ran=timedelta(seconds=7))
+    lab.finished(B, name="other", arch="x86_64", sqsh=SQSH_BYTES + b" other")
+    with pytest.raises(Crash):
+        lab.publisher(checkpoint=crash_at(step))(A)
+    assert lab.events() == []  # the crashed publisher recorded nothing
+    lab.clock.advance(timedelta(minutes=3))
+    lab.record = RecordHistory(lab.history, lab.clock, Actor(user="bob", uid=1001, host="login2"))
+    if recovers == "publish":
+        lab.publish(A)  # finds its own lifecycle published by the recovery: nothing more
+    elif recovers == "unregister":
+        lab.maintain().unregister("app")
+    else:
+        lab.maintain().gc(older_than=timedelta(days=1))
+    recovered = [e for e in lab.events() if e.event == "published"]
+    assert len(recovered) == 1
+    (event,) = recovered
+    assert who(event) == ("ada", 1000, "login1", START + timedelta(seconds=7, minutes=3))
+    assert (event.recovered, event.lifecycle_id, event.alias, event.artifact) == (
+        True,
+        A,
+        "app",
+        SHA,
+    )
+    assert (event.job_id, event.job_seconds) == (lab.job_of(A), 7)
+    lab.publish(B)  # a later publication is the publisher's own again
+    assert lab.events()[-1].recovered is None and lab.events()[-1].user == "bob"
+
+
+def test_a_publication_dropped_by_recovery_is_no_event(lab: HistoryLab) -> None:
+    lab.finished(A, arch="x86_64")
+    with pytest.raises(Crash):
+        lab.publisher(checkpoint=crash_at("marker"))(A)
+    lab.harness.remove(lab.plans[A].paths.candidate)  # the artifact can never be put in place
+    lab.maintain().gc(older_than=timedelta(days=1))
+    assert [e.event for e in lab.events() if e.event in ("published", "replaced")] == []
+    assert not lab.harness.exists(lab.layout.marker("app"))
+
+
 def test_a_torn_append_leaves_the_publication_and_the_next_event_whole(lab: HistoryLab) -> None:
     lab.finished(A, name="one")
     lab.finished(B, name="two", sqsh=SQSH_BYTES + b"2")
@@ -251,6 +318,54 @@ def test_a_job_not_ended_or_ended_well_is_no_failure(lab: HistoryLab) -> None:
     lab.harness.remove(f"{staged_in_doubt.paths.job_dir}/submission.json")
     lab.observe([C])
     assert lab.events() == []
+
+
+def test_a_job_cancelled_past_the_product_is_cancelled_not_failed(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    job_id = lab.job_of(A)
+    lab.scheduler.start(job_id)
+    lab.clock.advance(timedelta(seconds=12))
+    # scancel: the scheduler ends the job, no command of ours took part
+    lab.scheduler.set_state(job_id, JobState.CANCELLED, exit_code=15)
+    lab.observe([A])
+    lab.observe([A])
+    (event,) = lab.events()
+    assert (event.event, event.state, event.exit_code, event.job_id) == (
+        "cancelled",
+        "CANCELLED",
+        15,
+        job_id,
+    )
+    assert event.job_seconds == 12
+
+
+def test_a_failed_job_carries_how_long_it_ran(lab: HistoryLab) -> None:
+    lab.submitted(A)
+    job_id = lab.job_of(A)
+    lab.scheduler.start(job_id)
+    lab.clock.advance(timedelta(minutes=2))
+    lab.scheduler.finish(job_id, 79)
+    (status,) = lab.observe([A])
+    assert status.job_seconds == 120
+    (event,) = lab.events()
+    assert (event.event, event.exit_code, event.job_seconds) == ("job_failed", 79, 120)
+
+
+def test_a_reader_of_the_store_observes_a_failed_job_without_a_word_about_the_history(
+    lab: HistoryLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    failed_job(lab, A)
+    assert isinstance(lab.store, MemoryStore)
+    lab.store.filesystem.read_only = True  # mounted read-only here, or not this user's to write
+    with caplog.at_level(logging.INFO):
+        (status,) = lab.observe([A])
+    assert status.exit_code == 79
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "left to whoever may write the store" in caplog.text
+    assert lab.record.failures == []
+    lab.store.filesystem.read_only = False
+    lab.observe([A])  # the writer records it
+    assert [e.event for e in lab.events()] == ["job_failed"]
 
 
 def test_a_job_the_scheduler_lost_is_recorded_as_lost(lab: HistoryLab) -> None:
@@ -354,11 +469,15 @@ def test_gc_records_each_artifact_and_attempt_it_removed_and_a_dry_run_nothing(
     lab.maintain().gc(older_than=timedelta(days=1), dry_run=True)
     assert len(lab.events()) == before
     removed = lab.maintain().gc(older_than=timedelta(days=1))
-    assert {r.kind for r in removed} >= {"artifact", "attempt"}
+    assert {r.kind for r in removed} == {"artifact", "source", "attempt"}
     gc_events = [e for e in lab.events() if e.event.startswith("gc_")]
-    assert [e.event for e in gc_events] == ["gc_artifact", "gc_attempt"]
-    artifact, attempt = gc_events
+    assert [e.event for e in gc_events] == ["gc_artifact", "gc_attempt", "gc_removed"]
+    artifact, attempt, sources = gc_events
     assert (artifact.artifact, artifact.alias, artifact.lifecycle_id) == (SHA, None, None)
+    assert artifact.bytes == len(SQSH_BYTES)
+    (source,) = (r for r in removed if r.kind == "source")
+    assert (sources.removed, sources.count, sources.bytes) == ("source", 1, source.size)
+    assert source.size is not None and source.size > 0
     assert (attempt.lifecycle_id, attempt.job_id, attempt.alias, attempt.operation) == (
         A,
         lab.job_of(A),
@@ -368,6 +487,132 @@ def test_gc_records_each_artifact_and_attempt_it_removed_and_a_dry_run_nothing(
     assert who(attempt) == ("ada", 1000, "login1", START + timedelta(days=2))
     lab.maintain().gc(older_than=timedelta(days=1))
     assert [e for e in lab.events() if e.event.startswith("gc_")] == gc_events
+
+
+def test_cleanup_records_the_attempt_it_removed(lab: HistoryLab) -> None:
+    job_id = failed_job(lab, A)
+    lab.observe([A])
+    lab.clock.advance(timedelta(hours=2))
+    lab.maintain().cleanup(A)
+    cleaned = lab.events()[-1]
+    assert (cleaned.event, cleaned.lifecycle_id, cleaned.job_id, cleaned.alias) == (
+        "cleaned_up",
+        A,
+        job_id,
+        "app",
+    )
+    assert who(cleaned) == ("ada", 1000, "login1", START + timedelta(hours=2))
+    lab.submitted(B, name="running")
+    lab.scheduler.start(lab.job_of(B))
+    with pytest.raises(StillRunning):
+        lab.maintain().cleanup(B)
+    assert [e.event for e in lab.events()].count("cleaned_up") == 1
+
+
+def test_gc_records_what_else_it_removes_one_event_per_kind_with_count_and_bytes(
+    lab: HistoryLab,
+) -> None:
+    failed_job(lab, A)
+    credentials = staged_credentials_path(lab.harness.root, A)
+    lab.harness.makedirs(credentials.rsplit("/", 1)[0])
+    lab.harness.write(credentials, b"machine r login l password p\n")
+    lab.harness.makedirs(lab.layout.publishing)
+    for n, size in ((1, 10), (2, 20)):
+        lab.harness.write(f"{lab.layout.publishing}/a{n}.json.{n:016x}.tmp", b"t" * size)
+    cache = f"{lab.harness.root}/images/layer-cache"
+    lab.harness.makedirs(cache)
+    for name, size in ((f"{1:064x}", 100), (f"{2:064x}", 300)):
+        lab.harness.write(f"{cache}/{name}", b"x" * size)
+        lab.harness.set_used(f"{cache}/{name}", 0)
+    lab.clock.advance(timedelta(hours=1))
+    maintain = lab.maintain()
+    maintain.gc(older_than=timedelta(days=7), dry_run=True, layer_cache=CacheBound(cache, 1 << 40))
+    assert [e for e in lab.events() if e.event == "gc_removed"] == []
+    maintain.gc(older_than=timedelta(days=7), layer_cache=CacheBound(cache, 1 << 40))
+    counted = {e.removed: (e.count, e.bytes) for e in lab.events() if e.event == "gc_removed"}
+    assert counted == {
+        "temporary": (2, 30),
+        "credentials": (1, len(b"machine r login l password p\n")),
+        "layer": (2, 400),
+    }
+    maintain.gc(older_than=timedelta(days=7), layer_cache=CacheBound(cache, 1 << 40))
+    assert len([e for e in lab.events() if e.event == "gc_removed"]) == 3  # nothing more
+
+
+# -- refusals ------------------------------------------------------------------------------
+
+
+def test_a_refusal_is_recorded_with_its_rule_exit_code_and_what_was_asked(lab: HistoryLab) -> None:
+    recorded = lab.record.refused(
+        "source_not_allowed",
+        2,
+        reason="source: is outside policy.allowed_registries (registry.example.org)\n",
+        source="evil.example.com/x@sha256:" + "e" * 64,
+        alias="app",
+    )
+    assert recorded is not None
+    (event,) = lab.events()
+    assert (event.event, event.rule, event.exit_code, event.alias) == (
+        "refused",
+        "source_not_allowed",
+        2,
+        "app",
+    )
+    assert event.source == "evil.example.com/x@sha256:" + "e" * 64
+    assert event.reason == "source: is outside policy.allowed_registries (registry.example.org)"
+    assert who(event) == ("ada", 1000, "login1", START)
+
+
+def test_the_products_refusals_are_recorded_only_in_a_store_that_exists(
+    lab: HistoryLab,
+) -> None:
+    refusals = RecordRefusals(lab.store, lab.record)
+    refused = SourceNotAllowed(field="source", rule="is outside policy.allowed_registries (x)")
+    assert refusals(refused, 2, reason="source: ...", source="s", alias="a") is None
+    assert not lab.harness.exists(lab.layout.images)  # a refused first request makes no store
+    lab.harness.makedirs(lab.layout.images)
+    for error in (InvalidRequest(field="name", rule="bad"), ValueError("not ours")):
+        assert refusals(error, 2, reason="-", source="s", alias="a") is None  # no refusal
+    recorded = refusals(refused, 2, reason="source: ...", source="s", alias="a")
+    assert recorded is not None and (recorded.rule, recorded.exit_code) == (
+        "source_not_allowed",
+        2,
+    )
+    assert [e.event for e in lab.events()] == ["refused"]
+
+
+def test_a_front_end_records_its_own_refusal_as_its_requester(lab: HistoryLab) -> None:
+    gateway = RecordHistory(lab.history, lab.clock, Actor(user="svc", uid=990, host="gw1"))
+    gateway.refused("unauthenticated", 401, reason="no valid credential", source="/v1/imports")
+    gateway.refused(
+        "forbidden",
+        403,
+        reason="name: alice's alias",
+        alias="app",
+        requester=Requester(user="carol", uid=1002),
+    )
+    anonymous, carol = lab.events()
+    assert (anonymous.rule, anonymous.exit_code, anonymous.user, anonymous.host) == (
+        "unauthenticated",
+        401,
+        "svc",  # who asked could not be told: the front end's own account
+        "gw1",
+    )
+    assert (carol.rule, carol.exit_code, carol.user, carol.uid, carol.alias) == (
+        "forbidden",
+        403,
+        "carol",
+        1002,
+        "app",
+    )
+
+
+def test_a_refusal_with_a_rule_of_no_form_is_warned_about_not_raised(
+    lab: HistoryLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert lab.record.refused("Not A Rule", 2, reason="x") is None
+    assert "refused event" in caplog.text and lab.events() == []
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -387,3 +632,35 @@ def test_read_history_filters_by_alias_and_since(lab: HistoryLab) -> None:
         read(since=datetime(2024, 1, 1))
     with pytest.raises(DomainError):
         read("../etc")
+
+
+def test_following_emits_what_there_is_then_each_append_of_the_alias_until_stopped(
+    lab: HistoryLab,
+) -> None:
+    lab.record("unregistered", alias="one")
+    lab.record("unregistered", alias="two")
+    emitted: list[HistoryEvent] = []
+    waits: list[float] = []
+
+    def appended_then(*more: str) -> Any:
+        def step() -> bool:
+            for alias in more:
+                lab.record("unregistered", alias=alias)
+            return False
+
+        return step
+
+    script = iter(
+        [appended_then("one", "two"), appended_then(), appended_then("one"), lambda: True]
+    )
+
+    def stopped(seconds: float) -> bool:
+        waits.append(seconds)
+        return bool(next(script)())
+
+    FollowHistory(lab.history, interval_s=0.5)(emitted.append, stopped, "one")
+    assert [e.alias for e in emitted] == ["one", "one", "one"]
+    assert emitted == [e for e in lab.events() if e.alias == "one"]
+    assert waits == [0.5] * 4
+    with pytest.raises(DomainError):
+        FollowHistory(lab.history)(emitted.append, stopped, "../etc")

@@ -91,10 +91,13 @@ def test_an_empty_store_reads_as_zeros_of_every_known_series(lab: PublishLab) ->
         "published",
         "replaced",
         "unregistered",
+        "cleaned_up",
         "gc_artifact",
         "gc_attempt",
+        "gc_removed",
         "job_failed",
         "cancelled",
+        "refused",
     }
     assert metrics.history_skipped == 0
     assert set(lifecycles(metrics)) == {
@@ -330,10 +333,13 @@ def test_the_json_form_holds_every_figure(lab: PublishLab) -> None:
             "published": 1,
             "replaced": 0,
             "unregistered": 0,
+            "cleaned_up": 0,
             "gc_artifact": 0,
             "gc_attempt": 0,
+            "gc_removed": 0,
             "job_failed": 1,
             "cancelled": 0,
+            "refused": 0,
         },
         "skipped_lines": 0,
     }

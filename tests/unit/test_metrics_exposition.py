@@ -35,6 +35,7 @@ FAMILIES = {
     "slurm_image_job_failures": "counter",
     "slurm_image_job_run_seconds": "histogram",
     "slurm_image_publish_latency_seconds": "histogram",
+    "slurm_image_refusals": "counter",
     "slurm_image_metrics_generated_timestamp_seconds": "gauge",
 }
 """The families as the parser names them (a counter without its ``_total``)."""
@@ -55,6 +56,8 @@ def metrics(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> Sto
         event("job_failed", 2, operation="import", exit_code=79, state="FAILED", job_seconds=3.0),
         event("job_failed", 3, operation="inspect", state="TIMEOUT"),
         event("cancelled", 4, operation="import"),
+        event("refused", 5, rule="signature_missing", exit_code=10, reason="not signed"),
+        event("refused", 6, rule="unauthenticated", exit_code=401, reason="a front end's"),
         unreadable_lines=1,
         cache=CacheBound(cache, 1 << 20),
     )
@@ -98,8 +101,21 @@ def test_the_figures_read_back_are_the_stores(metrics: StoreMetrics) -> None:
     assert found[series("job_run_seconds_bucket", le="60.0", **run)] == 1
     assert found[series("job_run_seconds_sum", **run)] == 45.5
     assert found[series("history_skipped_lines")] == 1
+    assert found[series("refusals_total", rule="signature_missing")] == 1
+    assert found[series("refusals_total", rule="source_not_allowed")] == 0  # every rule, zeros too
+    assert found[series("refusals_total", rule="unauthenticated")] == 1  # a front end's own
     generated = found[series("metrics_generated_timestamp_seconds")]
     assert math.isclose(generated, metrics.generated_at.timestamp())
+
+
+def test_every_series_names_the_store(metrics: StoreMetrics) -> None:
+    text = exposition(replace(metrics, store="site-a")).decode()
+    names = [
+        sample.labels.get("store")
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+    assert names and set(names) == {"site-a"}
 
 
 def test_a_layer_cache_left_out_has_no_family(metrics: StoreMetrics) -> None:

@@ -121,6 +121,12 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("submitter", "sbatch"),
     ("workspace", "/lustre"),
     ("host_patterns", ["login*"]),
+    ("metrics", "site-a"),
+    ("metrics.store_name", ""),
+    ("metrics.store_name", "a\nb"),
+    ("metrics.store_name", "x" * 256),
+    ("metrics.store_name", 1),
+    ("metrics.textfile", "/var/lib/node_exporter"),
 ]
 
 
@@ -193,6 +199,13 @@ def test_profile_defaults_follow_the_design() -> None:
     assert profile.inspection.client_distributions == ("pip",)
     assert profile.enroot.environment == {}
     assert profile.submitter.kind == "sbatch"
+    assert profile.metrics is None and profile.store_name == profile.workspace_root
+
+
+def test_the_store_is_named_as_the_profile_says() -> None:
+    named = parse_profile(with_value("metrics.store_name", "site-a"))
+    assert named.store_name == "site-a"
+    assert parse_profile(with_value("metrics", {})).store_name == named.workspace_root
 
 
 @pytest.mark.parametrize(
@@ -211,6 +224,7 @@ def test_profile_defaults_follow_the_design() -> None:
         ("submitter.sbatch.sbatch", "/opt/slurm/bin/sbatch"),
         ("submitter.sbatch.timeout_s", 5),
         ("inspection.client_distributions", []),
+        ("metrics.store_name", "site-a /lustre/images"),
     ],
 )
 def test_profile_accepts_good_values(dotted: str, value: Any) -> None:

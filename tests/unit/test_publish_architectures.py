@@ -161,7 +161,7 @@ def _legacy_record(lab: PublishLab) -> dict[str, Any]:
     document = load_alias(lab.harness.read(lab.layout.alias("app")))
     data = json.loads(document.entry("x86_64").canonical_bytes())
     data["schema_version"] = 2
-    del data["architecture"]
+    del data["architecture"], data["job"]
     lab.harness.write(lab.layout.alias("app"), canonical_json(data))
     return data
 

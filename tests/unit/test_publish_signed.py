@@ -16,6 +16,7 @@ from slurm_image.adapters.memory import MemoryKeyFile, MemorySignatures
 from slurm_image.application.signature_check import CheckSignature
 from slurm_image.domain.errors import InvalidRecord
 from slurm_image.domain.publication import (
+    JOB_SCHEMA_VERSION,
     SIGNED_SCHEMA_VERSION,
     SIGNED_SOURCE_SCHEMA_VERSION,
     load_alias,
@@ -54,7 +55,7 @@ def test_the_alias_and_source_records_carry_the_signature(lab: PublishLab) -> No
     fingerprint = load_public_key(public_pem(KEY), KEY_PATH).fingerprint
     assert record.signed_by == plan.signed_by
     assert record.signed_by.key_fingerprint == fingerprint
-    assert record.schema_version == SIGNED_SCHEMA_VERSION
+    assert record.schema_version == JOB_SCHEMA_VERSION  # signed, and with its job
     stored = lab.alias_entry("app")
     assert stored.signed_by == plan.signed_by
     source = load_source(lab.harness.read(lab.layout.source(SOURCE_DIGEST, "x86_64")))
@@ -71,7 +72,7 @@ def test_an_entry_without_a_signature_prints_signed_by_null(
     lab = PublishLab(workspace_harness, profile_for, runtime_files)
     lab.finished(LIFECYCLE)
     record = lab.publish(LIFECYCLE).record
-    assert record.signed_by is None and record.schema_version == 3
+    assert record.signed_by is None and record.schema_version == JOB_SCHEMA_VERSION
     assert "signed_by" not in json.loads(record.canonical_bytes())
     shown = read_published(lab.harness.read(lab.layout.alias("app")), "app").entries[0]
     assert shown.summary()["signed_by"] is None
@@ -80,7 +81,12 @@ def test_an_entry_without_a_signature_prints_signed_by_null(
 def test_a_signature_outside_its_schema_version_is_refused(lab: PublishLab) -> None:
     lab.finished(LIFECYCLE)
     record = lab.publish(LIFECYCLE).record
-    data = json.loads(record.canonical_bytes())
+    # as an entry answered from the store carries it: signed, no job
+    data = {
+        key: value for key, value in json.loads(record.canonical_bytes()).items() if key != "job"
+    }
+    data["schema_version"] = SIGNED_SCHEMA_VERSION
+    assert load_alias(json.dumps(data).encode()).entries[0].signed_by == record.signed_by
     with pytest.raises(InvalidRecord, match="signed_by"):
         load_alias(json.dumps({**data, "schema_version": 3}).encode())
     unsigned = {key: value for key, value in data.items() if key != "signed_by"}

@@ -113,7 +113,7 @@ def lab(workspace_harness: Any, profile_for: Any, runtime_files: Any) -> Publish
 def test_a_published_import_keeps_its_tag_and_show_and_list_print_it(lab: PublishLab) -> None:
     lab.finished(A, source=RESOLVED.pinned, resolved_from=RESOLVED, chain=chain_json(PIN))
     record = lab.publish(A).record
-    assert (record.schema_version, record.resolved_from) == (4, RESOLVED)
+    assert (record.schema_version, record.resolved_from) == (6, RESOLVED)  # with its job
     stored = lab.alias_entry("app")
     assert stored.resolved_from == RESOLVED
     assert CatalogReader(lab.store).show("app").details()["resolved_from"] == RESOLVED.as_dict()
@@ -124,7 +124,7 @@ def test_a_published_import_keeps_its_tag_and_show_and_list_print_it(lab: Publis
 def test_an_import_given_pinned_is_published_as_before_with_no_tag(lab: PublishLab) -> None:
     lab.finished(A, source=RESOLVED.pinned)
     record = lab.publish(A).record
-    assert (record.schema_version, record.resolved_from) == (3, None)
+    assert (record.schema_version, record.resolved_from) == (6, None)  # with its job
     entry = json.loads(lab.harness.read(lab.layout.alias("app")))["entries"][0]
     assert "resolved_from" not in entry
     assert CatalogReader(lab.store).show("app").details()["resolved_from"] is None
@@ -155,7 +155,10 @@ def test_an_entry_claims_a_tag_exactly_in_schema_version_4(lab: PublishLab) -> N
     lab.finished(A, source=RESOLVED.pinned, resolved_from=RESOLVED)
     lab.publish(A)
     document = json.loads(lab.harness.read(lab.layout.alias("app")))
-    entry = document["entries"][0]
+    entry = {key: value for key, value in document["entries"][0].items() if key != "job"}
+    assert load_alias(
+        json.dumps({**document, "entries": [{**entry, "schema_version": 4}]}).encode()
+    )
     for change in ({"schema_version": 3}, {"resolved_from": None, "schema_version": 4}):
         broken = {**document, "entries": [{**entry, **change}]}
         with pytest.raises(DomainError) as caught:

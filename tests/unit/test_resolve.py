@@ -113,6 +113,7 @@ def test_a_digest_header_that_lies_is_refused(registry: MemoryRegistry, profile_
     with pytest.raises(InvalidRegistryAnswer) as caught:
         resolve(TAG, profile(profile_for))
     assert caught.value.field == TAG
+    assert caught.value.refusal == "registry_digest_mismatch"  # a lie, as the history names it
 
 
 def test_the_profiles_netrc_entry_for_the_registry_is_the_one_sent(

@@ -130,25 +130,38 @@ def test_a_pin_signed_by_a_policy_key_is_staged_with_the_signature_in_its_plan(
 
 
 def test_an_unsigned_pin_is_refused_before_anything_is_staged(site: Site) -> None:
-    assert "is not signed" in site.refused().rule
+    refused = site.refused()
+    assert "is not signed" in refused.rule
+    assert refused.refusal == "signature_missing"  # the rule the history names
 
 
 def test_a_pin_signed_by_another_key_is_refused(site: Site) -> None:
     site.publish(bundle_signature(OTHER_KEY, PIN))
-    assert "not signed by a policy key" in site.refused().rule
+    refused = site.refused()
+    assert "not signed by a policy key" in refused.rule
+    assert refused.refusal == "signature_other_key"
 
 
 def test_a_signature_copied_from_another_digest_is_refused(site: Site) -> None:
     # The policy key's real signature of OTHER, replayed under the pin's tags.
     site.publish(bundle_signature(SITE_KEY, PIN, signed=statement(OTHER)))
     site.publish(legacy_signature(SITE_KEY, PIN, payload=simple_signing(OTHER)))
-    rule = site.refused().rule
-    assert rule.count("a replayed signature") == 2
+    refused = site.refused()
+    assert refused.rule.count("a replayed signature") == 2
+    assert refused.refusal == "signature_replayed"
+
+
+def test_a_replay_is_named_over_another_key_whichever_comes_first(site: Site) -> None:
+    site.publish(legacy_signature(OTHER_KEY, PIN))
+    site.publish(bundle_signature(SITE_KEY, PIN, signed=statement(OTHER)))
+    assert site.refused().refusal == "signature_replayed"
 
 
 def test_a_bundle_manifest_answered_for_another_digest_is_refused(site: Site) -> None:
     site.publish(bundle_signature(SITE_KEY, PIN, subject=OTHER))
-    assert "signature of another digest" in site.refused().rule
+    refused = site.refused()
+    assert "signature of another digest" in refused.rule
+    assert refused.refusal == "signature_invalid"
 
 
 @pytest.mark.parametrize("tag", [bundle_tag(PIN), legacy_tag(PIN)], ids=["index", "sig"])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from slurm_image.adapters.sbatch import parse_squeue_marker, parse_squeue_states
+from slurm_image.adapters.sbatch import SbatchSubmitter, parse_squeue_marker, parse_squeue_states
 from slurm_image.adapters.sbatch_errors import classify
 from slurm_image.adapters.slurm_fields import (
+    CLIENT_TIME_ZONE,
     UnreadableExitCode,
     bounded,
     exit_code_from_squeue,
@@ -14,6 +17,8 @@ from slurm_image.adapters.slurm_fields import (
     parse_job_id,
     parse_state,
     parse_state_list,
+    time_from_client,
+    time_from_epoch,
 )
 from slurm_image.domain.job import JobSpec, JobState
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected
@@ -74,10 +79,10 @@ def test_wait_status_decoding(raw: int, code: int) -> None:
 
 def test_squeue_states_keep_only_the_asked_ids() -> None:
     output = (
-        "1|FAILED|NonZeroExitCode|768|\n"
-        "2|RUNNING|None|0|\n"
-        "3_1|PENDING|Priority|0|\n"
-        "4|PENDING|ReqNodeNotAvail, UnavailableNodes:vm|0|\n"
+        "1|FAILED|2026-01-31T12:00:00|2026-01-31T12:00:03|NonZeroExitCode|768|\n"
+        "2|RUNNING|2026-01-31T12:00:00|NONE|None|0|\n"
+        "3_1|PENDING|Unknown|NONE|Priority|0|\n"
+        "4|PENDING|N/A|NONE|ReqNodeNotAvail, UnavailableNodes:vm|0|\n"
         "garbage\n"
     )
     states = parse_squeue_states(output, ["1", "2", "4", "99"])
@@ -124,10 +129,10 @@ def test_an_unknown_exit_code_form_is_unreadable_not_success(printed: str) -> No
 
 def test_squeue_states_read_the_24_11_exit_signal_form() -> None:
     output = (
-        "1|FAILED|NonZeroExitCode|78:0|\n"
-        "2|FAILED|RaisedSignal:9(Killed)|0:9|\n"
-        "3|COMPLETED|None|0:0|\n"
-        "4|RUNNING|None|0:0|\n"
+        "1|FAILED|2026-01-31T12:00:00|2026-01-31T12:00:03|NonZeroExitCode|78:0|\n"
+        "2|FAILED|2026-01-31T12:00:00|2026-01-31T12:00:03|RaisedSignal:9(Killed)|0:9|\n"
+        "3|COMPLETED|2026-01-31T12:00:00|2026-01-31T12:00:03|None|0:0|\n"
+        "4|RUNNING|2026-01-31T12:00:00|NONE|None|0:0|\n"
     )
     states = parse_squeue_states(output, ["1", "2", "3", "4"])
     assert [states[i].exit_code for i in "1234"] == [78, 137, 0, None]
@@ -135,7 +140,11 @@ def test_squeue_states_read_the_24_11_exit_signal_form() -> None:
 
 
 def test_an_unreadable_exit_code_of_a_finished_job_is_reported_in_its_reason() -> None:
-    output = "1|FAILED|NonZeroExitCode|x7|\n2|COMPLETED|None||\n3|RUNNING|None|x7|\n"
+    output = (
+        "1|FAILED|2026-01-31T12:00:00|2026-01-31T12:00:03|NonZeroExitCode|x7|\n"
+        "2|COMPLETED|2026-01-31T12:00:00|2026-01-31T12:00:03|None||\n"
+        "3|RUNNING|2026-01-31T12:00:00|NONE|None|x7|\n"
+    )
     states = parse_squeue_states(output, ["1", "2", "3"])
     assert states["1"].state is JobState.FAILED
     assert states["1"].exit_code is None
@@ -143,6 +152,69 @@ def test_an_unreadable_exit_code_of_a_finished_job_is_reported_in_its_reason() -
     assert states["2"].exit_code is None
     assert states["2"].reason == "exit code unreadable: ''"
     assert states["3"].reason is None  # a running job has no exit code yet
+
+
+def test_squeue_states_carry_the_times_a_job_ran_in_utc() -> None:
+    output = (
+        "1|FAILED|2026-01-31T12:00:00|2026-01-31T12:00:03|NonZeroExitCode|768|\n"
+        "2|RUNNING|2026-01-31T12:00:00|2026-01-31T13:00:00|None|0|\n"
+        "3|PENDING|2026-02-01T00:00:00|2026-02-01T01:00:00|BeginTime|0|\n"
+        "4|CANCELLED|2026-01-31T12:00:05|2026-01-31T12:00:05|None|0|\n"
+        "5|COMPLETED|Unknown|Unknown|None|0|\n"
+        "6|FAILED|2026-01-31T12:00:09|2026-01-31T12:00:03|a|reason|with|bars|768|\n"
+    )
+    states = parse_squeue_states(output, ["1", "2", "3", "4", "5", "6"])
+    noon = datetime(2026, 1, 31, 12, tzinfo=UTC)
+    assert (states["1"].started_at, states["1"].ended_at) == (noon, noon + timedelta(seconds=3))
+    assert states["1"].run_seconds == 3.0
+    # a running job's end is its time limit's, a pending job's start an estimate: neither a fact
+    assert (states["2"].started_at, states["2"].ended_at) == (noon, None)
+    assert (states["3"].started_at, states["3"].ended_at) == (None, None)
+    # cancelled while pending: Slurm sets both to the time of the cancel
+    assert states["4"].run_seconds == 0.0
+    assert (states["5"].started_at, states["5"].run_seconds) == (None, None)
+    # an end before the start is no time at all; the reason keeps its bars
+    assert (states["6"].started_at, states["6"].ended_at) == (None, None)
+    assert states["6"].reason == "a|reason|with|bars"
+
+
+@pytest.mark.parametrize(
+    ("printed", "moment"),
+    [
+        ("2026-01-31T12:00:00", datetime(2026, 1, 31, 12, tzinfo=UTC)),
+        (" 2026-01-31T12:00:00 ", datetime(2026, 1, 31, 12, tzinfo=UTC)),
+        ("NONE", None),
+        ("Unknown", None),
+        ("N/A", None),
+        ("", None),
+        ("2026-01-31", None),
+        ("2026-13-31T12:00:00", None),
+        ("2026-01-31T12:00:00+02:00", None),
+    ],
+)
+def test_client_times_are_utc_or_none(printed: str, moment: datetime | None) -> None:
+    assert time_from_client(printed) == moment
+
+
+@pytest.mark.parametrize(
+    ("value", "moment"),
+    [
+        (1769860800, datetime(2026, 1, 31, 12, tzinfo=UTC)),
+        (0, None),
+        (-1, None),
+        (True, None),
+        ("1769860800", None),
+        (2**63, None),
+        (None, None),
+    ],
+)
+def test_rest_times_are_epoch_seconds_or_none(value: object, moment: datetime | None) -> None:
+    assert time_from_epoch(value) == moment
+
+
+def test_the_sbatch_adapter_asks_its_clients_for_utc() -> None:
+    submitter = SbatchSubmitter(environ={"PATH": "/usr/bin", "TZ": "America/New_York"})
+    assert submitter._env["TZ"] == CLIENT_TIME_ZONE == "UTC0"
 
 
 def test_squeue_marker_lookup_matches_the_whole_comment() -> None:

@@ -6,12 +6,15 @@ documentation of mever-team/slurm-rest-py for v0.0.40), answers recorded from re
 (rackslab/Slurm-web test assets for 23.11, 24.05, 24.11) and answers recorded from this
 project's local clusters (``local-slurmrestd-<release>__<version>__<what>[-http-<status>]``:
 22.05.8 on v0.0.38; 24.11.5 on v0.0.40, v0.0.41 and v0.0.42; 26.05.5 on v0.0.42 to v0.0.45, with
-the excerpt of the specification it serves; by tests/fixtures/slurmrest/record_local.py).
+the excerpt of the specification it serves; by tests/fixtures/slurmrest/record_local.py). The
+job times are in every recorded job answer and in the SlinkyProject excerpts of v0.0.41,
+v0.0.43, v0.0.44 and v0.0.45.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ import httpx
 import pytest
 
 from slurm_image.adapters.slurmrest.client import RestClient
-from slurm_image.adapters.slurmrest.data_parser import exit_code_of
+from slurm_image.adapters.slurmrest.data_parser import exit_code_of, no_val
 from slurm_image.adapters.slurmrest.errors import classify
 from slurm_image.adapters.slurmrest.versions import (
     SUPPORTED,
@@ -191,6 +194,55 @@ def test_answers_recorded_live(release: str, version: str) -> None:
     assert (killed.status.state, killed.status.exit_code) == (JobState.FAILED, 128 + 9)
     [cancelled] = mapping.job_records(recorded(release, version, "job-cancelled-running")[1])
     assert cancelled.status.state is JobState.CANCELLED
+
+
+@pytest.mark.parametrize(("release", "version"), LIVE)
+def test_job_times_recorded_live(release: str, version: str) -> None:
+    mapping = mapping_for(version)
+    for what in ("job-failed-exit-3", "job-signalled-9", "job-cancelled-running"):
+        body = recorded(release, version, what)[1]
+        [job] = body["jobs"]
+        [record] = mapping.job_records(body)
+        start, end = job["start_time"], job["end_time"]
+        if isinstance(start, dict):  # a no-val number from v0.0.40 on
+            start, end = start["number"], end["number"]
+        assert record.status.started_at == datetime.fromtimestamp(start, UTC), what
+        assert record.status.ended_at == datetime.fromtimestamp(end, UTC), what
+        assert record.status.run_seconds == end - start >= 0, what
+
+
+SPECIFIED_TIMES = [
+    ("v0.0.41", "slinky-slurm-client__v0041__openapi.excerpt.json"),
+    ("v0.0.43", "slinky-slurm-client__v0043__openapi.excerpt.json"),
+    ("v0.0.44", "slinky-slurm-client__v0044__openapi.excerpt.json"),
+    ("v0.0.45", "slinky-slurm-client__v0045__openapi.excerpt.json"),
+]
+
+
+@pytest.mark.parametrize(("version", "fixture"), SPECIFIED_TIMES)
+def test_job_times_as_the_published_spec_gives_them(version: str, fixture: str) -> None:
+    """start_time and end_time are uint64 no-val numbers (real or expected): a finished job's
+    are read, a running job's end and a pending job's start are not facts, and an unset one is
+    no time."""
+    info = load(fixture)["components"]["schemas"][f"{version}_job_info"]["properties"]
+    for key in ("start_time", "end_time"):
+        assert info[key]["$ref"].endswith(f"/{version}_uint64_no_val_struct")
+    mapping = mapping_for(version)
+
+    def job(state: str, start: dict[str, Any], end: dict[str, Any]) -> Any:
+        body = {"jobs": [{"job_id": no_val(7), "job_state": [state], "exit_code": {
+            "return_code": no_val(0)}, "start_time": start, "end_time": end}]}  # fmt: skip
+        [record] = mapping.job_records(body)
+        return record.status
+
+    unset = {"set": False, "infinite": False, "number": 0}
+    done = job("COMPLETED", no_val(1769860800), no_val(1769860812))
+    assert (done.started_at, done.run_seconds) == (datetime(2026, 1, 31, 12, tzinfo=UTC), 12.0)
+    running = job("RUNNING", no_val(1769860800), no_val(1769864400))
+    assert (running.started_at, running.ended_at) == (datetime(2026, 1, 31, 12, tzinfo=UTC), None)
+    pending = job("PENDING", no_val(1769860800), no_val(1769864400))
+    assert (pending.started_at, pending.ended_at) == (None, None)
+    assert job("COMPLETED", unset, unset).run_seconds is None
 
 
 @pytest.mark.parametrize(("release", "version"), LIVE_DATA_PARSER)

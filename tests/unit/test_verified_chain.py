@@ -121,7 +121,7 @@ def test_a_source_record_from_before_the_chain_still_reads_and_is_not_verified()
         ({"chain": {**CHAIN, "manifest": "b" * 64}}, "chain.manifest"),
         ({"chain": {**CHAIN, "layers": []}}, "chain.layers"),
         ({"chain": {"pinned": PIN, "manifest": MANIFEST}}, "chain.config"),
-        ({"schema_version": 6}, "schema_version"),
+        ({"schema_version": 7}, "schema_version"),
     ],
 )
 def test_a_record_whose_chain_proves_nothing_of_its_source_is_refused(

@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from slurm_image.adapters.history_files import line_to_append, read_history, refused_as_history
+from slurm_image.adapters.history_files import (
+    line_to_append,
+    read_history,
+    read_history_after,
+    refused_as_history,
+)
 from slurm_image.adapters.memory.lock import MemoryLocks
 from slurm_image.adapters.memory.store import MemoryStore
 from slurm_image.domain.history import (
     HistoryEvent,
+    HistoryPosition,
     HistoryRead,
     appended_bytes,
 )
@@ -66,3 +72,8 @@ class MemoryHistory:
 
     def read(self, since: datetime | None = None) -> HistoryRead:
         return read_history(self._store, since)
+
+    def read_after(
+        self, position: HistoryPosition | None, since: datetime | None = None
+    ) -> tuple[HistoryRead, HistoryPosition]:
+        return read_history_after(self._store, position, since)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
-from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.job import JobSpec, JobState, JobStatus, observed_times
 from slurm_image.domain.partition import PartitionLimits
+from slurm_image.ports.clock import Clock
 from slurm_image.ports.submitter import SchedulerAuthError, SchedulerRejected, UnknownJob
 from slurm_image.submitters import RetryPolicy, Submitter, TransientFailure
 
@@ -32,7 +34,9 @@ Operation = Literal["submit", "states", "cancel", "find_by_marker", "ping", "par
 
 @dataclass
 class FakeJob:
-    """One job the fake scheduler holds: the exact bytes and spec it was given, and its state."""
+    """One job the fake scheduler holds: the exact bytes and spec it was given, its state, and
+    when it started and ended (by the fake's clock, as Slurm records its StartTime and
+    EndTime)."""
 
     job_id: str
     script: bytes
@@ -40,11 +44,24 @@ class FakeJob:
     state: JobState = JobState.PENDING
     reason: str | None = None
     exit_code: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
     def status(self) -> JobStatus:
+        started, ended = observed_times(self.state, self.started_at, self.ended_at)
         return JobStatus(
-            job_id=self.job_id, state=self.state, reason=self.reason, exit_code=self.exit_code
+            job_id=self.job_id,
+            state=self.state,
+            reason=self.reason,
+            exit_code=self.exit_code,
+            started_at=started,
+            ended_at=ended,
         )
+
+
+class _SystemTime:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 class FakeSubmitter(Submitter):
@@ -52,6 +69,7 @@ class FakeSubmitter(Submitter):
 
     ``partitions`` (when given) is the set of partitions that exist: a spec naming another one is
     rejected, as Slurm does. ``max_cpus_per_task`` likewise bounds the CPUs a job may ask for.
+    ``clock`` (default: the system's) dates a job's start and end as its state moves.
     """
 
     name = "fake"
@@ -63,7 +81,9 @@ class FakeSubmitter(Submitter):
         max_cpus_per_task: int | None = None,
         first_job_id: int = 1,
         retry_policy: RetryPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self._clock: Clock = clock if clock is not None else _SystemTime()
         self._partitions = frozenset(partitions) if partitions is not None else None
         self._max_cpus = max_cpus_per_task
         super().__init__(
@@ -116,10 +136,21 @@ class FakeSubmitter(Submitter):
         reason: str | None = None,
         exit_code: int | None = None,
     ) -> None:
-        """Move a job to ``state`` (any state, for tests). Raises ``KeyError`` for unknown ids."""
+        """Move a job to ``state`` (any state, for tests), dating its start when it first
+        leaves the queue and its end when it first ends (a job that ends from the queue starts
+        and ends at once, as Slurm dates a job cancelled while pending). Raises ``KeyError`` for
+        unknown ids."""
         with self._lock:
             job = self._jobs[job_id]
             job.state, job.reason, job.exit_code = state, reason, exit_code
+            self._date(job)
+
+    def _date(self, job: FakeJob) -> None:
+        now = self._clock.now()
+        if job.state.has_started and job.started_at is None:
+            job.started_at = now
+        if job.state.is_terminal and job.ended_at is None:
+            job.ended_at = now
 
     def start(self, job_id: str) -> None:
         self.set_state(job_id, JobState.RUNNING)
@@ -197,6 +228,7 @@ class FakeSubmitter(Submitter):
                 raise UnknownJob(field="job_id", rule=f"invalid job id specified: {job_id}")
             if not job.state.is_terminal:
                 job.state, job.reason = JobState.CANCELLED, None
+                self._date(job)
             if kind == "ambiguous":
                 raise TransientFailure("response lost after cancel (injected)", ambiguous=True)
 

@@ -4,7 +4,9 @@ From the published OpenAPI specifications (fixtures under tests/fixtures/slurmre
 that may be unset are ``{"set": bool, "infinite": bool, "number": N}`` objects
 (``memory_per_node`` uint64, ``time_limit`` uint32), ``environment`` is a list of ``K=V``
 strings, the script goes in ``job.script``, ``job_state`` is a list (a base state plus flags) and
-``exit_code`` is ``{"status": [...], "return_code": {...}, "signal": {"id": {...}, "name": ..}}``.
+``exit_code`` is ``{"status": [...], "return_code": {...}, "signal": {"id": {...}, "name": ..}}``,
+``start_time`` and ``end_time`` are uint64 no-val numbers of seconds since the epoch (real or
+expected: ``domain.job.observed_times`` keeps the facts).
 
 Measured on Slurm 24.11.5 (fixtures local-slurmrestd-24.11.5__*): a cancel answers 200 even for
 an unknown job; v0.0.40 and v0.0.41 say nothing more, v0.0.42 names the outcome per job in
@@ -23,6 +25,7 @@ from slurm_image.adapters.slurm_fields import (
     parse_state,
     parse_state_list,
     reason_with_unreadable_exit,
+    time_from_epoch,
 )
 from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
@@ -33,7 +36,7 @@ from slurm_image.adapters.slurmrest.mapping import (
     controller_entries,
     largest_node_in,
 )
-from slurm_image.domain.job import JobSpec, JobState, JobStatus
+from slurm_image.domain.job import JobSpec, JobState, JobStatus, observed_times
 from slurm_image.domain.partition import PartitionLimits
 
 
@@ -127,13 +130,21 @@ class DataParserMapping(VersionedPaths):
             if state.is_terminal and exit_code is None:
                 unreadable = UnreadableExitCode(json.dumps(job.get("exit_code")))
                 said = reason_with_unreadable_exit(said, unreadable)
+            state = state if state is not JobState.LOST else JobState.UNKNOWN
+            started, ended = observed_times(
+                state,
+                time_from_epoch(_no_val_number(job.get("start_time"))),
+                time_from_epoch(_no_val_number(job.get("end_time"))),
+            )
             records.append(
                 JobRecord(
                     JobStatus(
                         job_id=str(_no_val_number(job.get("job_id")) or ""),
-                        state=state if state is not JobState.LOST else JobState.UNKNOWN,
+                        state=state,
                         reason=said,
                         exit_code=exit_code,
+                        started_at=started,
+                        ended_at=ended,
                     ),
                     str(job.get("comment") or ""),
                 )

@@ -2,7 +2,8 @@
 
 Tested live against the local cluster (scripts/local-slurm). Measured: slurmrestd ignores the
 script's ``#SBATCH`` lines, ``environment`` must be an object, ``memory_per_node`` is MB and
-``time_limit`` minutes, ``exit_code`` is a raw wait status, and ``"requeue": false`` is sent
+``time_limit`` minutes, ``exit_code`` is a raw wait status, ``start_time`` and ``end_time`` are
+seconds since the epoch (0 when unset), and ``"requeue": false`` is sent
 but ignored (the job is always requeueable; the script guards against reruns).
 """
 
@@ -16,6 +17,7 @@ from slurm_image.adapters.slurm_fields import (
     parse_job_id,
     parse_state,
     reason_with_unreadable_exit,
+    time_from_epoch,
 )
 from slurm_image.adapters.slurmrest.mapping import (
     JobRecord,
@@ -26,7 +28,7 @@ from slurm_image.adapters.slurmrest.mapping import (
     controller_entries,
     largest_node_in,
 )
-from slurm_image.domain.job import JobSpec, JobStatus
+from slurm_image.domain.job import JobSpec, JobStatus, observed_times
 from slurm_image.domain.partition import PartitionLimits
 
 
@@ -81,6 +83,9 @@ class V0038(VersionedPaths):
             said = None if reason in (None, "", "None") else str(reason)
             if state.is_terminal and exit_code is None:
                 said = reason_with_unreadable_exit(said, UnreadableExitCode(repr(raw_exit)))
+            started, ended = observed_times(
+                state, time_from_epoch(job.get("start_time")), time_from_epoch(job.get("end_time"))
+            )
             records.append(
                 JobRecord(
                     JobStatus(
@@ -88,6 +93,8 @@ class V0038(VersionedPaths):
                         state=state,
                         reason=said,
                         exit_code=exit_code,
+                        started_at=started,
+                        ended_at=ended,
                     ),
                     str(job.get("comment") or ""),
                 )

@@ -7,6 +7,7 @@ errors as ``http_errors`` maps them.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -76,6 +77,30 @@ class Gateway:
         """Take a token of the readers with no identity asking from ``host`` (the catalog's
         public pages), or refuse with ``Busy``."""
         self._take(f"anonymous@{host}", f"{host} (no identity)")
+
+    def record_unauthenticated(self, error: SlurmImageError, host: str) -> None:
+        """Record a request refused for want of an identity (401) in the store's history, as a
+        refusal naming no requester (the event names the gateway's account) and the host it
+        came from; at most ``requests_per_minute`` a minute per host, so that a flood of
+        anonymous requests cannot flood the history (the rest are in the gateway's log)."""
+        key = f"unauthenticated@{host}"
+        with self.lock:
+            bucket, wait_s = take(
+                self.buckets.get(key), self.clock(), self.settings.requests_per_minute
+            )
+            self.buckets[key] = bucket
+        if wait_s is not None:
+            logging.getLogger(log_name).warning("unrecorded refusal from %s: %s", host, error)
+            return
+        from slurm_image.entrypoints.errors import describe
+
+        self.lifecycles.container.record_refusals()(
+            error,
+            exit_code_for(error),
+            reason=f"{describe(error)} (from {host})",
+            source=None,
+            alias=None,
+        )
 
     def _take(self, key: int | str, who: str) -> None:
         per_minute = self.settings.requests_per_minute
@@ -195,9 +220,16 @@ def _credentials(given: Credentials | None) -> RegistryCredentials | None:
 
 
 def asker(request: HttpRequest) -> Asker:
-    """Who asks (``who``), within their request rate."""
+    """Who asks (``who``), within their request rate; a request refused for want of an
+    identity is recorded as a refusal."""
     gateway: Gateway = request.app.state.gateway
-    who = gateway.who(request)
+    try:
+        who = gateway.who(request)
+    except SlurmImageError as error:
+        if error.refusal == "unauthenticated":
+            client = request.client
+            gateway.record_unauthenticated(error, client.host if client else "localhost")
+        raise
     gateway.admit(who)
     return who
 
@@ -235,8 +267,6 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _internal(_: HttpRequest, error: Exception) -> JSONResponse:
-        import logging
-
         logging.getLogger(log_name).error("internal error", exc_info=error)
         return error_response(error)
 
