@@ -7,7 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dependency_injector import containers, providers
+from slurm_image.entrypoints.lean_imports import without_web_framework
+
+with without_web_framework():
+    from dependency_injector import containers, providers
 
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidProfile

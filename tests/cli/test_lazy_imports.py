@@ -63,6 +63,16 @@ REGISTRY_SIDE = (
     "slurm_image.application.signature_check",
     "slurm_image.application.resolve",
 )
+# What only the gateway serving needs (dependency-injector would import the first two when they
+# are installed: entrypoints/lean_imports.py).
+WEB = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "slurm_image.entrypoints.gateway",
+    "slurm_image.entrypoints.pages",
+)
 SCHEDULER = (
     "httpx",
     "tenacity",
@@ -274,6 +284,7 @@ def test_a_dry_run_of_a_pin_loads_no_registry_client_and_no_cryptography(
     assert "slurm_image.application.prepare" in modules
     assert of(modules, *REGISTRY_SIDE) == []
     assert of(modules, *SCHEDULER) == []
+    assert of(modules, *WEB) == []
 
 
 def test_the_doctor_commands_default_timeout_is_the_doctors() -> None:
