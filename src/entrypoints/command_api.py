@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from slurm_image.entrypoints.remote import RemoteLifecycles
 
 GATEWAY_ENV = "SLURM_IMAGE_GATEWAY"
+MUNGE_SOCKET_ENV = "SLURM_IMAGE_MUNGE_SOCKET"
+"""munged's socket the client makes its credentials with over TCP (default munge's own)."""
 LOCAL = "local"
 
 
@@ -51,9 +53,9 @@ def remote(url: str) -> RemoteLifecycles:
     gateway = Gateway(url)
     source = None
     if gateway.tcp:
-        from slurm_image.adapters.munge import MungeCredentialSource
+        from slurm_image.adapters.munge import DEFAULT_SOCKET, MungeCredentialSource
 
-        source = MungeCredentialSource()
+        source = MungeCredentialSource(socket=os.environ.get(MUNGE_SOCKET_ENV) or DEFAULT_SOCKET)
     return RemoteLifecycles(gateway, credential_source=source)
 
 
