@@ -69,8 +69,16 @@ class ReadHistory:
         self._hidden = hidden
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
+        """Through the gateway (``hidden``), a named alias with no event the requester may see
+        is unknown, as a hidden one is: an empty answer for a name that never existed beside a
+        refusal for a private one would tell that the private one exists."""
         shown = _Shown(self._hidden, name, since)
-        return shown(self._history.read(since))
+        read = shown(self._history.read(since))
+        if name is not None and self._hidden is not None and not read.events:
+            from slurm_image.application.errors import UnknownAlias
+
+            raise UnknownAlias.named(name)
+        return read
 
 
 class FollowHistory:

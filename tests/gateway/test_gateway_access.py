@@ -212,3 +212,14 @@ def test_a_403_is_a_refusal_in_the_history_naming_who_was_refused(lab: GatewayLa
     ]
     assert "alice" in refused[0]["reason"]
     assert Path(lab.layout.alias("a")).exists()
+
+
+def test_history_of_a_hidden_alias_and_of_a_name_never_used_answer_alike(lab: GatewayLab) -> None:
+    private_import(lab)
+    bob = lab.client("bob")
+    hidden = refusal(bob.history, "secret")
+    never = refusal(bob.history, "never-published")
+    assert (hidden.exit_code, hidden.rule.replace("secret", "X")) == (
+        never.exit_code,
+        never.rule.replace("never-published", "X"),
+    )
