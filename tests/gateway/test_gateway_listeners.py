@@ -158,3 +158,52 @@ def test_a_gateway_that_cannot_be_reached_is_exit_3(
     code, _, err = cli_run(capsys, "--gateway", f"unix:{tmp_path}/none.sock", "list")
     assert code == 3
     assert "cannot be reached" in err
+
+
+def test_https_and_the_unix_socket_at_once_and_a_tls_listener_needs_its_key(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import socket as sockets
+    import threading
+
+    from slurm_image.entrypoints.gateway.serve import Listener, build_servers
+    from tls_material import make_tls_material
+
+    with sockets.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    https = Listener("https", host="127.0.0.1", port=port)
+    unix = Listener("unix", path=str(tmp_path / "gw.sock"))
+    with pytest.raises(InvalidRequest) as refused:
+        build_servers(object(), [https])  # type: ignore[arg-type]
+    assert refused.value.field == "tls_cert"
+    tls = make_tls_material(tmp_path / "tls")
+    with gateway_lab(http=False) as lab:
+        servers = build_servers(
+            lab.app, [unix, https], tls_cert=str(tls.server_cert), tls_key=str(tls.server_key)
+        )
+        assert [len(bound) for _, bound in servers] == [1, 1], "plain and TLS apart"
+
+        async def both() -> None:
+            await asyncio.gather(*(server.serve(sockets=bound) for server, bound in servers))
+
+        thread = threading.Thread(target=lambda: asyncio.run(both()), daemon=True)
+        thread.start()
+        try:
+            while not all(server.started for server, _ in servers):
+                thread.join(0.05)
+            over_tls = httpx.get(
+                f"https://127.0.0.1:{port}/v1/aliases",
+                headers={"Authorization": f"Munge {lab.credential('alice')}"},
+                verify=__import__("ssl").create_default_context(cafile=str(tls.ca_file)),
+            )
+            assert over_tls.status_code == 200 and over_tls.json() == {"images": []}
+            with pytest.raises(httpx.HTTPError):
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+            local = httpx.Client(transport=httpx.HTTPTransport(uds=str(tmp_path / "gw.sock")))
+            assert local.get("http://gateway/v1/queue").json() == {"queue": []}
+        finally:
+            for server, _ in servers:
+                server.should_exit = True
+            thread.join(20)

@@ -151,27 +151,23 @@ class _Settler:
             self._stop.wait(self._every_s)
 
 
-def serve(
+def build_servers(
     app: FastAPI,
-    lifecycles: Lifecycles,
     listeners: Sequence[Listener],
     *,
     tls_cert: str | None = None,
     tls_key: str | None = None,
-    settle_every_s: float = SETTLE_EVERY_S,
-) -> None:
-    """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
+) -> list[tuple[QuietServer, list[socket.socket]]]:
+    """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
+    HTTP) share one, the TLS ones another."""
     if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
         raise InvalidRequest(
             field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
         )
-    groups = [
-        (tls, [bind(listener) for listener in listeners if listener.tls is tls])
-        for tls in (False, True)
-    ]
     servers = []
-    for tls, sockets in groups:
-        if not sockets:
+    for tls in (False, True):
+        chosen = [listener for listener in listeners if listener.tls is tls]
+        if not chosen:
             continue
         config = uvicorn.Config(
             app,
@@ -183,7 +179,21 @@ def serve(
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
         )
-        servers.append((QuietServer(config), sockets))
+        servers.append((QuietServer(config), [bind(listener) for listener in chosen]))
+    return servers
+
+
+def serve(
+    app: FastAPI,
+    lifecycles: Lifecycles,
+    listeners: Sequence[Listener],
+    *,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    settle_every_s: float = SETTLE_EVERY_S,
+) -> None:
+    """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
+    servers = build_servers(app, listeners, tls_cert=tls_cert, tls_key=tls_key)
     settler = _Settler(lifecycles, settle_every_s)
     settler.start()
     for listener in listeners:
