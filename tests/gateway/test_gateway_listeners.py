@@ -148,7 +148,8 @@ def test_the_command_line_over_the_gateway_prints_and_exits_as_locally(
     code, _, err = cli_run(capsys, "--gateway", lab.url, "show", "nope")
     assert code == 2 and "no alias nope" in err
     code, out, _ = cli_run(capsys, "--gateway", lab.url, "--json", "history", "a")
-    assert [e["user"] for e in json.loads(out)["events"]] == ["alice"]
+    events = json.loads(out)["events"]
+    assert [(e["event"], e["user"]) for e in events] == [("published", "alice"), ("refused", "bob")]
 
 
 def test_a_gateway_that_cannot_be_reached_is_exit_3(
