@@ -32,6 +32,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPOSITORY = "localhost:5000/slurm-image-test/resolve-e2e"
+"""Each run tags a repository of its own below this name: deleting its manifests at the end
+(by digest) removes every tag of that digest in the repository, which must not be another
+cluster's run going on at the same time."""
 
 
 def skopeo_tag(source: str, tag: str) -> None:
@@ -60,7 +63,8 @@ def test_import_resolve_publishes_the_tags_pin_and_outdated_sees_it_move(
     images: dict[str, str] = request.getfixturevalue("registry_images")
     if shutil.which("skopeo") is None:
         unavailable("skopeo missing (apt-get install skopeo)")
-    tag = f"{REPOSITORY}:e2e-{secrets.token_hex(4)}"
+    repository = f"{REPOSITORY}-{secrets.token_hex(4)}"
+    tag = f"{repository}:e2e"
     client_digest = images["client"].rsplit("@", 1)[1]
     serving_digest = images["serving"].rsplit("@", 1)[1]
     skopeo_tag(images["client"], tag)
@@ -117,6 +121,6 @@ def test_import_resolve_publishes_the_tags_pin_and_outdated_sees_it_move(
         assert "tagged" in human.stdout and "moved" in human.stdout
         assert f"{tag}@{serving_digest}" in human.stdout
     finally:
-        repository_path = REPOSITORY.split("/", 1)[1]
+        repository_path = repository.split("/", 1)[1]
         for digest in (client_digest, serving_digest):
             delete_manifest(repository_path, digest)
