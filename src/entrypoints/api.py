@@ -273,36 +273,29 @@ class Lifecycles:
         group: str | None = None,
         credentials: RegistryCredentials | None = None,
     ) -> Request:
-        private = credentials is not None
-        if not resolve:
-            return make_request(
-                operation,
-                name=name,
-                role=role,
-                source=source,
-                architecture=arch,
-                unsigned_ok=unsigned_ok,
-                requester=self.requester,
-                group=group,
-                private=private,
-            )
-        from slurm_image.domain.errors import InvalidRequest
-        from slurm_image.domain.request import check_fields
+        resolved_from = None
+        if resolve:
+            from slurm_image.domain.errors import InvalidRequest
+            from slurm_image.domain.request import check_fields
 
-        if operation != "import_oci":
-            raise InvalidRequest(field="resolve", rule="resolves an import's tag: not for inspect")
-        check_fields(name=name, role=role, architecture=arch)
-        resolution = self.resolve_tag(source, arch=arch, credentials=credentials)
+            if operation != "import_oci":
+                raise InvalidRequest(
+                    field="resolve", rule="resolves an import's tag: not for inspect"
+                )
+            check_fields(name=name, role=role, architecture=arch)
+            resolution = self.resolve_tag(source, arch=arch, credentials=credentials)
+            source, resolved_from = resolution.pinned, resolution.resolved_from
         return make_request(
             operation,
             name=name,
             role=role,
-            source=resolution.pinned,
+            source=source,
             architecture=arch,
-            resolved_from=resolution.resolved_from,
+            resolved_from=resolved_from,
+            unsigned_ok=unsigned_ok,
             requester=self.requester,
             group=group,
-            private=private,
+            private=credentials is not None,
         )
 
     def import_image(

@@ -36,14 +36,13 @@ from slurm_image.entrypoints.gateway.bodies import (
     PublishBody,
     ResolveBody,
     WaitBody,
+    registry_credentials,
 )
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
 from slurm_image.entrypoints.gateway.who import Asker, Who
 
 if TYPE_CHECKING:
-    from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.requester import Account
-    from slurm_image.entrypoints.gateway.bodies import Credentials
 
 API_VERSION = "v1"
 VERBS_KEPT = 1024
@@ -209,16 +208,6 @@ def _too_large(limit: int) -> JSONResponse:
     )
 
 
-def _credentials(given: Credentials | None) -> RegistryCredentials | None:
-    if given is None:
-        return None
-    from slurm_image.domain.credentials import RegistryCredentials
-
-    return RegistryCredentials(
-        host=given.host, login=given.login, password=given.password.get_secret_value()
-    )
-
-
 def asker(request: HttpRequest) -> Asker:
     """Who asks (``who``), within their request rate; a request refused for want of an
     identity is recorded as a refusal."""
@@ -292,24 +281,14 @@ def create_app(gateway: Gateway) -> FastAPI:
             body.reference,
             arch=body.arch,
             timeout_s=body.timeout_s,
-            credentials=_credentials(body.credentials),
+            credentials=registry_credentials(body.credentials),
         )
         return wire.resolution_json(resolution)
 
     @app.post("/v1/plans")
     def plan(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
         """``--dry-run``: the plan and script, nothing created."""
-        planned = lifecycles.plan(
-            body.operation,
-            body.source,
-            name=body.name,
-            role=body.role,
-            arch=body.arch,
-            resolve=body.resolve,
-            unsigned_ok=body.unsigned_ok,
-            group=body.group,
-            credentials=_credentials(body.credentials),
-        )
+        planned = lifecycles.plan(body.operation, body.source, **body.asked())
         return wire.planned_json(planned)
 
     @app.post("/v1/lifecycles")
@@ -317,24 +296,14 @@ def create_app(gateway: Gateway) -> FastAPI:
         """``import``/``inspect`` without waiting: the answer from the store, the lifecycle
         joined or submitted, or staged (``submit: false``). A client waits with
         ``/v1/lifecycles/wait`` and then ``/finish``, echoing ``request``."""
-        credentials = _credentials(body.credentials)
-        request = lifecycles.request(
-            body.operation,
-            body.source,
-            name=body.name,
-            role=body.role,
-            arch=body.arch,
-            resolve=body.resolve,
-            unsigned_ok=body.unsigned_ok,
-            group=body.group,
-            credentials=credentials,
-        )
+        asked = body.asked()
+        request = lifecycles.request(body.operation, body.source, **asked)
         outcome = lifecycles.run(
             request,
             submit=body.submit,
             replace=body.replace,
             force=body.force,
-            credentials=credentials,
+            credentials=asked["credentials"],
         )
         return wire.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
 

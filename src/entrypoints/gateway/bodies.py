@@ -5,9 +5,12 @@ line."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+if TYPE_CHECKING:
+    from slurm_image.domain.credentials import RegistryCredentials
 
 BODY = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -27,6 +30,30 @@ class Credentials(BaseModel):
     password: SecretStr = Field(max_length=MAX_TEXT)
 
 
+def registry_credentials(given: Credentials | None) -> RegistryCredentials | None:
+    """The domain's form of credentials sent with a request (None: none sent)."""
+    if given is None:
+        return None
+    from slurm_image.domain.credentials import RegistryCredentials
+
+    return RegistryCredentials(
+        host=given.host, login=given.login, password=given.password.get_secret_value()
+    )
+
+
+class Asked(TypedDict):
+    """What ``Lifecycles.plan`` and ``Lifecycles.request`` take besides the operation and the
+    source."""
+
+    name: str
+    role: str
+    arch: str | None
+    resolve: bool
+    unsigned_ok: bool
+    group: str | None
+    credentials: RegistryCredentials | None
+
+
 class LifecycleBody(BaseModel):
     """``import``/``inspect`` (and their ``--dry-run``): what the command line's options say."""
 
@@ -44,6 +71,17 @@ class LifecycleBody(BaseModel):
     submit: bool = True
     replace: bool = False
     force: bool = False
+
+    def asked(self) -> Asked:
+        return Asked(
+            name=self.name,
+            role=self.role,
+            arch=self.arch,
+            resolve=self.resolve,
+            unsigned_ok=self.unsigned_ok,
+            group=self.group,
+            credentials=registry_credentials(self.credentials),
+        )
 
 
 class FinishBody(BaseModel):
