@@ -151,7 +151,14 @@ class Lifecycle:
         if request.operation == "import_oci" and not options.force:
             if coalesce is not None and architecture is not None:
                 return self._coalesced(
-                    coalesce, request, profile, selection, options, credentials, access
+                    coalesce,
+                    architecture,
+                    request,
+                    profile,
+                    selection,
+                    options,
+                    credentials,
+                    access,
                 )
             answered = self._from_store(request, profile, replace=options.replace, access=access)
             if isinstance(answered, Outcome):
@@ -159,13 +166,13 @@ class Lifecycle:
             request = answered
         if coalesce is None:
             return self._run(request, profile, selection, options, credentials)
-        coalesce.require_capacity(access)
-        started = self._started(coalesce, request, profile, selection, options, credentials)
-        return self._waited(started, options) if options.wait else started
+        started = self._started(coalesce, request, profile, selection, options, credentials, access)
+        return self._waited(started, options)
 
     def _coalesced(
         self,
         coalesce: Coalesce,
+        architecture: str,
         request: Request,
         profile: SiteProfile,
         selection: ProfileSelection,
@@ -176,8 +183,6 @@ class Lifecycle:
         """An import for a named architecture: the store's answer, else joining the lifecycle
         importing the same image, else a lifecycle of its own, decided under the import's
         lock (``application.coalesce``)."""
-        architecture = request.architecture or profile.image_build.arch
-        assert architecture is not None
         with coalesce.deciding(parse_reference(request.source).digest):
             answered = self._from_store(request, profile, replace=options.replace, access=access)
             if isinstance(answered, Outcome):
@@ -186,13 +191,12 @@ class Lifecycle:
             if answered.operation == "import_oci":
                 joined = coalesce.join(answered, architecture, access, replace=options.replace)
             if joined is None:
-                coalesce.require_capacity(access)
                 started = self._started(
-                    coalesce, answered, profile, selection, options, credentials
+                    coalesce, answered, profile, selection, options, credentials, access
                 )
         if joined is not None:
             return self._finish_joined(joined, answered, options)
-        return self._waited(started, options) if options.wait else started
+        return self._waited(started, options)
 
     def _started(
         self,
@@ -202,9 +206,12 @@ class Lifecycle:
         selection: ProfileSelection,
         options: LifecycleOptions,
         credentials: RegistryCredentials | None,
+        access: Access | None,
     ) -> Outcome:
-        """Stage and submit, and open the lifecycle's order book (what whoever settles the
-        store publishes, and what others join)."""
+        """Within the limits on lifecycles in flight, stage and submit, and open the
+        lifecycle's order book (what whoever settles the store publishes, and what others
+        join)."""
+        coalesce.require_capacity(access)
         started = self._run(request, profile, selection, replace(options, wait=False), credentials)
         architecture = request.architecture or (
             profile.image_build.arch if request.operation == "import_oci" else None
@@ -249,9 +256,12 @@ class Lifecycle:
             )
             raise
         submitted = Outcome(lifecycle_id, LifecycleState.SUBMITTED, job_id=submission.job_id)
-        return self._waited(submitted, options) if options.wait else submitted
+        return self._waited(submitted, options)
 
     def _waited(self, submitted: Outcome, options: LifecycleOptions) -> Outcome:
+        """With ``wait``, the submitted lifecycle waited for and published; else as it is."""
+        if not options.wait:
+            return submitted
         lifecycle_id = submitted.lifecycle_id
         waited = self._wait()([lifecycle_id], timeout_s=options.timeout_s, on_poll=options.on_poll)
         require_success(waited)
@@ -290,18 +300,24 @@ class Lifecycle:
                 field="lifecycle_id",
                 rule=f"{lifecycle_id} imports another request's image: only an import joins",
             )
-        architecture = plan.architecture
-        if architecture is None or parse_reference(request.source).digest != plan.source_digest:
+        architecture, digest = plan.architecture, plan.source_digest
+        if (
+            architecture is None
+            or digest is None
+            or parse_reference(request.source).digest != digest
+        ):
             raise InvalidRequest(
                 field="lifecycle_id",
                 rule=f"{lifecycle_id} does not import {request.source} for a named architecture",
             )
+        access = self._may_request(request)
         publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
-        source = publisher.stored_source(plan.source_digest or "", architecture)
-        if source is None:
+        source = publisher.stored_source(digest, architecture)
+        if source is None or not may_use_source(source, access):
             raise VerificationFailed(
                 field="source",
-                rule=f"the import {lifecycle_id} published nothing the store can answer from",
+                rule=f"the import {lifecycle_id} published nothing the store can answer"
+                " this request from",
             )
         record = publisher.bind_stored(request, source, replace=replace).record
         return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record, joined=True)

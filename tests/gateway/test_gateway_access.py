@@ -223,3 +223,37 @@ def test_history_of_a_hidden_alias_and_of_a_name_never_used_answer_alike(lab: Ga
         never.exit_code,
         never.rule.replace("never-published", "X"),
     )
+
+
+def finish_as(lab: GatewayLab, user: str, lifecycle_id: str, **request: Any) -> Any:
+    """``/finish`` of ``lifecycle_id`` asked by ``user`` with the request it says it made."""
+    import httpx
+
+    body = {"operation": "import_oci", "name": "mine", "role": "client", "source": SOURCE}
+    return httpx.post(
+        f"{lab.url}/v1/lifecycles/{lifecycle_id}/finish",
+        json={"request": body | request, "replace": False},
+        headers={"Authorization": f"Munge {lab.credential(user)}"},
+        timeout=30,
+    )
+
+
+def test_finishing_anothers_private_import_binds_nothing(lab: GatewayLab) -> None:
+    lifecycle_id = private_import(lab)
+    answer = finish_as(lab, "bob", lifecycle_id)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == "source"
+    assert not Path(lab.layout.alias("mine")).exists()
+    assert finish_as(lab, "carol", lifecycle_id).status_code == 200, "admins see it all"
+
+
+def test_finishing_with_a_group_one_is_not_in_is_refused(lab: GatewayLab) -> None:
+    outcome = lab.client("alice").import_image(SOURCE, name="a", role="client")
+    lab.run_job(outcome.lifecycle_id)
+    lab.local().settle()
+    answer = finish_as(lab, "dave", outcome.lifecycle_id, group="physics")
+    assert answer.status_code == 403
+    assert answer.json()["error"]["field"] == "group"
+    assert not Path(lab.layout.alias("mine")).exists()
+    assert finish_as(lab, "dave", outcome.lifecycle_id).status_code == 200
+    assert lab.alias_file("mine")["owner"]["user"] == "dave"
