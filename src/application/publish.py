@@ -32,7 +32,7 @@ that finishes the publication after a crash records it, as this publisher, with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -62,6 +62,7 @@ from slurm_image.application.store_records import (
 from slurm_image.application.verify_result import VerifyResult
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.history import HistoryEvent
+from slurm_image.domain.orders import Order
 from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import (
     EVENT_MARKER_SCHEMA_VERSION,
@@ -147,27 +148,37 @@ class Publish:
         book = self._orders.book(lifecycle_id)
         if book is None:
             return
-        if book.source_digest is None or book.architecture is None:
+        if not book.joinable or book.source_digest is None or book.architecture is None:
             self._orders.close(lifecycle_id)  # nothing could join it
             return
         with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
-            book = self._orders.book(lifecycle_id)
-            if book is None or book.source_digest is None or book.architecture is None:
-                return
             source = self.stored_source(book.source_digest, book.architecture)
-            joined = book.orders[1:] if source is not None else ()
-            for order in joined:
-                assert source is not None
-                try:
-                    self.bind_stored(order.request, source, replace=order.replace)
-                except (ApplicationError, DomainError) as error:
-                    log.warning(
-                        "%s was not bound to the import it joined: %s",
-                        order.request.name,
-                        error,
-                        extra={"lifecycle_id": lifecycle_id},
-                    )
+            current = self._orders.book(lifecycle_id)
+            joined = current.orders[1:] if current is not None else ()
+            if source is not None:
+                self._bind_joined(joined, source, lifecycle_id)
+            elif joined:
+                log.warning(
+                    "%d orders joined %s, which published nothing the store can answer from",
+                    len(joined),
+                    lifecycle_id,
+                    extra={"lifecycle_id": lifecycle_id},
+                )
             self._orders.close(lifecycle_id)
+
+    def _bind_joined(
+        self, orders: Sequence[Order], source: SourceRecord, lifecycle_id: str
+    ) -> None:
+        for order in orders:
+            try:
+                self.bind_stored(order.request, source, replace=order.replace)
+            except (ApplicationError, DomainError) as error:
+                log.warning(
+                    "%s was not bound to the import it joined: %s",
+                    order.request.name,
+                    error,
+                    extra={"lifecycle_id": lifecycle_id},
+                )
 
     def _publish(self, lifecycle_id: str, *, replace: bool) -> Publication:
         plan = self._verify.plan(lifecycle_id)

@@ -52,8 +52,7 @@ class Settle:
             elif succeeded(status):
                 self._published(book, settled)
             else:
-                self._orders.close(book.lifecycle_id)
-                settled.closed.append(book.lifecycle_id)
+                self._close(book, settled)
         return settled
 
     def _observed(
@@ -73,8 +72,7 @@ class Settle:
             try:
                 (status,) = self._statuses([book.lifecycle_id])
             except UnknownLifecycle:
-                self._orders.close(book.lifecycle_id)
-                settled.closed.append(book.lifecycle_id)
+                self._close(book, settled)
                 continue
             except SlurmImageError as error:
                 log.warning(
@@ -100,7 +98,10 @@ class Settle:
                 error,
                 extra={"lifecycle_id": book.lifecycle_id},
             )
-            self._orders.close(book.lifecycle_id)
-            settled.closed.append(book.lifecycle_id)
+            self._close(book, settled)
             return
         settled.published.append(book.lifecycle_id)
+
+    def _close(self, book: OrderBook, settled: Settled) -> None:
+        self._orders.close(book.lifecycle_id)
+        settled.closed.append(book.lifecycle_id)
