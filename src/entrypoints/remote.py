@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.entrypoints import wire
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from slurm_image.ports.authentication import CredentialSource
 
 FIELD = "gateway"
+Answer = TypeVar("Answer")
 LONG_POLL_S = 20.0
 """How long one ``wait`` request is held by the gateway (at most its 25 s)."""
 UNREACHABLE_GRACE_S = 10.0
@@ -120,6 +121,29 @@ class RemoteLifecycles:
         if not self.gateway.tcp or self._credential_source is None:
             return {}
         return {"Authorization": f"Munge {self._credential_source.credential()}"}
+
+    def _ask(
+        self,
+        read: Callable[[Any], Answer],
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        retry_for_s: float = UNREACHABLE_GRACE_S,
+    ) -> Answer:
+        """``_call``, its answer read by ``read`` (``wire``'s): an answer that is not what the
+        API says is the gateway's fault, refused like a gateway that cannot be reached."""
+        data = self._call(method, path, body=body, params=params, retry_for_s=retry_for_s)
+        try:
+            return read(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise RemoteError(
+                field=FIELD,
+                rule=f"{self.gateway.url} answered {method} {path} with what the API does not"
+                f" say ({type(error).__name__})",
+                exit_code=EXIT_SCHEDULER,
+            ) from None
 
     def _call(
         self,
@@ -225,7 +249,7 @@ class RemoteLifecycles:
             group=group,
             credentials=credentials,
         )
-        return wire.planned_from(self._call("POST", "/v1/plans", body=body))
+        return self._ask(wire.planned_from, "POST", "/v1/plans", body=body)
 
     def import_image(
         self,
@@ -299,23 +323,23 @@ class RemoteLifecycles:
         from slurm_image.application.wait import require_success
         from slurm_image.domain.lifecycle_state import LifecycleState
 
-        started = self._call(
+        outcome, asked = self._ask(
+            lambda data: (wire.outcome_from(data), dict(data["request"])),
             "POST",
             "/v1/lifecycles",
             body=body | {"submit": submit, "replace": replace, "force": force},
         )
-        outcome: Outcome = wire.outcome_from(started)
         if not wait or outcome.state is not LifecycleState.SUBMITTED:
             return outcome
         waited = self.wait([outcome.lifecycle_id], timeout_s=timeout_s, on_poll=on_poll)
         require_success(waited)
-        finished = self._call(
+        done = self._ask(
+            wire.outcome_from,
             "POST",
             f"/v1/lifecycles/{outcome.lifecycle_id}/finish",
-            body={"request": started["request"], "replace": replace},
+            body={"request": asked, "replace": replace},
             retry_for_s=max(UNREACHABLE_GRACE_S, timeout_s or 0.0),
         )
-        done = wire.outcome_from(finished)
         return Outcome(
             done.lifecycle_id,
             done.state,
@@ -325,11 +349,11 @@ class RemoteLifecycles:
         )
 
     def submit(self, lifecycle_id: str) -> Submission:
-        return wire.submission_from(self._call("POST", f"/v1/lifecycles/{lifecycle_id}/submit"))
+        return self._ask(wire.submission_from, "POST", f"/v1/lifecycles/{lifecycle_id}/submit")
 
     def status(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
-        data = self._call("GET", "/v1/lifecycles", params={"ids": list(lifecycle_ids)})
-        return [wire.status_from(status) for status in data["lifecycles"]]
+        ids = {"ids": list(lifecycle_ids)}
+        return self._ask(each("lifecycles", wire.status_from), "GET", "/v1/lifecycles", params=ids)
 
     def wait(
         self,
@@ -347,13 +371,13 @@ class RemoteLifecycles:
             elapsed = self._monotonic() - start
             left = None if timeout_s is None else max(0.0, timeout_s - elapsed)
             poll = LONG_POLL_S if left is None else min(LONG_POLL_S, left)
-            data = self._call(
+            result = self._ask(
+                wire.wait_from,
                 "POST",
                 "/v1/lifecycles/wait",
                 body={"lifecycle_ids": list(lifecycle_ids), "timeout_s": poll},
                 retry_for_s=max(UNREACHABLE_GRACE_S, left if left is not None else 3600.0),
             )
-            result = wire.wait_from(data)
             elapsed = self._monotonic() - start
             if on_poll is not None:
                 on_poll(result.lifecycles, elapsed)
@@ -393,16 +417,18 @@ class RemoteLifecycles:
         )
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
-        return wire.status_from(self._call("POST", f"/v1/lifecycles/{lifecycle_id}/cancel"))
+        return self._ask(wire.status_from, "POST", f"/v1/lifecycles/{lifecycle_id}/cancel")
 
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
-        data = self._call(
-            "POST", f"/v1/lifecycles/{lifecycle_id}/publish", body={"replace": replace}
+        return self._ask(
+            wire.alias_record_from,
+            "POST",
+            f"/v1/lifecycles/{lifecycle_id}/publish",
+            body={"replace": replace},
         )
-        return wire.alias_record_from(data)
 
     def cleanup(self, lifecycle_id: str) -> str:
-        return str(self._call("POST", f"/v1/lifecycles/{lifecycle_id}/cleanup")["lifecycle_id"])
+        return self._ask(text("lifecycle_id"), "POST", f"/v1/lifecycles/{lifecycle_id}/cleanup")
 
     # -- tags --------------------------------------------------------------------------
 
@@ -420,7 +446,7 @@ class RemoteLifecycles:
             "timeout_s": timeout_s,
             "credentials": _credentials_json(credentials),
         }
-        return wire.resolution_from(self._call("POST", "/v1/resolve", body=body))
+        return self._ask(wire.resolution_from, "POST", "/v1/resolve", body=body)
 
     def outdated(
         self, names: Sequence[str] = (), *, timeout_s: float = RESOLVE_TIMEOUT_S
@@ -428,8 +454,7 @@ class RemoteLifecycles:
         params: dict[str, Any] = {"timeout_s": timeout_s}
         if names:
             params["names"] = list(names)
-        data = self._call("GET", "/v1/outdated", params=params)
-        return [wire.outdated_from(entry) for entry in data["entries"]]
+        return self._ask(each("entries", wire.outdated_from), "GET", "/v1/outdated", params=params)
 
     # -- the catalog -------------------------------------------------------------------
 
@@ -437,23 +462,27 @@ class RemoteLifecycles:
         params: dict[str, Any] = {"verify": "true" if verify else "false"}
         if arch is not None:
             params["arch"] = arch
-        data = self._call("GET", f"/v1/aliases/{name}", params=params)
-        if verify:
-            return wire.alias_record_from(data["verified"])
-        published = wire.published_from(data)
-        return wire.alias_record_from(dict(published.record))
+
+        def record(data: Any) -> AliasRecord:
+            if verify:
+                return wire.alias_record_from(data["verified"])
+            return wire.alias_record_from(dict(wire.published_from(data).record))
+
+        return self._ask(record, "GET", f"/v1/aliases/{name}", params=params)
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
-        data = self._call("GET", f"/v1/aliases/{name}")
-        return tuple(wire.published_from(data).architectures)
+        return self._ask(
+            lambda data: tuple(wire.published_from(data).architectures),
+            "GET",
+            f"/v1/aliases/{name}",
+        )
 
     def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
         params = {"arch": arch} if arch is not None else None
-        return wire.published_from(self._call("GET", f"/v1/aliases/{name}", params=params))
+        return self._ask(wire.published_from, "GET", f"/v1/aliases/{name}", params=params)
 
     def catalog_list(self) -> list[PublishedAlias]:
-        data = self._call("GET", "/v1/aliases")
-        return [wire.published_from(image) for image in data["images"]]
+        return self._ask(each("images", wire.published_from), "GET", "/v1/aliases")
 
     def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         params: dict[str, Any] = {}
@@ -461,18 +490,47 @@ class RemoteLifecycles:
             params["name"] = name
         if since is not None:
             params["since"] = since.isoformat()
-        return wire.history_from(self._call("GET", "/v1/history", params=params))
+        return self._ask(wire.history_from, "GET", "/v1/history", params=params)
 
     def unregister(self, name: str) -> str:
-        return str(self._call("DELETE", f"/v1/aliases/{name}")["name"])
+        return self._ask(text("name"), "DELETE", f"/v1/aliases/{name}")
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         body = {"older_than": f"{int(older_than.total_seconds())}s", "dry_run": dry_run}
-        data = self._call("POST", "/v1/gc", body=body)
-        return [wire.removed_from(item) for item in data["removed"]]
+        return self._ask(each("removed", wire.removed_from), "POST", "/v1/gc", body=body)
 
     def queue(self) -> list[dict[str, object]]:
-        return list(self._call("GET", "/v1/queue")["queue"])
+        return self._ask(each("queue", mapping), "GET", "/v1/queue")
+
+
+def text(key: str) -> Callable[[Any], str]:
+    """A reader of the string under ``key`` of an answer."""
+
+    def read_text(data: Any) -> str:
+        value = data[key]
+        if not isinstance(value, str):
+            raise TypeError(f"{key} must be a string")
+        return value
+
+    return read_text
+
+
+def mapping(data: Any) -> dict[str, object]:
+    if not isinstance(data, dict):
+        raise TypeError("must be an object")
+    return data
+
+
+def each(key: str, read: Callable[[Any], Answer]) -> Callable[[Any], list[Answer]]:
+    """A reader of the list under ``key`` of an answer, each item read by ``read``."""
+
+    def read_each(data: Any) -> list[Answer]:
+        items = data[key]
+        if not isinstance(items, list):
+            raise TypeError(f"{key} must be a list")
+        return [read(item) for item in items]
+
+    return read_each
 
 
 def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
