@@ -19,18 +19,23 @@ from slurm_image.domain.paths import AttemptLayout
 from slurm_image.ports.clock import Clock
 
 
+def run_main(capsys: Any, *args: str) -> tuple[int, str, str]:
+    """``slurm-image ARGS`` in this process: its exit code, stdout and stderr."""
+    try:
+        cli.main(list(args))
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 class CliSite:
     def __init__(self, root: Path, capsys: Any, scheduler: FakeSubmitter) -> None:
         self.root, self.capsys, self.scheduler = root, capsys, scheduler
 
     def run(self, *args: str) -> tuple[int, str, str]:
-        try:
-            cli.main(list(args))
-            code = 0
-        except SystemExit as done:
-            code = int(done.code or 0)
-        out, err = self.capsys.readouterr()
-        return code, out, err
+        return run_main(self.capsys, *args)
 
     def json(self, *args: str) -> Any:
         code, out, err = self.run(*args, "--json")

@@ -7,20 +7,16 @@ withdraws the canceller's own orders, and the job is cancelled only when no othe
 
 from __future__ import annotations
 
+from slurm_image.application.coalesce import Coalesce
 from slurm_image.application.errors import NotSubmitted
 from slurm_image.application.history import RecordHistory, attempt_plan, job_end_fields
 from slurm_image.application.observe import Observe, require_same_submitter
-from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.records import read_submission
 from slurm_image.application.status import LifecycleStatus
 from slurm_image.domain import paths
 from slurm_image.domain.access import Access, Ownership
-from slurm_image.domain.orders import OrderBook
-from slurm_image.ports.lock import Locks
 from slurm_image.ports.submitter import BatchSubmitter
 from slurm_image.ports.workspace import Workspace
-
-LOCK_TIMEOUT_S = 60.0
 
 
 class Cancel:
@@ -33,15 +29,13 @@ class Cancel:
         *,
         history: RecordHistory | None = None,
         access: Access | None = None,
-        orders: Orders | None = None,
-        locks: Locks | None = None,
+        coalesce: Coalesce | None = None,
     ) -> None:
         self._workspace = workspace
         self._submitter = submitter
         self._history = history
         self._access = access
-        self._orders = orders
-        self._locks = locks
+        self._coalesce = coalesce
 
     def __call__(self, lifecycle_id: str) -> LifecycleStatus:
         paths.name(lifecycle_id, "lifecycle_id")
@@ -67,23 +61,11 @@ class Cancel:
         requester, its group and the admins cancel the job, for every order."""
         if self._access is None:
             return False
-        book = self._orders.book(lifecycle_id) if self._orders is not None else None
-        if book is not None and book.joinable and not self._access.owns(book.ownership):
-            uid = self._access.account.uid
-            if book.has_requester(uid):
-                return self._withdraw(book, uid)
+        if self._coalesce is not None and self._coalesce.withdraw(lifecycle_id, self._access):
+            return True
         plan = attempt_plan(self._workspace, lifecycle_id)
         ownership = plan.request.ownership if plan is not None else Ownership()
         self._access.require_owner(
             ownership, field="lifecycle_id", what=f"cancelling {lifecycle_id}"
         )
         return False
-
-    def _withdraw(self, book: OrderBook, uid: int) -> bool:
-        assert self._orders is not None and self._locks is not None
-        with self._locks.exclusive(import_lock(book.source_digest or ""), timeout_s=LOCK_TIMEOUT_S):
-            current = self._orders.book(book.lifecycle_id)
-            left = current.without(uid) if current is not None else None
-            if left is not None:
-                self._orders.write(left)
-        return True

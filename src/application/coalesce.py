@@ -110,6 +110,26 @@ class Coalesce:
             return False, None
         return not (is_final(status) and not succeeded(status)), status.job_id
 
+    def withdraw(self, lifecycle_id: str, access: Access) -> bool:
+        """Take ``access``'s requester's orders out of the book of ``lifecycle_id`` when they
+        only joined it (not its own requester, group or an admin); whether they did."""
+        book = self._orders.book(lifecycle_id)
+        uid = access.account.uid
+        if (
+            book is None
+            or book.source_digest is None
+            or not book.joinable
+            or access.owns(book.ownership)
+            or not book.has_requester(uid)
+        ):
+            return False
+        with self.deciding(book.source_digest):
+            current = self._orders.book(lifecycle_id)
+            left = current.without(uid) if current is not None else None
+            if left is not None:
+                self._orders.write(left)
+        return True
+
     def require_capacity(self, access: Access | None) -> None:
         """Refuse a new lifecycle past ``max_active`` in flight, or past
         ``max_active_per_user`` for its requester (``Busy``: 429 through the gateway). The

@@ -141,15 +141,6 @@ class Container(containers.DeclarativeContainer):
     observe = providers.Factory(
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
     )
-    cancel = providers.Factory(
-        make.cancel,
-        workspace=workspace,
-        submitter=submitter,
-        history=record_history,
-        access=access,
-        orders=orders,
-        locks=locks,
-    )
     logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
     wait = providers.Factory(make.wait, observe=observe, clock=clock)
     publish = providers.Factory(
@@ -177,6 +168,14 @@ class Container(containers.DeclarativeContainer):
         make.settle, orders=orders, statuses=observe, publish=publish.provider
     )
     queue = providers.Factory(make.queue, orders=orders, statuses=observe, sees=sees)
+    cancel = providers.Factory(
+        make.cancel,
+        workspace=workspace,
+        submitter=submitter,
+        history=record_history,
+        access=access,
+        coalesce=coalesce,
+    )
     lifecycle = providers.Factory(
         make.lifecycle,
         prepare=prepare.provider,

@@ -10,18 +10,8 @@ from pathlib import Path
 import pytest
 
 from catalog_site import catalog_site
-from slurm_image.entrypoints import cli
+from cli_site import run_main as run
 from slurm_image.entrypoints.exit_codes import EXIT_INVALID
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        cli.main(list(args))
-        code = 0
-    except SystemExit as done:
-        code = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_pages_of_everything_but_the_private_aliases(

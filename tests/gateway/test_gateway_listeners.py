@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-import slurm_image.entrypoints.cli as cli
 import slurm_image.entrypoints.command_api as command_api
+from cli_site import run_main as cli_run
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.entrypoints.gateway.peer import peer_credentials
@@ -107,16 +107,6 @@ def test_on_the_unix_socket_the_requester_is_the_connecting_processes_uid(lab: G
     orders = answer.json()["queue"][0]["orders"]
     assert orders[0]["requester"] == "alice"
     assert Path(lab.socket).stat().st_mode & 0o777 == 0o666
-
-
-def cli_run(capsys: Any, *args: str) -> tuple[int, str, str]:
-    try:
-        cli.main(list(args))
-        code = 0
-    except SystemExit as done:
-        code = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_command_line_over_the_gateway_prints_and_exits_as_locally(
