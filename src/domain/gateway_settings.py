@@ -5,12 +5,88 @@ and, in a user's profile, ``url``, where the gateway is.
 
 from __future__ import annotations
 
-from typing import Annotated
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
+from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.model_config import FROZEN, absent_when_none
 from slurm_image.domain.requester import account_name
+
+UNIX_PATH_MAX_BYTES = 107
+"""The longest path a unix socket address holds (``sun_path`` less its NUL)."""
+
+
+@dataclass(frozen=True)
+class GatewayAddress:
+    """Where a gateway listens and a client asks it: ``unix`` (``path``), ``https`` or, on a
+    loopback address only, ``http`` (``host``, ``port``)."""
+
+    kind: Literal["unix", "http", "https"]
+    path: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.kind == "https"
+
+    def describe(self) -> str:
+        if self.kind == "unix":
+            return f"unix:{self.path}"
+        host = f"[{self.host}]" if self.host and ":" in self.host else self.host
+        return f"{self.kind}://{host}:{self.port}"
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def parse_address(text: str, field: str) -> GatewayAddress:
+    """``unix:PATH`` (absolute), ``https://HOST:PORT``, or ``http://HOST:PORT`` with a loopback
+    host: plain HTTP elsewhere would carry MUNGE credentials anyone on the way could replay.
+    ``InvalidRequest`` naming ``field`` otherwise."""
+    if text.startswith("unix:"):
+        path = text[len("unix:") :]
+        if not path.startswith("/") or "\x00" in path or len(path.encode()) > UNIX_PATH_MAX_BYTES:
+            raise InvalidRequest(
+                field=field,
+                rule=f"unix:PATH needs an absolute path of at most {UNIX_PATH_MAX_BYTES} bytes",
+            )
+        return GatewayAddress("unix", path=os.path.normpath(path))
+    parts = urlsplit(text)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise InvalidRequest(
+            field=field, rule="must be unix:PATH, https://HOST:PORT or http://127.0.0.1:PORT"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        raise InvalidRequest(field=field, rule=f"{text} names no port")
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        raise InvalidRequest(
+            field=field,
+            rule="plain HTTP is for a loopback address only (tests); other login nodes use"
+            " https://",
+        )
+    return GatewayAddress(parts.scheme, host=parts.hostname, port=port)  # type: ignore[arg-type]
+
 
 GROUP_PREFIX = "@"
 
@@ -18,6 +94,11 @@ GROUP_PREFIX = "@"
 def _principal(value: str) -> str:
     name = value.removeprefix(GROUP_PREFIX)
     account_name(name, "gateway principal")
+    return value
+
+
+def _url(value: str) -> str:
+    parse_address(value, "gateway.url")
     return value
 
 
@@ -44,7 +125,7 @@ class GatewaySettings(BaseModel):
 
     model_config = FROZEN
 
-    url: str | None = absent_when_none()
+    url: Annotated[str, AfterValidator(_url)] | None = absent_when_none()
     admins: Principals = ()
     importers: Principals | None = absent_when_none()
     public_catalog: bool = False

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.gateway_settings import parse_address
 from slurm_image.entrypoints import wire
 from slurm_image.entrypoints.exit_codes import EXIT_SCHEDULER
 from slurm_image.entrypoints.remote_error import RemoteError
@@ -58,18 +58,9 @@ class Gateway:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        if url.startswith("unix:"):
-            self.socket: str | None = url[len("unix:") :]
-            self.base = "http://gateway"
-            if not self.socket.startswith("/"):
-                raise InvalidRequest(field=FIELD, rule="unix:PATH needs an absolute path")
-        elif url.startswith(("https://", "http://")):
-            self.socket = None
-            self.base = url.rstrip("/")
-        else:
-            raise InvalidRequest(
-                field=FIELD, rule="must be unix:PATH or https://HOST:PORT", value=url
-            )
+        self.address = parse_address(url, FIELD)
+        self.socket = self.address.path
+        self.base = "http://gateway" if self.socket is not None else self.address.describe()
 
     @property
     def tcp(self) -> bool:

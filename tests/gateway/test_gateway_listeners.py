@@ -198,3 +198,39 @@ def test_https_and_the_unix_socket_at_once_and_a_tls_listener_needs_its_key(
             for server, _ in servers:
                 server.should_exit = True
             thread.join(20)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://login1.example.org:8080", "http://10.0.0.1:80", "https://host", "gateway.sock"],
+)
+def test_a_client_asks_only_where_a_gateway_may_listen(url: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        Gateway(url)
+    assert refused.value.field == "gateway"
+
+
+def test_a_clients_address_is_the_listeners() -> None:
+    assert Gateway("http://[::1]:8080").base == "http://[::1]:8080"
+    assert Gateway("https://login1.example.org:8443/").base == "https://login1.example.org:8443"
+    assert Gateway("unix:/run/slurm-image//gateway.sock").socket == "/run/slurm-image/gateway.sock"
+
+
+def test_the_profiles_gateway_url_follows_the_same_rule() -> None:
+    from slurm_image.domain.errors import InvalidProfile
+    from slurm_image.domain.profile import parse_profile
+
+    profile = {
+        "workspace_root": "/tmp/ws",
+        "image_build": {
+            "partition": "cpu",
+            "cpus_per_task": 1,
+            "memory": "1G",
+            "time_limit": "0:10:00",
+        },
+    }
+    assert parse_profile(profile | {"gateway": {"url": "unix:/run/gw.sock"}}).gateway
+    with pytest.raises(InvalidProfile) as refused:
+        parse_profile(profile | {"gateway": {"url": "http://login1.example.org:8080"}})
+    assert refused.value.field == "gateway.url"
+    assert "loopback" in refused.value.rule

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import os
 import signal
 import socket
 import stat
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import uvicorn
 
 from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.gateway_settings import GatewayAddress, parse_address
 from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
 
 if TYPE_CHECKING:
@@ -41,61 +38,14 @@ SETTLE_EVERY_S = 10.0
 FIELD = "listen"
 
 
-@dataclass(frozen=True)
-class Listener:
-    """Where the gateway listens: ``kind`` is ``unix``, ``http`` (loopback only) or
-    ``https``."""
-
-    kind: str
-    path: str | None = None
-    host: str | None = None
-    port: int | None = None
-
-    @property
-    def tls(self) -> bool:
-        return self.kind == "https"
-
-    def describe(self) -> str:
-        return (
-            f"unix:{self.path}" if self.kind == "unix" else f"{self.kind}://{self.host}:{self.port}"
-        )
+Listener = GatewayAddress
+"""Where the gateway listens (``domain.gateway_settings.GatewayAddress``)."""
 
 
 def parse_listener(text: str) -> Listener:
-    """``unix:PATH``, ``https://HOST:PORT`` or ``http://127.0.0.1:PORT``; ``InvalidRequest``
-    naming ``listen`` otherwise."""
-    if text.startswith("unix:"):
-        path = text[len("unix:") :]
-        if not path.startswith("/") or "\x00" in path or len(path.encode()) > 107:
-            raise InvalidRequest(
-                field=FIELD, rule="unix:PATH needs an absolute path of at most 107 bytes"
-            )
-        return Listener("unix", path=os.path.normpath(path))
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-        raise InvalidRequest(
-            field=FIELD, rule="must be unix:PATH, https://HOST:PORT or http://127.0.0.1:PORT"
-        )
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        raise InvalidRequest(field=FIELD, rule=f"{text} names no port")
-    if parts.scheme == "http" and not _loopback(parts.hostname):
-        raise InvalidRequest(
-            field=FIELD,
-            rule="plain HTTP is for a loopback address only (tests); other login nodes use"
-            " https:// with --tls-cert and --tls-key",
-        )
-    return Listener(parts.scheme, host=parts.hostname, port=port)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
+    """``--listen``: ``unix:PATH``, ``https://HOST:PORT`` or ``http://127.0.0.1:PORT``
+    (``domain.gateway_settings.parse_address``); ``InvalidRequest`` naming ``listen``."""
+    return parse_address(text, FIELD)
 
 
 def bind(listener: Listener) -> socket.socket:
