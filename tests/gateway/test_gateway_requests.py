@@ -278,3 +278,14 @@ def test_a_401_is_a_refusal_in_the_history_and_a_flood_of_them_is_bounded() -> N
         metrics = httpx.get(f"{lab.url}/metrics").text.splitlines()
         (counted,) = [line for line in metrics if 'rule="unauthenticated"' in line]
         assert counted.startswith("slurm_image_refusals_total{") and counted.endswith(" 3.0")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "1e9", "soon"])
+def test_outdateds_timeout_is_bounded_as_the_command_lines(lab: GatewayLab, timeout: str) -> None:
+    answer = httpx.get(
+        f"{lab.url}/v1/outdated",
+        params={"timeout_s": timeout},
+        headers={"Authorization": f"Munge {lab.credential('alice')}"},
+    )
+    assert answer.status_code == 400
+    assert error_of(answer)["field"] == "timeout_s"

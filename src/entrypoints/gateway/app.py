@@ -387,7 +387,7 @@ def create_app(gateway: Gateway) -> FastAPI:
     def outdated(
         lifecycles: Verbs,
         names: Annotated[list[str] | None, Query(max_length=10000)] = None,
-        timeout_s: float = 60.0,
+        timeout_s: Annotated[float, Query(gt=0, le=3600)] = 60.0,
     ) -> dict[str, Any]:
         entries = lifecycles.outdated(names or (), timeout_s=timeout_s)
         return {"entries": [wire.outdated_json(entry) for entry in entries]}
