@@ -55,7 +55,8 @@ below which no command that validates with the domain's models through the conta
 ``floor_model_vs_python`` (``python -c`` declaring one frozen, strict pydantic model and
 validating one value: pydantic, its field types and its plugin discovery, as the first
 validation of any command loads them) and ``floor_container_vs_python`` (the same, after
-``import dependency_injector.containers``, which imports asyncio).
+``import dependency_injector.containers``, which imports asyncio, as the product imports it:
+``entrypoints.lean_imports``).
 """
 
 from __future__ import annotations
@@ -204,7 +205,13 @@ class Floor(BaseModel):
     name: str
 Floor.model_validate({"name": "floor"})
 """
-FLOOR_CONTAINER = "import dependency_injector.containers\n" + FLOOR_MODEL
+FLOOR_CONTAINER = (
+    "from slurm_image.entrypoints.lean_imports import without_web_framework\n"
+    "with without_web_framework():\n"
+    "    import dependency_injector.containers\n" + FLOOR_MODEL
+)
+"""The container as the product imports it (entrypoints/lean_imports.py: with the gateway's web
+framework hidden from dependency-injector's wiring)."""
 
 
 def commands(
