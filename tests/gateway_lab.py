@@ -37,7 +37,7 @@ from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.entrypoints.api import Lifecycles
 from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.gateway.serve import Listener, QuietServer, bind
+from slurm_image.entrypoints.gateway.serve import Listener, build_servers
 from slurm_image.entrypoints.gateway.who import Who
 from slurm_image.entrypoints.remote import Gateway as GatewayAddress
 from slurm_image.entrypoints.remote import RemoteLifecycles
@@ -101,6 +101,7 @@ class GatewayLab:
         self.url = ""
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         if http:
             self.start()
 
@@ -113,22 +114,25 @@ class GatewayLab:
         self.start_on(port)
 
     def start_on(self, port: int) -> None:
-        """Serve the application on ``port`` of the loopback (a gateway started again)."""
-        import uvicorn
-
-        from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
-
-        sock = bind(Listener("http", host="127.0.0.1", port=port))
+        """Serve the application on ``port`` of the loopback and on a unix socket, as
+        ``slurm-image serve`` does (its servers, limits and timeouts): a gateway started
+        again."""
         self.socket = str(self.directory / "gateway.sock")
-        unix = bind(Listener("unix", path=self.socket))
-        config = uvicorn.Config(
-            self.app, http=PeerCredentialsProtocol, lifespan="off", log_level="warning"
-        )
-        self._server = QuietServer(config)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[sock, unix])), daemon=True
-        )
+        listeners = [
+            Listener("http", host="127.0.0.1", port=port),
+            Listener("unix", path=self.socket),
+        ]
+        ((self._server, sockets),) = build_servers(self.app, listeners)
+        ready = threading.Event()
+
+        async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            ready.set()
+            await self._server.serve(sockets=sockets)
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
         self._thread.start()
+        ready.wait(20)
         deadline = time.monotonic() + 20
         while not self._server.started:
             if time.monotonic() > deadline:
@@ -136,11 +140,28 @@ class GatewayLab:
             time.sleep(0.02)
         self.url = f"http://127.0.0.1:{port}"
 
-    def close(self) -> None:
+    def threads_in_use(self) -> int:
+        """The gateway's thread-pool threads busy now (anyio's limiter, in the server's loop)."""
+
+        async def borrowed() -> int:
+            from anyio import to_thread
+
+            return int(to_thread.current_default_thread_limiter().borrowed_tokens)
+
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(borrowed(), self._loop).result(timeout=30)
+
+    def stop(self) -> None:
+        """What SIGTERM does to ``slurm-image serve``: the long answers end, the server drains."""
         if self._server is not None:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self.app.state.gateway.answers.stop)
             self._server.should_exit = True
             assert self._thread is not None
-            self._thread.join(timeout=20)
+            self._thread.join(timeout=60)
+
+    def close(self) -> None:
+        self.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- who asks ----------------------------------------------------------------------

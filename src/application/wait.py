@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -49,6 +49,15 @@ class WaitResult:
     @property
     def ok(self) -> bool:
         return not self.timed_out and not self.failed
+
+
+def pauses(first_s: float = FIRST_POLL_S, cap_s: float = MAX_POLL_S) -> Iterator[float]:
+    """The pauses between two scheduler calls of one wait: ``first_s``, growing by ``BACKOFF``
+    up to ``cap_s``."""
+    pause = first_s
+    while True:
+        yield pause
+        pause = min(pause * BACKOFF, cap_s)
 
 
 Progress = Callable[[Sequence[LifecycleStatus], float], None]
@@ -96,7 +105,7 @@ class Wait:
         ids = list(dict.fromkeys(lifecycle_ids))
         start = self._clock.now()
         latest: dict[str, LifecycleStatus] = {}
-        pause = self._first
+        schedule = pauses(self._first, self._cap)
         while True:
             pending = [i for i in ids if i not in latest or not is_final(latest[i])]
             for status in self._observe(pending):
@@ -124,11 +133,11 @@ class Wait:
                 return WaitResult(ordered, timed_out=False, elapsed_s=elapsed)
             if timeout_s is not None and elapsed >= timeout_s:
                 return WaitResult(ordered, timed_out=True, elapsed_s=elapsed)
+            pause = next(schedule)
             nap = pause if timeout_s is None else min(pause, max(0.0, timeout_s - elapsed))
             if any(_ended(s) and not is_final(s) for s in ordered):
                 nap = min(nap, RECHECK_S)
             self._pause(nap, ids, latest, start, on_poll)
-            pause = min(pause * BACKOFF, self._cap)
 
     def _pause(
         self,

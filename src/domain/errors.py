@@ -160,3 +160,10 @@ class Busy(DomainError):
     def __init__(self, *, field: str, rule: str, retry_after_s: int, value: object = None) -> None:
         super().__init__(field=field, rule=rule, value=value)
         self.retry_after_s = retry_after_s
+
+
+class GatewayStopping(Busy):
+    """The gateway is stopping (SIGTERM): what was open ends, and the client asks again."""
+
+    def __init__(self, *, field: str, rule: str) -> None:
+        super().__init__(field=field, rule=rule, retry_after_s=1)

@@ -121,7 +121,11 @@ class GatewaySettings(BaseModel):
     """``admins``: everything, ``gc`` and anyone's alias included; ``importers``: who may import
     and inspect (None: every authenticated user); ``public_catalog``: the catalog's pages to
     anyone, unauthenticated; the limits, each answered with 429 and ``Retry-After`` when
-    reached; ``url``: the gateway a client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
+    reached (``max_streams``: log streams and long polls open at once; a connection past
+    ``max_connections``, or past ``max_connections_per_peer`` from one uid on the socket or one
+    address over TCP, is answered 429 and closed); the connections' clocks (a request's head
+    within ``header_timeout_s``, an idle connection closed after ``idle_timeout_s``, a SIGTERM
+    drained within ``shutdown_timeout_s``); ``url``: the gateway a client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
 
     model_config = FROZEN
 
@@ -133,6 +137,13 @@ class GatewaySettings(BaseModel):
     max_active_per_user: Annotated[int, Field(ge=1, le=100_000)] = 8
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    max_streams: Annotated[int, Field(ge=1, le=100_000)] = 256
+    max_streams_per_user: Annotated[int, Field(ge=1, le=100_000)] = 16
+    max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    max_connections_per_peer: Annotated[int, Field(ge=1, le=100_000)] = 128
+    header_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
+    idle_timeout_s: Annotated[int, Field(ge=1, le=600)] = 5
+    shutdown_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
 
     @field_validator("admins", "importers", mode="before")
     @classmethod

@@ -1,5 +1,5 @@
-"""The gateway's request rate (docs/gateway.md, "Limits"): a token bucket per requester, pure
-arithmetic over the times it is given.
+"""The gateway's limits (docs/gateway.md, "Limits"): the request rate, a token bucket per
+requester, pure arithmetic over the times it is given; and the open long answers (``Slots``).
 
 A requester may make ``per_minute`` requests in any minute, in bursts of up to that many; a
 request past it is refused with how long to wait for the next token.
@@ -8,7 +8,9 @@ request past it is refused with how long to wait for the next token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from slurm_image.domain.errors import Busy
 
 
 @dataclass(frozen=True)
@@ -29,3 +31,43 @@ def take(bucket: Bucket | None, now: float, per_minute: int) -> tuple[Bucket, in
     if tokens >= 1.0:
         return Bucket(tokens=tokens - 1.0, at=now), None
     return Bucket(tokens=tokens, at=now), max(1, math.ceil((1.0 - tokens) / rate))
+
+
+@dataclass
+class Slots:
+    """How many long answers (log streams, long polls) are open, per requester and in all:
+    ``open`` refuses one past ``per_key`` for its requester or past ``total`` in all, naming
+    the setting; ``close`` gives one back. Pure counting: whoever holds it serialises the
+    calls."""
+
+    per_key: int
+    total: int
+    retry_after_s: int = 5
+    counts: dict[int | str, int] = field(default_factory=dict)
+
+    @property
+    def in_use(self) -> int:
+        return sum(self.counts.values())
+
+    def open(self, key: int | str, who: str) -> None:
+        mine = self.counts.get(key, 0)
+        if mine >= self.per_key:
+            raise Busy(
+                field="max_streams_per_user",
+                rule=f"{who} has {mine} log streams and waits open, the limit is {self.per_key}",
+                retry_after_s=self.retry_after_s,
+            )
+        if self.in_use >= self.total:
+            raise Busy(
+                field="max_streams",
+                rule=f"the gateway has {self.total} log streams and waits open, its limit",
+                retry_after_s=self.retry_after_s,
+            )
+        self.counts[key] = mine + 1
+
+    def close(self, key: int | str) -> None:
+        left = self.counts.get(key, 0) - 1
+        if left > 0:
+            self.counts[key] = left
+        else:
+            self.counts.pop(key, None)

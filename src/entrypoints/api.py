@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     # The use cases are imported by the container's providers when a method first needs one:
     # resolving an alias loads nothing of the scheduler's side.
     from slurm_image.application.lifecycle import Outcome
-    from slurm_image.application.logs import Write
+    from slurm_image.application.logs import LogCursor, Write
     from slurm_image.application.maintain import Removed
     from slurm_image.application.metrics import StoreMetrics
     from slurm_image.application.outdated import OutdatedEntry
@@ -433,6 +433,12 @@ class Lifecycles:
         the job is terminal (``application.logs``)."""
         self._scheduler_side()
         self.container.logs()(lifecycle_id, write, follow=follow)
+
+    def log_cursor(self, lifecycle_id: str, *, follow: bool = False) -> LogCursor:
+        """A reader of the job's logs that reads a pass at a time and waits for nothing
+        (``application.logs.LogCursor``): for a front end that rests between passes itself."""
+        self._scheduler_side()
+        return self.container.logs().open(lifecycle_id, follow=follow)
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
         self._scheduler_side()

@@ -354,7 +354,8 @@ class RemoteLifecycles:
         on_poll: Progress | None = None,
     ) -> WaitResult:
         """Long polls until every job is final or ``timeout_s`` elapsed; a gateway that cannot
-        be reached meanwhile (it restarts) is asked again until then."""
+        be reached meanwhile (it restarts), that stops, or that has too many waits open (both
+        say when to ask again) is asked again until then."""
         from slurm_image.application.wait import WaitResult
 
         start = self._monotonic()
@@ -362,13 +363,21 @@ class RemoteLifecycles:
             elapsed = self._monotonic() - start
             left = None if timeout_s is None else max(0.0, timeout_s - elapsed)
             poll = LONG_POLL_S if left is None else min(LONG_POLL_S, left)
-            result = self._ask(
-                wire.wait_from,
-                "POST",
-                "/v1/lifecycles/wait",
-                body={"lifecycle_ids": list(lifecycle_ids), "timeout_s": poll},
-                retry_for_s=max(UNREACHABLE_GRACE_S, left if left is not None else 3600.0),
-            )
+            try:
+                result = self._ask(
+                    wire.wait_from,
+                    "POST",
+                    "/v1/lifecycles/wait",
+                    body={"lifecycle_ids": list(lifecycle_ids), "timeout_s": poll},
+                    retry_for_s=max(UNREACHABLE_GRACE_S, left if left is not None else 3600.0),
+                )
+            except RemoteError as error:
+                # a gateway that stops, or has too many waits open, says when to ask again
+                pause = error.retry_after_s
+                if pause is None or (left is not None and pause > left):
+                    raise
+                self._sleep(pause)
+                continue
             elapsed = self._monotonic() - start
             if on_poll is not None:
                 on_poll(result.lifecycles, elapsed)

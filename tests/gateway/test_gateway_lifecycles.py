@@ -14,6 +14,7 @@ import pytest
 from gateway_lab import SOURCE, USERS, GatewayLab, gateway_lab
 from slurm_image.application.lifecycle import Outcome
 from slurm_image.domain.lifecycle_state import LifecycleState
+from slurm_image.entrypoints.gateway.app import Gateway, create_app
 from slurm_image.entrypoints.remote_error import RemoteError
 
 
@@ -127,12 +128,12 @@ def test_a_gateway_that_restarts_publishes_what_its_predecessor_started_and_the_
     while not list(Path(lab.layout.orders).glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
     (book,) = list(Path(lab.layout.orders).glob("*.json"))
-    lab._server.should_exit = True  # the gateway goes away while the client waits
-    lab._thread.join(timeout=20)  # type: ignore[union-attr]
+    lab.stop()  # the gateway goes away (SIGTERM) while the client waits
     lab.run_job(book.stem)
     port = int(lab.url.rsplit(":", 1)[1])
     restarted = GatewayLab.__new__(GatewayLab)
     restarted.__dict__.update(lab.__dict__)
+    restarted.app = create_app(Gateway(lifecycles=lab.lifecycles, who=lab.who))
     restarted.start_on(port)
     try:
         assert restarted.local().settle().published == [book.stem]
@@ -144,8 +145,7 @@ def test_a_gateway_that_restarts_publishes_what_its_predecessor_started_and_the_
         assert len(lab.scheduler.jobs) == 1
         assert [e["event"] for e in lab.history()] == ["published"]
     finally:
-        restarted._server.should_exit = True
-        restarted._thread.join(timeout=20)  # type: ignore[union-attr]
+        restarted.stop()
         lab._server = None
 
 

@@ -309,3 +309,23 @@ def test_logs_of_an_unknown_or_never_submitted_lifecycle_say_why(lab: Lab) -> No
     with pytest.raises(NotSubmitted) as refused:
         logs(ID, lambda p, d: None)
     assert "never submitted" in refused.value.rule and ID in refused.value.rule
+
+
+def test_a_log_cursor_hands_on_a_budget_a_pass_and_waits_for_nothing(lab: Lab) -> None:
+    job = lab.submitted()
+    lab.scheduler.start(job)
+    files = Files()
+    out, err = lab.layout.job_logs(job)
+    files.data = {out: b"o" * 10, err: b"e" * 10}
+    written: list[bytes] = []
+    cursor = Logs(lab.harness.workspace, files, lab.observe).open(ID, follow=True)
+
+    assert cursor.read(lambda p, d: written.append(d), budget=15) is False
+    assert b"".join(written) == b"o" * 10 + b"e" * 5 and cursor.more
+    assert cursor.read(lambda p, d: written.append(d), budget=15) is False
+    assert b"".join(written) == b"o" * 10 + b"e" * 10 and not cursor.more
+    assert lab.scheduler.calls["states"] == 1, "a pass that only drains asks no scheduler"
+    files.data[err] += b"!"
+    lab.scheduler.finish(job)
+    assert cursor.read(lambda p, d: written.append(d)) is True
+    assert written[-1] == b"!"

@@ -7,18 +7,20 @@ errors as ``http_errors`` maps them.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as HttpRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,6 +41,7 @@ from slurm_image.entrypoints.gateway.bodies import (
     registry_credentials,
 )
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
+from slurm_image.entrypoints.gateway.streams import HeldStream, LongAnswers, log_events, long_poll
 from slurm_image.entrypoints.gateway.who import Asker, Who
 
 if TYPE_CHECKING:
@@ -61,6 +64,11 @@ class Gateway:
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: Callable[[], float] = time.monotonic
     verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
+    answers: LongAnswers = field(init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.answers = LongAnswers(settings.max_streams_per_user, settings.max_streams)
 
     @property
     def settings(self) -> Any:
@@ -308,10 +316,12 @@ def create_app(gateway: Gateway) -> FastAPI:
         return wire.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
 
     @app.post("/v1/lifecycles/wait")
-    def wait(body: WaitBody, lifecycles: Verbs) -> dict[str, Any]:
+    async def wait(body: WaitBody, who: Asking, lifecycles: Verbs) -> dict[str, Any]:
         """One long poll: the statuses once every job is final, or after ``timeout_s`` (at most
         25 s) with ``timed_out``; the client asks again to wait longer."""
-        result = lifecycles.wait(body.lifecycle_ids, timeout_s=min(body.timeout_s, MAX_WAIT_S))
+        timeout_s = min(body.timeout_s, MAX_WAIT_S)
+        ids = body.lifecycle_ids
+        result = await long_poll(gateway.answers, who, lifecycles, ids, timeout_s)
         return wire.wait_json(result)
 
     @app.get("/v1/lifecycles")
@@ -355,13 +365,20 @@ def create_app(gateway: Gateway) -> FastAPI:
         return {"lifecycle_id": lifecycles.cleanup(lifecycle_id)}
 
     @app.get("/v1/lifecycles/{lifecycle_id}/logs")
-    def logs(lifecycle_id: str, lifecycles: Verbs, follow: bool = False) -> StreamingResponse:
+    async def logs(
+        lifecycle_id: str, who: Asking, lifecycles: Verbs, follow: bool = False
+    ) -> HeldStream:
         """The job's logs as Server-Sent Events: ``log`` events (``{"path", "data_b64"}``) as
         the logs grow, then one ``end`` (or ``error``, with the error body)."""
-        lifecycles.status([lifecycle_id])  # an unknown lifecycle is a 404, not a stream
-        return StreamingResponse(
-            _log_events(lifecycles, lifecycle_id, follow), media_type="text/event-stream"
-        )
+        release = gateway.answers.take(who)
+        try:
+            # an unknown lifecycle is a 404, not a stream
+            cursor = await run_in_threadpool(lifecycles.log_cursor, lifecycle_id, follow=follow)
+        except BaseException:
+            release()
+            raise
+        events = log_events(gateway.answers, cursor, _error_body)
+        return HeldStream(events, release, media_type="text/event-stream")
 
     @app.get("/v1/aliases")
     def list_aliases(lifecycles: Verbs) -> dict[str, Any]:
@@ -421,41 +438,6 @@ def create_app(gateway: Gateway) -> FastAPI:
     return app
 
 
-def _log_events(lifecycles: Lifecycles, lifecycle_id: str, follow: bool) -> Iterator[bytes]:
-    """Run ``Lifecycles.logs`` in a thread of its own and hand its pieces on as events; a
-    client that goes away stops the reading at its next piece."""
-    import base64
-    import json
-    import queue as queues
-
-    pieces: queues.Queue[tuple[str, Any]] = queues.Queue(maxsize=64)
-    gone = threading.Event()
-
-    def write(path: str, data: bytes) -> None:
-        if gone.is_set():
-            raise _ClientGone
-        pieces.put(("log", {"path": path, "data_b64": base64.b64encode(data).decode()}))
-
-    def read() -> None:
-        try:
-            lifecycles.logs(lifecycle_id, write, follow=follow)
-            pieces.put(("end", {}))
-        except _ClientGone:
-            return
-        except Exception as error:  # every failure reaches the client as one error event
-            body = json.loads(bytes(error_response(error).body))
-            pieces.put(("error", body))
-
-    threading.Thread(target=read, daemon=True, name=f"logs-{lifecycle_id}").start()
-    try:
-        while True:
-            kind, data = pieces.get()
-            yield f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
-            if kind in ("end", "error"):
-                return
-    finally:
-        gone.set()
-
-
-class _ClientGone(Exception):
-    pass
+def _error_body(error: BaseException) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(bytes(error_response(error).body))
+    return body

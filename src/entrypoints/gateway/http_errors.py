@@ -29,13 +29,16 @@ STATUS_OF_EXIT = {
 
 def status_for(error: SlurmImageError, exit_code: int) -> int:
     """The HTTP status of ``error``: not found for what names nothing (an alias, a lifecycle, a
-    tag), bad gateway for a registry's failure, else by its exit code; 500 for anything the
-    product did not mean to raise."""
+    tag), bad gateway for a registry's failure, unavailable while the gateway stops, else by
+    its exit code; 500 for anything the product did not mean to raise."""
     from slurm_image.application.errors import UnknownAlias, UnknownLifecycle
+    from slurm_image.domain.errors import GatewayStopping
     from slurm_image.ports.registry import RegistryError, RegistryNotFound
 
     if isinstance(error, UnknownAlias | UnknownLifecycle | RegistryNotFound):
         return 404
+    if isinstance(error, GatewayStopping):
+        return 503
     if isinstance(error, RegistryError):
         return 502
     return STATUS_OF_EXIT.get(exit_code, 500)

@@ -1,12 +1,15 @@
 """Who connects to a unix socket, as the kernel says (``SO_PEERCRED``; docs/gateway.md, "Who is
 asking"): uvicorn's HTTP protocol, with the peer's uid, gid and pid put in every request's
-state, as slurmrestd's ``rest_auth/local`` reads them. Nothing a client sends can set them."""
+state, as slurmrestd's ``rest_auth/local`` reads them. Nothing a client sends can set them. And
+the connections' limits (docs/gateway.md, "Limits"): how many one peer and all may keep open,
+and how long a request's head may take."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -41,3 +44,103 @@ class PeerCredentialsProtocol(H11Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:
             self.app_state = {**self.app_state, PEER_STATE: peer_credentials(sock)}
+
+
+@dataclass
+class ConnectionLimits:
+    """The connections one gateway keeps open (``[gateway] max_connections``, and
+    ``max_connections_per_peer``: per uid on a unix socket, per address over TCP), and how long
+    a connection may take to send a request's head (``header_timeout_s``). Touched only from
+    the event loop."""
+
+    total: int
+    per_peer: int
+    header_timeout_s: float
+    open: dict[object, int] = field(default_factory=dict)
+
+    @property
+    def in_use(self) -> int:
+        return sum(self.open.values())
+
+    def admit(self, peer: object) -> str | None:
+        """Count a new connection of ``peer``, or say which limit refuses it."""
+        if self.open.get(peer, 0) >= self.per_peer:
+            return "max_connections_per_peer"
+        if self.in_use >= self.total:
+            return "max_connections"
+        self.open[peer] = self.open.get(peer, 0) + 1
+        return None
+
+    def release(self, peer: object) -> None:
+        left = self.open.get(peer, 0) - 1
+        if left > 0:
+            self.open[peer] = left
+        else:
+            self.open.pop(peer, None)
+
+
+def refusal(limit: str, retry_after_s: int = 5) -> bytes:
+    """What a connection past ``limit`` is told before it is closed: the gateway's one error
+    body, 429 with ``Retry-After``."""
+    from slurm_image.entrypoints import wire
+    from slurm_image.entrypoints.exit_codes import EXIT_BUSY
+
+    rule = f"too many connections open ([gateway] {limit}): ask again later"
+    body = json.dumps(wire.error_json(limit, rule, EXIT_BUSY)).encode()
+    head = (
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
+        f"retry-after: {retry_after_s}\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[PeerCredentialsProtocol]:
+    """``PeerCredentialsProtocol`` within ``limits``: a connection past them is answered 429 and
+    closed at once, and one that has sent no whole request head ``header_timeout_s`` after it
+    connected, or after its last answer, is closed."""
+
+    class Guarded(PeerCredentialsProtocol):
+        _peer: object = None
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            credentials = self.app_state.get(PEER_STATE)
+            peer: object = (
+                ("uid", credentials.uid)
+                if isinstance(credentials, PeerCredentials)
+                else ("host", self.client[0] if self.client else None)
+            )
+            refused = limits.admit(peer)
+            if refused is not None:
+                transport.write(refusal(refused))
+                transport.close()
+                return
+            self._peer = peer
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            if self._peer is not None:
+                limits.release(self._peer)
+                self._peer = None
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(limits.header_timeout_s, self._head_late)
+
+        def _head_late(self) -> None:
+            if self.cycle is not None and not self.cycle.response_complete:
+                return  # a request is being answered: its head came in time
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return Guarded

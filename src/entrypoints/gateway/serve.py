@@ -16,7 +16,7 @@ import signal
 import socket
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ import uvicorn
 
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.gateway_settings import GatewayAddress, parse_address
-from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
+from slurm_image.entrypoints.gateway.peer import ConnectionLimits, guarded_protocol
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -114,6 +114,13 @@ def build_servers(
         raise InvalidRequest(
             field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
         )
+    settings = app.state.gateway.settings
+    limits = ConnectionLimits(
+        total=settings.max_connections,
+        per_peer=settings.max_connections_per_peer,
+        header_timeout_s=settings.header_timeout_s,
+    )
+    protocol = guarded_protocol(limits)
     servers = []
     for tls in (False, True):
         chosen = [listener for listener in listeners if listener.tls is tls]
@@ -121,11 +128,12 @@ def build_servers(
             continue
         config = uvicorn.Config(
             app,
-            http=PeerCredentialsProtocol,
+            http=protocol,
             lifespan="off",
             log_level="warning",
             access_log=False,
-            timeout_keep_alive=30,
+            timeout_keep_alive=settings.idle_timeout_s,
+            timeout_graceful_shutdown=settings.shutdown_timeout_s,
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
         )
@@ -149,7 +157,7 @@ def serve(
     for listener in listeners:
         log.warning("slurm-image gateway listening on %s", listener.describe())
     try:
-        asyncio.run(_serve_all(servers))
+        asyncio.run(_serve_all(servers, on_stop=app.state.gateway.answers.stop))
     finally:
         settler.stop()
         for listener in listeners:
@@ -166,10 +174,15 @@ class QuietServer(uvicorn.Server):
         yield
 
 
-async def _serve_all(servers: list[tuple[QuietServer, list[socket.socket]]]) -> None:
+async def _serve_all(
+    servers: list[tuple[QuietServer, list[socket.socket]]], on_stop: Callable[[], None]
+) -> None:
+    """Serve until SIGINT or SIGTERM; then ``on_stop`` ends the long answers, and each server
+    drains what is left within its ``timeout_graceful_shutdown``."""
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
+        on_stop()
         for server, _ in servers:
             server.should_exit = True
 
