@@ -1,6 +1,6 @@
 """What both History adapters share, over the ``Store`` port: the refusals of the store as the
-port's ``HistoryError``, the line an append writes and where, and the read of the month files
-(``LocalHistory``, ``MemoryHistory``).
+port's ``HistoryError``, the directory an append lays out first, the line it writes and where,
+and the read of the month files (``LocalHistory``, ``MemoryHistory``).
 
 A read lists ``history/`` (a store without one has no history yet), takes the month files in
 name order from ``since``'s month on (other names are ignored), reads each through one
@@ -32,7 +32,7 @@ from slurm_image.domain.history import (
     since_then,
 )
 from slurm_image.domain.paths import others_may_write
-from slurm_image.domain.store_layout import StoreLayout
+from slurm_image.domain.store_layout import PUBLIC_DIRECTORY_MODE, StoreLayout
 from slurm_image.ports.history import HistoryError
 from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import NotFound, TooLarge, WorkspaceError
@@ -53,6 +53,14 @@ def refused_as_history(field: str) -> Iterator[None]:
         raise HistoryError(field=error.field or field, rule=error.rule) from None
     except DomainError as error:
         raise HistoryError(field=field, rule=f"{error.field}: {error.rule}") from None
+
+
+def lay_out_history(store: Store, layout: StoreLayout) -> None:
+    """Make ``history/`` (and ``images/`` above it) when the store has none yet, 0755 like
+    ``artifacts/``, through the store's verified walk: the first event of a store where nothing
+    was staged yet (a refused first request) is recorded like any other."""
+    with refused_as_history(layout.history):
+        store.ensure_directory(layout.history, mode=PUBLIC_DIRECTORY_MODE)
 
 
 _Locks = TypeVar("_Locks")

@@ -4,7 +4,8 @@
 The directory and the files are the store's, walked and opened by ``LocalStore`` (no symlink at
 any level, the owner's own directories made 0755; a month file opened ``O_APPEND|O_NOFOLLOW``,
 created 0644, else a regular file of the owner's that group and others cannot write). An append
-holds the ``history`` lock (``Locks``: fcntl on ``images/locks/history.lock``, a bounded wait),
+first makes ``history/`` when missing (``images/`` too, in a store where nothing was staged yet),
+then holds the ``history`` lock (``Locks``: fcntl on ``images/locks/history.lock``, a bounded wait),
 writes the whole line with ONE ``write()`` and fsyncs the file (and the directory when the file
 or the directory was created). A line a crash tore is left as it is: the next append starts its
 own line after it (``domain.history.appended_bytes``), and readers skip it. Reading
@@ -18,6 +19,7 @@ import os
 from datetime import datetime
 
 from slurm_image.adapters.history_files import (
+    lay_out_history,
     line_to_append,
     read_history,
     read_history_after,
@@ -30,7 +32,7 @@ from slurm_image.domain.history import (
     HistoryRead,
     appended_bytes,
 )
-from slurm_image.domain.store_layout import PUBLIC_DIRECTORY_MODE, RECORD_MODE, StoreLayout
+from slurm_image.domain.store_layout import RECORD_MODE, StoreLayout
 from slurm_image.ports.history import HISTORY_LOCK, HistoryError
 from slurm_image.ports.lock import Locks
 
@@ -58,9 +60,9 @@ class LocalHistory:
 
     def append(self, event: HistoryEvent) -> None:
         path, line, locks = line_to_append(self._layout, event, self._locks)
+        lay_out_history(self._store, self._layout)
         with locks.exclusive(HISTORY_LOCK, timeout_s=self._timeout):
             with refused_as_history(path):
-                self._store.ensure_directory(self._layout.history, mode=PUBLIC_DIRECTORY_MODE)
                 fd = self._store.open_appending(path, mode=RECORD_MODE)
             try:
                 size = os.fstat(fd).st_size

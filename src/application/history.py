@@ -19,8 +19,9 @@ system refuses the marker) observes without a word about the history.
 ``RecordHistory.refused`` records a refusal (``refused``): the rule, the exit code, what was
 asked for; a front end calls it for its own refusals. ``RecordRefusals`` records the product's
 (an error whose class names a ``refusal``: a source outside the policy, a signature refused, a
-registry's answer that lied), for the entry points, which know the exit code; only in a store
-that exists (a refused first request creates none).
+registry's answer that lied), for the entry points, which know the exit code. Every event is
+recorded from a store's first request on: the ``History`` lays out what it needs in a store
+where nothing was staged yet.
 
 ``application.read_history.ReadHistory`` reads it back.
 """
@@ -42,10 +43,8 @@ from slurm_image.domain.job import JobState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
 from slurm_image.domain.requester import Requester
-from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.history import History
-from slurm_image.ports.store import Store
 from slurm_image.ports.workspace import AccessDenied, AlreadyExists, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
@@ -303,11 +302,9 @@ class RecordHistory:
 
 class RecordRefusals:
     """Record ``error`` as a refusal when its class names one (``SlurmImageError.refusal``),
-    with the ``exit_code`` and ``reason`` the command ends with, in the store when there is one
-    (``images/``); nothing for any other error."""
+    with the ``exit_code`` and ``reason`` the command ends with; nothing for any other error."""
 
-    def __init__(self, store: Store, record: RecordHistory) -> None:
-        self._store = store
+    def __init__(self, record: RecordHistory) -> None:
         self._record = record
 
     def __call__(
@@ -321,17 +318,10 @@ class RecordRefusals:
         requester: Requester | None = None,
     ) -> HistoryEvent | None:
         """The refusal as recorded, naming ``requester`` when given (a request through the
-        gateway); None when ``error`` is no refusal or there is no store."""
+        gateway); None when ``error`` is no refusal or it could not be recorded (warned
+        about)."""
         rule = error.refusal if isinstance(error, SlurmImageError) else None
         if rule is None:
-            return None
-        images = StoreLayout(self._store.root).images
-        try:
-            present = self._store.entry_kind(images) == "directory"
-        except WorkspaceError:
-            present = False
-        if not present:
-            log.info("no store at %s to record the refusal (%s) in", images, rule)
             return None
         return self._record.refused(
             rule, exit_code, reason=reason, source=source, alias=alias, requester=requester

@@ -243,7 +243,7 @@ class CollectMetrics:
             raise NoStore(
                 field="workspace_root",
                 rule=f"{self._layout.images} is no directory: no store to count here (nothing"
-                " was staged or published under this root yet, or it is not the site's)",
+                " was staged, published or refused under this root yet, or it is not the site's)",
             )
         entries, unreadable, referenced = self._aliases()
         read = self._history.read()

@@ -136,7 +136,7 @@ class Container(containers.DeclarativeContainer):
     orders = providers.Singleton(make.orders, store=store, clock=clock)
     # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
     # that does not hold): the API records it with the exit code the command ends with.
-    record_refusals = providers.Factory(make.record_refusals, store=store, record=record_history)
+    record_refusals = providers.Factory(make.record_refusals, record=record_history)
 
     observe = providers.Factory(
         make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history

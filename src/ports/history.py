@@ -2,13 +2,15 @@
 
 ``append`` adds one event as one line to the file of its UTC month, under the store's history
 lock, and returns only once the line is on disk (fsynced, and the directory too when the file
-is new). An append interrupted by a crash leaves the event either whole or absent: a torn line
-is never read as an event, and the next append starts on a line of its own. ``read`` returns
-every whole event, oldest first (month files in order, lines in the order appended), with the
-events before ``since`` left out, and counts the lines it skipped; a store without a history yet
-reads as none. ``read_after`` reads what was appended after a ``HistoryPosition`` (a follower's),
-whole lines only, and says how far it read; it reads nothing when no month file grew. Only the
-store's owner can write it; whoever may read the store may read it.
+is new). It lays out what the history needs in a store where nothing was staged yet, so that a
+store's history holds from its first request. An append interrupted by a crash leaves the event
+either whole or absent: a torn line is never read as an event, and the next append starts on a
+line of its own. ``read`` returns every whole event, oldest first (month files in order, lines in
+the order appended), with the events before ``since`` left out, and counts the lines it skipped;
+a store without a history yet reads as none. ``read_after`` reads what was appended after a
+``HistoryPosition`` (a follower's), whole lines only, and says how far it read; it reads nothing
+when no month file grew. Only the store's owner can write it; whoever may read the store may
+read it.
 
 Errors: ``HistoryError`` (field: the file or directory, rule: why), for anything that stops an
 append or a read: a history directory or file that is not the store owner's regular one, a

@@ -125,6 +125,37 @@ def test_two_stores_textfiles_side_by_side_hold_no_series_twice(site: Site, tmp_
     assert node_exporter_merge({"a.prom": texts["a.prom"], "b.prom": changed})
 
 
+def test_a_store_that_only_refused_has_a_textfile_beside_anothers_and_no_series_twice(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.published_import("app")
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    profile = tmp_path / "other.toml"
+    profile.write_text(
+        (tmp_path / "slurm-image.toml").read_text().replace(str(site.root), str(other))
+        + '[metrics]\nstore_name = "site-b"\n'
+    )
+    monkeypatch.setenv("SLURM_IMAGE_POLICY__ALLOWED_REGISTRIES", '["registry.site.example"]')
+    tag = "registry.example.org/team/app:1"  # refused before any registry is asked
+    code, _, err = site.run(
+        "--profile", str(profile), "import", tag, "--resolve", "--name", "b", "--role", "client"
+    )  # the first request of a new store
+    assert code == 2 and "policy.allowed_registries" in err
+    directory = tmp_path / "textfile"
+    site.metrics("--textfile", str(directory / "a.prom"))
+    code, _, err = site.run(
+        "--profile", str(profile), "metrics", "--textfile", f"{directory}/b.prom"
+    )
+    assert code == 0, err
+    texts = {path.name: path.read_text() for path in directory.glob("*.prom")}
+    assert stores(texts["b.prom"]) == {"site-b"}
+    assert node_exporter_merge(texts) == []
+    refused = series("refusals_total", rule="source_not_allowed")
+    assert (samples(texts["a.prom"])[refused], samples(texts["b.prom"])[refused]) == (0, 1)
+    assert samples(texts["b.prom"])[series("aliases", role="client", architecture="x86_64")] == 0
+
+
 def test_refusals_are_counted_by_rule_and_a_cancel_past_the_product_as_cancelled(
     site: Site, tmp_path: Path
 ) -> None:

@@ -201,7 +201,8 @@ def test_read_after_reads_a_month_file_replaced_by_a_smaller_one_from_its_start(
 def test_the_directory_and_files_are_the_stores_readable_by_all(
     workspace_harness: Any, history: History, directory: str
 ) -> None:
-    history.append(event(1))
+    history.append(event(1))  # in a store where nothing was staged yet
+    assert workspace_harness.mode(f"{workspace_harness.root}/images") == 0o755
     assert workspace_harness.mode(directory) == 0o755
     assert workspace_harness.mode(f"{directory}/2026-03.jsonl") == 0o644
     assert workspace_harness.kind_of(f"{directory}/2026-03.jsonl") == "file"

@@ -563,22 +563,24 @@ def test_a_refusal_is_recorded_with_its_rule_exit_code_and_what_was_asked(lab: H
     assert who(event) == ("ada", 1000, "login1", START)
 
 
-def test_the_products_refusals_are_recorded_only_in_a_store_that_exists(
+def test_the_products_refusals_are_recorded_from_a_stores_first_request(
     lab: HistoryLab,
 ) -> None:
-    refusals = RecordRefusals(lab.store, lab.record)
-    refused = SourceNotAllowed(field="source", rule="is outside policy.allowed_registries (x)")
-    assert refusals(refused, 2, reason="source: ...", source="s", alias="a") is None
-    assert not lab.harness.exists(lab.layout.images)  # a refused first request makes no store
-    lab.harness.makedirs(lab.layout.images)
+    refusals = RecordRefusals(lab.record)
     for error in (InvalidRequest(field="name", rule="bad"), ValueError("not ours")):
         assert refusals(error, 2, reason="-", source="s", alias="a") is None  # no refusal
+    assert not lab.harness.exists(lab.layout.images)  # nothing staged or recorded yet
+    refused = SourceNotAllowed(field="source", rule="is outside policy.allowed_registries (x)")
     recorded = refusals(refused, 2, reason="source: ...", source="s", alias="a")
     assert recorded is not None and (recorded.rule, recorded.exit_code) == (
         "source_not_allowed",
         2,
     )
     assert [e.event for e in lab.events()] == ["refused"]
+    assert [lab.harness.mode(path) for path in (lab.layout.images, lab.layout.history)] == [
+        0o755,
+        0o755,
+    ]
 
 
 def test_a_front_end_records_its_own_refusal_as_its_requester(lab: HistoryLab) -> None:

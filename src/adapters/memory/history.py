@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from slurm_image.adapters.history_files import (
+    lay_out_history,
     line_to_append,
     read_history,
     read_history_after,
@@ -19,7 +20,7 @@ from slurm_image.domain.history import (
     HistoryRead,
     appended_bytes,
 )
-from slurm_image.domain.store_layout import PUBLIC_DIRECTORY_MODE, RECORD_MODE, StoreLayout
+from slurm_image.domain.store_layout import RECORD_MODE, StoreLayout
 from slurm_image.ports.history import HISTORY_LOCK, HistoryError
 
 DEFAULT_LOCK_TIMEOUT_S = 60.0
@@ -56,9 +57,9 @@ class MemoryHistory:
         path, line, locks = line_to_append(self._layout, event, self._locks)
         if self.before_append is not None:
             self.before_append(event)
+        lay_out_history(self._store, self._layout)
         with locks.exclusive(HISTORY_LOCK, timeout_s=self._timeout):
             with refused_as_history(path):
-                self._store.ensure_directory(self._layout.history, mode=PUBLIC_DIRECTORY_MODE)
                 node = self._store.appending(path, mode=RECORD_MODE)
             with self._store.filesystem.lock:
                 data = appended_bytes(line, bytes(node.data[-1:]))
