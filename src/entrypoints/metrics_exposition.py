@@ -9,7 +9,7 @@ the use cases (pyproject.toml's import-linter contracts); only the entry points 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -206,4 +206,27 @@ def exposition(metrics: StoreMetrics) -> bytes:
     """The snapshot in Prometheus's text format (version 0.0.4)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(metrics))
+    return generate_latest(registry)
+
+
+GATEWAY_GAUGES = {
+    "gateway_open_streams": "Log streams and long polls the gateway has open now.",
+    "gateway_open_connections": "Connections the gateway has open now.",
+    "gateway_busy_threads": "The gateway's thread-pool threads at work now (the rest are idle).",
+}
+
+
+def gateway_exposition(store: str, values: Mapping[str, float]) -> bytes:
+    """The gateway's own gauges (``GATEWAY_GAUGES``, by name), labelled with ``store`` as the
+    store's series are."""
+    registry = CollectorRegistry(auto_describe=False)
+
+    class Gauges:
+        def collect(self) -> Iterator[Metric]:
+            for name, documentation in GATEWAY_GAUGES.items():
+                family = GaugeMetricFamily(PREFIX + name, documentation, labels=["store"])
+                family.add_metric([store], values[name])
+                yield family
+
+    registry.register(Gauges())
     return generate_latest(registry)

@@ -41,6 +41,7 @@ from slurm_image.entrypoints.gateway.bodies import (
     registry_credentials,
 )
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
+from slurm_image.entrypoints.gateway.peer import ConnectionLimits
 from slurm_image.entrypoints.gateway.streams import HeldStream, LongAnswers, log_events, long_poll
 from slurm_image.entrypoints.gateway.who import Asker, Who
 
@@ -65,6 +66,8 @@ class Gateway:
     clock: Callable[[], float] = time.monotonic
     verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
     answers: LongAnswers = field(init=False)
+    connections: ConnectionLimits | None = None
+    """The connections' limits and counts of the servers serving this gateway (``serve``)."""
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -273,14 +276,23 @@ def create_app(gateway: Gateway) -> FastAPI:
         return {"ok": True}
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    def metrics() -> PlainTextResponse:
+    async def metrics() -> PlainTextResponse:
         """The store's figures in Prometheus's text format (as ``slurm-image metrics``): counts
-        and sizes, no alias names, so no identity is needed."""
+        and sizes, no alias names, so no identity is needed; and the gateway's own gauges (its
+        open streams, connections, and busy threads)."""
+        from anyio import to_thread
         from prometheus_client import CONTENT_TYPE_LATEST
 
-        from slurm_image.entrypoints.metrics_exposition import exposition
+        from slurm_image.entrypoints.metrics_exposition import exposition, gateway_exposition
 
-        text = exposition(gateway.lifecycles.metrics())
+        store_metrics = await run_in_threadpool(gateway.lifecycles.metrics)
+        connections = gateway.connections
+        own = {
+            "gateway_open_streams": gateway.answers.open,
+            "gateway_open_connections": connections.in_use if connections else 0,
+            "gateway_busy_threads": to_thread.current_default_thread_limiter().borrowed_tokens,
+        }
+        text = exposition(store_metrics) + gateway_exposition(store_metrics.store, own)
         return PlainTextResponse(text, media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/resolve")

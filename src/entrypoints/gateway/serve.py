@@ -120,6 +120,7 @@ def build_servers(
         per_peer=settings.max_connections_per_peer,
         header_timeout_s=settings.header_timeout_s,
     )
+    app.state.gateway.connections = limits
     protocol = guarded_protocol(limits)
     servers = []
     for tls in (False, True):
