@@ -37,7 +37,7 @@ from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.entrypoints.api import Lifecycles
 from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.gateway.serve import Listener, QuietServer, bind
+from slurm_image.entrypoints.gateway.serve import Listener, build_servers
 from slurm_image.entrypoints.gateway.who import Who
 from slurm_image.entrypoints.remote import Gateway as GatewayAddress
 from slurm_image.entrypoints.remote import RemoteLifecycles
@@ -113,20 +113,17 @@ class GatewayLab:
         self.start_on(port)
 
     def start_on(self, port: int) -> None:
-        """Serve the application on ``port`` of the loopback (a gateway started again)."""
-        import uvicorn
-
-        from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
-
-        sock = bind(Listener("http", host="127.0.0.1", port=port))
+        """Serve the application on ``port`` of the loopback (a gateway started again), with
+        ``slurm-image serve``'s own server (``build_servers``)."""
         self.socket = str(self.directory / "gateway.sock")
-        unix = bind(Listener("unix", path=self.socket))
-        config = uvicorn.Config(
-            self.app, http=PeerCredentialsProtocol, lifespan="off", log_level="warning"
-        )
-        self._server = QuietServer(config)
+        listeners = [
+            Listener("http", host="127.0.0.1", port=port),
+            Listener("unix", path=self.socket),
+        ]
+        trusted = self.app.state.gateway.settings.trusted_proxies
+        ((self._server, sockets),) = build_servers(self.app, listeners, trusted_proxies=trusted)
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve(sockets=[sock, unix])), daemon=True
+            target=lambda: asyncio.run(self._server.serve(sockets=sockets)), daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + 20

@@ -116,12 +116,34 @@ def _principals(values: tuple[str, ...]) -> tuple[str, ...]:
 Principals = Annotated[tuple[str, ...], AfterValidator(_principals)]
 """Users (``alice``) and groups (``@hpc-admins``)."""
 
+PROXIES_MAX = 100
+
+
+def _proxies(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(values) > PROXIES_MAX:
+        raise ValueError(f"must list at most {PROXIES_MAX} addresses or networks")
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is no IP address or network (such as 10.1.2.3 or 10.1.0.0/16)"
+            ) from None
+    return values
+
+
+Proxies = Annotated[tuple[str, ...], AfterValidator(_proxies)]
+"""The reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` the gateway takes:
+IP addresses and networks."""
+
 
 class GatewaySettings(BaseModel):
     """``admins``: everything, ``gc`` and anyone's alias included; ``importers``: who may import
     and inspect (None: every authenticated user); ``public_catalog``: the catalog's pages to
     anyone, unauthenticated; the limits, each answered with 429 and ``Retry-After`` when
-    reached; ``url``: the gateway a client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
+    reached; ``trusted_proxies``: the reverse proxies whose forwarded headers name the client
+    (none: the connection's own address is the client's, whatever a request says); ``url``:
+    the gateway a client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
 
     model_config = FROZEN
 
@@ -133,8 +155,9 @@ class GatewaySettings(BaseModel):
     max_active_per_user: Annotated[int, Field(ge=1, le=100_000)] = 8
     max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 256 * 1024
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    trusted_proxies: Proxies = ()
 
-    @field_validator("admins", "importers", mode="before")
+    @field_validator("admins", "importers", "trusted_proxies", mode="before")
     @classmethod
     def _listify(cls, value: object) -> object:
         return tuple(value) if isinstance(value, list) else value
