@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import Depends, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,6 +40,12 @@ from slurm_image.entrypoints.gateway.bodies import (
     registry_credentials,
 )
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
+from slurm_image.entrypoints.gateway.inputs import (
+    RefusedBody,
+    RequestLine,
+    UntrustedJsonRoute,
+    http_refusal,
+)
 from slurm_image.entrypoints.gateway.who import Asker, Who
 
 if TYPE_CHECKING:
@@ -245,6 +252,15 @@ def create_app(gateway: Gateway) -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.state.gateway = gateway
+    app.router.route_class = UntrustedJsonRoute
+
+    @app.exception_handler(RefusedBody)
+    async def _refused_body(_: HttpRequest, error: RefusedBody) -> JSONResponse:
+        return error_response(error.error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _framework_refusal(_: HttpRequest, error: StarletteHTTPException) -> JSONResponse:
+        return http_refusal(error)
 
     @app.exception_handler(SlurmImageError)
     async def _product_error(_: HttpRequest, error: SlurmImageError) -> JSONResponse:
@@ -417,6 +433,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     add_pages(app)
     app.add_middleware(BodyLimit, max_bytes=lambda: gateway.settings.max_body_bytes)
+    app.add_middleware(RequestLine, refuse=error_response)
     app.add_middleware(SecurityHeaders)
     return app
 
