@@ -57,6 +57,7 @@ EXPIRED = "the MUNGE credential has expired: make a new one (munge -n)"
 REPLAYED = "the MUNGE credential was already used (replayed): every request needs a new one"
 PAYLOAD = "the MUNGE credential carries a payload: only credentials made with munge -n are taken"
 CANNOT_CONNECT = "cannot connect to munged on this socket (is munged running?)"
+RESTRICTED = "the MUNGE credential is restricted to another user or group than the gateway's"
 
 # munge_err_t, the exit status of munge and unmunge (munge.h): the daemon could not be asked ...
 _UNAVAILABLE = {
@@ -80,7 +81,7 @@ _REFUSED = {
     15: EXPIRED,
     16: "the MUNGE credential was made in the future: the hosts' clocks disagree",
     17: REPLAYED,
-    18: "the MUNGE credential is restricted to another user or group than the gateway's",
+    18: RESTRICTED,
 }
 _KEYS = ("STATUS", "UID", "GID", "LENGTH", "TTL", "ENCODE_TIME", "DECODE_TIME")
 _NUMBER = re.compile(r"[0-9]{1,20}")
@@ -240,8 +241,9 @@ class MungeAuthenticator:
 
 
 class MungeCredentialSource:
-    """``munge -n --socket SOCKET [-t TTL]``: a new credential with an empty payload, made by
-    munged as the calling process's uid and gid."""
+    """``munge -n --socket SOCKET [-t TTL] [--restrict-uid UID]``: a new credential with an
+    empty payload, made by munged as the calling process's uid and gid, decodable only by a
+    process of ``UID`` when one is given (munged refuses anyone else's unmunge, root's too)."""
 
     def __init__(
         self,
@@ -261,10 +263,12 @@ class MungeCredentialSource:
     def __repr__(self) -> str:
         return f"MungeCredentialSource(socket={self._socket!r}, munge={self._munge!r})"
 
-    def credential(self) -> str:
+    def credential(self, restrict_uid: int | None = None) -> str:
         argv = [self._munge, "--no-input", "--socket", self._socket]
         if self._ttl_s is not None:
             argv += ["--ttl", str(self._ttl_s)]
+        if restrict_uid is not None:
+            argv += ["--restrict-uid", str(restrict_uid)]
         answer = _run(argv, stdin=None, timeout_s=self._timeout_s, socket=self._socket)
         if answer.returncode != 0:
             why = _UNAVAILABLE.get(answer.returncode, f"status {answer.returncode}")

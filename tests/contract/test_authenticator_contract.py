@@ -28,6 +28,7 @@ from slurm_image.adapters.munge import (
     NOT_A_CREDENTIAL,
     PAYLOAD,
     REPLAYED,
+    RESTRICTED,
     MungeAuthenticator,
     MungeCredentialSource,
 )
@@ -60,6 +61,8 @@ class Harness:
     let_expire: Callable[[], None]
     """Time passes until ``short_lived`` ones have expired."""
     with_payload: Callable[[], str]
+    restricted: Callable[[int | None, int | None], str]
+    """A credential of this process decodable only by the uid and gid given (None: any)."""
     forged: Callable[[], str]
     """A credential made with another key."""
     another_process: Callable[[], Authenticator]
@@ -111,6 +114,12 @@ def munge_harness() -> Iterator[Harness]:
             )
             return done.stdout.strip()
 
+        def restricted(uid: int | None, gid: int | None) -> str:
+            argv = ["munge", "--no-input", f"--socket={socket}"]
+            argv += [f"--restrict-uid={uid}"] if uid is not None else []
+            argv += [f"--restrict-gid={gid}"] if gid is not None else []
+            return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
         def restart() -> None:
             current[0] = current[0].restart()
 
@@ -129,6 +138,7 @@ def munge_harness() -> Iterator[Harness]:
                 # munged counts whole seconds: 1 s of life has ended 2 s after it was made
                 let_expire=lambda: time.sleep(2.1),
                 with_payload=with_payload,
+                restricted=restricted,
                 forged=lambda: MungeCredentialSource(socket=daemons.other.socket).credential(),
                 another_process=lambda: MungeAuthenticator(socket=socket),
                 restart=restart,
@@ -142,9 +152,11 @@ def munge_harness() -> Iterator[Harness]:
 @pytest.fixture
 def memory_harness() -> Harness:
     clock = FakeClock()
-    daemon = MemoryMunge(clock, key=b"the site's key", socket="/run/munge/munge.socket.2")
-    other = MemoryMunge(clock, key=b"another key")
     own = (1000, 1000)
+    daemon = MemoryMunge(
+        clock, key=b"the site's key", socket="/run/munge/munge.socket.2", decoder=own
+    )
+    other = MemoryMunge(clock, key=b"another key")
 
     def restart() -> None:
         daemon.stop()
@@ -159,6 +171,7 @@ def memory_harness() -> Harness:
         short_lived=lambda: daemon.encode(*own, ttl_s=1),
         let_expire=lambda: clock.advance(timedelta(seconds=2.1)),
         with_payload=lambda: daemon.encode(*own, payload=b"a payload"),
+        restricted=lambda uid, gid: daemon.encode(*own, restrict_uid=uid, restrict_gid=gid),
         forged=lambda: other.encode(*own),
         another_process=daemon.authenticator,
         restart=restart,
@@ -245,6 +258,35 @@ def test_a_credential_made_with_another_key_is_refused(harness: Harness) -> None
 
 def test_a_credential_with_a_payload_is_refused(harness: Harness) -> None:
     assert _refusal(harness, harness.with_payload()).rule == PAYLOAD
+
+
+def test_a_credential_restricted_to_the_decoders_uid_is_accepted(harness: Harness) -> None:
+    uid, gid = harness.own
+    assert harness.authenticator.authenticate(harness.restricted(uid, None)) == Authenticated(
+        uid, gid
+    )
+    assert harness.authenticator.authenticate(harness.restricted(uid, gid)) == Authenticated(
+        uid, gid
+    )
+
+
+@pytest.mark.parametrize("which", ["uid", "gid"])
+def test_a_credential_restricted_to_another_uid_or_gid_is_refused(
+    harness: Harness, which: str
+) -> None:
+    other = ORDINARY[0] if which == "uid" else ORDINARY[1]
+    credential = (
+        harness.restricted(other, None) if which == "uid" else harness.restricted(None, other)
+    )
+    assert _refusal(harness, credential).rule == RESTRICTED
+
+
+def test_a_source_restricts_its_credential_to_the_uid_given(harness: Harness) -> None:
+    uid, gid = harness.own
+    mine = harness.source().credential(restrict_uid=uid)
+    assert harness.authenticator.authenticate(mine) == Authenticated(uid, gid)
+    elsewhere = harness.source().credential(restrict_uid=ORDINARY[0])
+    assert _refusal(harness, elsewhere).rule == RESTRICTED
 
 
 @pytest.mark.parametrize(

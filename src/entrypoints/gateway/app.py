@@ -280,6 +280,14 @@ def create_app(gateway: Gateway) -> FastAPI:
         """Whether the gateway answers (no identity needed; nothing of the store is read)."""
         return {"ok": True}
 
+    @app.get("/v1/about")
+    def about() -> dict[str, Any]:
+        """The uid the gateway decodes MUNGE credentials as (no identity needed): a client
+        restricts each credential to it (``munge --restrict-uid``)."""
+        import os
+
+        return {"uid": os.geteuid()}
+
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:
         """The store's figures in Prometheus's text format (as ``slurm-image metrics``): counts
