@@ -15,7 +15,9 @@ not known to another host's (a credential sent to one gateway host can be replay
 gateway host that asks its own munged), and a munged that restarts has forgotten every
 credential it decoded. ``MungeAuthenticator`` therefore also remembers, by SHA-256, every
 credential it accepted until its time to live ends, and refuses it again without asking
-munged: that closes the restart case for this process. It cannot close the case of two hosts;
+munged: that closes the restart case for this process, and, kept in a file
+(``accepted_credentials_file``), for the gateway process after it. It cannot close the case of
+two hosts;
 there the defences are TLS (a credential cannot be read off the wire), a short time to live
 (``munge -n -t``) and one gateway host per store.
 """
@@ -128,10 +130,13 @@ def _run(argv: Sequence[str], *, stdin: bytes | None, timeout_s: float, socket: 
 
 class AcceptedCredentials:
     """The credentials one process accepted, by SHA-256, each until its time to live ends
-    (epoch seconds on ``clock``); safe to share between threads."""
+    (epoch seconds on ``clock``), at most ``max_kept`` (past it, those nearest their end are
+    forgotten first); safe to share between threads. ``AcceptedCredentialsFile`` keeps them in
+    a file as well, for the next process (``adapters/accepted_credentials_file.py``)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, max_kept: int = 100_000) -> None:
         self._clock = clock
+        self._max_kept = max_kept
         self._until: dict[bytes, float] = {}
         self._ends: list[tuple[float, bytes]] = []
         self._lock = threading.Lock()
@@ -150,10 +155,17 @@ class AcceptedCredentials:
         with self._lock:
             self._until[digest] = max(until, self._until.get(digest, until))
             heapq.heappush(self._ends, (until, digest))
+            self._forget_ended()
+
+    def alive(self) -> list[tuple[bytes, float]]:
+        """Every credential remembered whose time to live has not ended, and its end."""
+        with self._lock:
+            self._forget_ended()
+            return list(self._until.items())
 
     def _forget_ended(self) -> None:
         now = self._clock.now().timestamp()
-        while self._ends and self._ends[0][0] < now:
+        while self._ends and (self._ends[0][0] < now or len(self._until) > self._max_kept):
             until, digest = heapq.heappop(self._ends)
             if self._until.get(digest) == until:
                 del self._until[digest]
@@ -161,7 +173,8 @@ class AcceptedCredentials:
 
 class MungeAuthenticator:
     """``unmunge --socket SOCKET``: the uid and gid munged says made a credential, accepted once
-    by munged and once by this object (the module's docstring: Replays)."""
+    by munged and once by ``accepted`` (this object's memory unless given; the module's
+    docstring: Replays)."""
 
     def __init__(
         self,
@@ -170,11 +183,16 @@ class MungeAuthenticator:
         unmunge: str = "unmunge",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         clock: Clock | None = None,
+        accepted: AcceptedCredentials | None = None,
     ) -> None:
         self._socket = socket
         self._unmunge = unmunge
         self._timeout_s = timeout_s
-        self._accepted = AcceptedCredentials(clock if clock is not None else SystemClock())
+        self._accepted = (
+            accepted
+            if accepted is not None
+            else AcceptedCredentials(clock if clock is not None else SystemClock())
+        )
 
     def __repr__(self) -> str:
         return f"MungeAuthenticator(socket={self._socket!r}, unmunge={self._unmunge!r})"

@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from munge_daemon import MungeDaemon, running_daemons
 from parallel import ordinary_uid
+from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
 from slurm_image.adapters.memory import FakeClock, MemoryMunge
 from slurm_image.adapters.munge import (
     CANNOT_CONNECT,
@@ -32,6 +34,7 @@ from slurm_image.adapters.munge import (
     MungeAuthenticator,
     MungeCredentialSource,
 )
+from slurm_image.adapters.system_clock import SystemClock
 from slurm_image.ports.authentication import (
     FIELD,
     Authenticated,
@@ -67,6 +70,9 @@ class Harness:
     """A credential made with another key."""
     another_process: Callable[[], Authenticator]
     """The Authenticator of another process asking the same daemon."""
+    restarted: Callable[[], Authenticator]
+    """The Authenticator of the process after ``authenticator``'s (the gateway started again),
+    reading the replay file it kept."""
     restart: Callable[[], None]
     stop: Callable[[], None]
     kill: Callable[[], None]
@@ -100,7 +106,8 @@ def _made_as(socket: str, uid: int, gid: int) -> str:
 
 
 @pytest.fixture
-def munge_harness() -> Iterator[Harness]:
+def munge_harness(tmp_path: Path) -> Iterator[Harness]:
+    replay_file = str(tmp_path / "accepted-credentials")
     with running_daemons() as daemons:
         current: list[MungeDaemon] = [daemons.good]
         socket = daemons.good.socket
@@ -129,7 +136,9 @@ def munge_harness() -> Iterator[Harness]:
 
         try:
             yield Harness(
-                authenticator=MungeAuthenticator(socket=socket),
+                authenticator=MungeAuthenticator(
+                    socket=socket, accepted=AcceptedCredentialsFile(replay_file, SystemClock())
+                ),
                 socket=socket,
                 own=(os.getuid(), os.getgid()),
                 source=lambda: MungeCredentialSource(socket=socket),
@@ -141,6 +150,9 @@ def munge_harness() -> Iterator[Harness]:
                 restricted=restricted,
                 forged=lambda: MungeCredentialSource(socket=daemons.other.socket).credential(),
                 another_process=lambda: MungeAuthenticator(socket=socket),
+                restarted=lambda: MungeAuthenticator(
+                    socket=socket, accepted=AcceptedCredentialsFile(replay_file, SystemClock())
+                ),
                 restart=restart,
                 stop=lambda: current[0].stop(),
                 kill=kill,
@@ -150,7 +162,8 @@ def munge_harness() -> Iterator[Harness]:
 
 
 @pytest.fixture
-def memory_harness() -> Harness:
+def memory_harness(tmp_path: Path) -> Harness:
+    replay_file = str(tmp_path / "accepted-credentials")
     clock = FakeClock()
     own = (1000, 1000)
     daemon = MemoryMunge(
@@ -163,7 +176,7 @@ def memory_harness() -> Harness:
         daemon.start()
 
     return Harness(
-        authenticator=daemon,
+        authenticator=daemon.authenticator(AcceptedCredentialsFile(replay_file, clock)),
         socket=daemon.socket,
         own=own,
         source=lambda: daemon.source(*own),
@@ -174,6 +187,7 @@ def memory_harness() -> Harness:
         restricted=lambda uid, gid: daemon.encode(*own, restrict_uid=uid, restrict_gid=gid),
         forged=lambda: other.encode(*own),
         another_process=daemon.authenticator,
+        restarted=lambda: daemon.authenticator(AcceptedCredentialsFile(replay_file, clock)),
         restart=restart,
         stop=daemon.stop,
         kill=daemon.stop,
@@ -244,6 +258,20 @@ def test_a_credential_replayed_after_the_daemon_restarted_is_still_refused(
     # The limit this leaves (adapters/munge.py, "Replays"): a process that never saw it, asking
     # the restarted daemon, accepts it.
     assert harness.another_process().authenticate(credential) == Authenticated(*harness.own)
+
+
+def test_a_credential_replayed_to_a_restarted_gateway_after_the_daemon_restarted_is_refused(
+    harness: Harness,
+) -> None:
+    """Neither memory of the first process is left, but its replay file is."""
+    credential = harness.source().credential()
+    harness.authenticator.authenticate(credential)
+    harness.restart()
+    with pytest.raises(CredentialRefused) as caught:
+        harness.restarted().authenticate(credential)
+    assert caught.value.rule == REPLAYED
+    fresh = harness.source().credential()
+    assert harness.restarted().authenticate(fresh) == Authenticated(*harness.own)
 
 
 def test_an_expired_credential_is_refused(harness: Harness) -> None:

@@ -63,3 +63,28 @@ def test_a_credential_restricted_to_another_uid_is_refused(lab: GatewayLab) -> N
         "rule": RESTRICTED,
         "exit_code": EXIT_NOT_AUTHENTICATED,
     }
+
+
+@pytest.mark.parametrize("tcp", [True, False])
+def test_serve_keeps_its_replay_file_when_it_listens_over_tcp(tcp: bool) -> None:
+    from slurm_image.entrypoints.arguments import Options
+    from slurm_image.entrypoints.gateway.serve import Listener
+    from slurm_image.entrypoints.serve_command import build
+
+    with gateway_lab(http=False) as lab:
+        replay_file = lab.directory / "accepted-credentials"
+        listeners = [Listener("unix", path=str(lab.directory / "gw.sock"))]
+        if tcp:
+            listeners.append(Listener("https", host="127.0.0.1", port=8443))
+        options = Options(
+            profile=str(lab.profile), cluster=None, json=False, quiet=True, verbose=False
+        )
+        build(
+            options,
+            munge_socket=lab.munge.socket,
+            listeners=listeners,
+            replay_file=str(replay_file),
+        )
+        assert replay_file.exists() is tcp
+        if tcp:
+            assert replay_file.stat().st_mode & 0o777 == 0o600

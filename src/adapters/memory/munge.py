@@ -119,9 +119,10 @@ class MemoryMunge:
     def authenticate(self, credential: str) -> Authenticated:
         return self._process.authenticate(credential)
 
-    def authenticator(self) -> MemoryAuthenticator:
-        """The Authenticator of another process asking this daemon: its own memory."""
-        return MemoryAuthenticator(self)
+    def authenticator(self, accepted: AcceptedCredentials | None = None) -> MemoryAuthenticator:
+        """The Authenticator of another process asking this daemon: its own memory, or
+        ``accepted`` (an ``AcceptedCredentialsFile`` a process before it kept)."""
+        return MemoryAuthenticator(self, accepted)
 
     def source(self, uid: int, gid: int, *, ttl_s: int = DEFAULT_TTL_S) -> MemoryCredentialSource:
         """The CredentialSource of a process running as ``uid`` and ``gid``."""
@@ -147,9 +148,9 @@ class MemoryAuthenticator:
     """One process's Authenticator over a ``MemoryMunge``, as ``MungeAuthenticator`` is over
     unmunge: the daemon decodes, and the process remembers what it accepted."""
 
-    def __init__(self, daemon: MemoryMunge) -> None:
+    def __init__(self, daemon: MemoryMunge, accepted: AcceptedCredentials | None = None) -> None:
         self._daemon = daemon
-        self._accepted = AcceptedCredentials(daemon.clock)
+        self._accepted = accepted if accepted is not None else AcceptedCredentials(daemon.clock)
 
     def authenticate(self, credential: str) -> Authenticated:
         check_credential(credential)
