@@ -3,8 +3,8 @@ its body is UTF-8 JSON nesting no deeper than ``JSON_DEPTH_MAX`` (``domain.untru
 rule, the one a registry's answers are held to), and every text in it, in its path and in its
 query string is UTF-8 without NUL characters, a query's value at most ``MAX_QUERY_TEXT``
 characters (its name at most ``MAX_QUERY_NAME``). Each refusal is one ``InvalidRequest`` naming
-the field: ``body``, the body's field (``request.source``, ``lifecycle_ids.0``), ``path``, or
-the query parameter.
+the field: ``body``, the body's field (``request.source``, ``lifecycle_ids.0``), ``path``, the
+query parameter, or ``headers`` (at most ``MAX_HEAD_BYTES`` in all).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ TEXT_RULE = "must be UTF-8 text without NUL characters"
 MAX_QUERY_TEXT = 4096
 """The longest value of a query parameter, in characters (names and ids are far shorter)."""
 MAX_QUERY_NAME = 64
+MAX_HEAD_BYTES = 32 * 1024
+"""The most a request's headers may hold, names and values together: a MUNGE credential is at
+most 4,096 characters, a browser's headers a few kilobytes."""
 BODY = "body"
 
 
@@ -75,6 +78,15 @@ def _decoded(raw: bytes) -> str | None:
     except UnicodeDecodeError:
         return None
     return text if "\x00" not in text else None
+
+
+def check_headers(headers: list[tuple[bytes, bytes]]) -> None:
+    """Refuse headers holding more than ``MAX_HEAD_BYTES``; ``InvalidRequest`` naming
+    ``headers``."""
+    if sum(len(name) + len(value) for name, value in headers) > MAX_HEAD_BYTES:
+        raise InvalidRequest(
+            field="headers", rule=f"must hold at most {MAX_HEAD_BYTES} bytes in all"
+        )
 
 
 def check_request_line(raw_path: bytes, query_string: bytes) -> None:

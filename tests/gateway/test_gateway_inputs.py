@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
-from slurm_image.domain.untrusted_request import MAX_QUERY_TEXT, TEXT_RULE
+from slurm_image.domain.untrusted_request import MAX_HEAD_BYTES, MAX_QUERY_TEXT, TEXT_RULE
 from slurm_image.entrypoints.exit_codes import EXIT_INVALID
 
 IMPORT = {"operation": "import_oci", "source": SOURCE, "name": "a", "role": "client"}
@@ -160,3 +160,16 @@ def test_a_route_or_method_that_is_not_there_is_the_products_error(lab: GatewayL
     not_answered = send(lab, "PUT", "/v1/gc")
     assert refused(lab, not_answered, 405) == {"field": "method", "rule": "is not answered here"}
     assert "POST" in not_answered.headers["allow"]
+
+
+@pytest.mark.parametrize("size", [33_000, 40_000])
+def test_headers_past_their_bound_are_refused(lab: GatewayLab, size: int) -> None:
+    answer = httpx.get(
+        f"{lab.url}/v1/aliases",
+        headers={"Authorization": f"Munge MUNGE:{'A' * size}:"},
+        timeout=30,
+    )
+    assert refused(lab, answer) == {
+        "field": "headers",
+        "rule": f"must hold at most {MAX_HEAD_BYTES} bytes in all",
+    }

@@ -1,8 +1,8 @@
 """What a request carries, refused at the door when it is not what the gateway reads
-(``domain.untrusted_request``): ``RequestLine`` checks the path and query string before any
-route runs, ``UntrustedJsonRoute`` reads every body through ``request_body``, and
-``http_refusal`` answers the framework's own refusals (no such route, a method the route does
-not answer) with the product's one error body."""
+(``domain.untrusted_request``): ``RequestLine`` checks the headers' size, the path and the
+query string before any route runs, ``UntrustedJsonRoute`` reads every body through
+``request_body``, and ``http_refusal`` answers the framework's own refusals (no such route, a
+method the route does not answer) with the product's one error body."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 
 from slurm_image.domain.errors import InvalidRequest
-from slurm_image.domain.untrusted_request import check_request_line, request_body
+from slurm_image.domain.untrusted_request import (
+    check_headers,
+    check_request_line,
+    request_body,
+)
 from slurm_image.entrypoints import wire
 from slurm_image.entrypoints.exit_codes import EXIT_INVALID
 
@@ -58,7 +62,8 @@ class UntrustedJsonRoute(APIRoute):
 
 
 class RequestLine:
-    """Refuse (400) a request whose path or query string ``check_request_line`` refuses."""
+    """Refuse (400) a request whose headers ``check_headers`` refuses, or whose path or query
+    string ``check_request_line`` refuses."""
 
     def __init__(self, app: ASGIApp, refuse: Callable[[InvalidRequest], JSONResponse]) -> None:
         self.app = app
@@ -68,6 +73,7 @@ class RequestLine:
         if scope["type"] == "http":
             raw_path = scope.get("raw_path") or scope["path"].encode()
             try:
+                check_headers(scope.get("headers", []))
                 check_request_line(raw_path, scope.get("query_string", b""))
             except InvalidRequest as error:
                 await self.refuse(error)(scope, receive, send)

@@ -24,6 +24,7 @@ import uvicorn
 
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.gateway_settings import GatewayAddress, parse_address
+from slurm_image.domain.untrusted_request import MAX_HEAD_BYTES
 from slurm_image.entrypoints.gateway.peer import PeerCredentialsProtocol
 
 if TYPE_CHECKING:
@@ -112,7 +113,9 @@ def build_servers(
     """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
     HTTP) share one, the TLS ones another. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
     read only from ``trusted_proxies`` (``[gateway] trusted_proxies``), and from nobody when it
-    is empty (uvicorn would take them from 127.0.0.1 by default)."""
+    is empty (uvicorn would take them from 127.0.0.1 by default). A request's head is buffered
+    up to twice ``MAX_HEAD_BYTES``, so that one past that bound is answered with the product's
+    error (``gateway.inputs``) however it arrives; past twice, the connection is closed."""
     if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
         raise InvalidRequest(
             field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
@@ -131,6 +134,7 @@ def build_servers(
             timeout_keep_alive=30,
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
+            h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES,
             proxy_headers=bool(trusted_proxies),
             forwarded_allow_ips=list(trusted_proxies) or None,
         )
