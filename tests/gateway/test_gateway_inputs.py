@@ -173,3 +173,13 @@ def test_headers_past_their_bound_are_refused(lab: GatewayLab, size: int) -> Non
         "field": "headers",
         "rule": f"must hold at most {MAX_HEAD_BYTES} bytes in all",
     }
+
+
+def test_an_unknown_field_with_a_long_name_is_not_echoed(lab: GatewayLab) -> None:
+    import json
+
+    long_name = "sneaky" * 100
+    body = json.dumps(IMPORT | {long_name: 1}).encode()
+    answer = send(lab, "POST", "/v1/lifecycles", body)
+    assert refused(lab, answer) == {"field": "body", "rule": "is not a known field"}
+    assert long_name not in answer.text

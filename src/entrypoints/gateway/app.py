@@ -55,6 +55,8 @@ API_VERSION = "v1"
 VERBS_KEPT = 1024
 """Requesters (account and host) whose verbs the gateway keeps built, the latest used."""
 log_name = "slurm_image.gateway"
+MAX_FIELD_NAME = 128
+"""The longest field name an error names; a longer one (an unknown field's) is ``body``."""
 
 
 @dataclass
@@ -159,6 +161,8 @@ def _validation_response(error: RequestValidationError) -> JSONResponse:
     first = error.errors()[0] if error.errors() else {}
     location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
     field_name = ".".join(location) or "body"
+    if len(field_name) > MAX_FIELD_NAME:  # an unknown field's name is the sender's text
+        field_name = "body"
     kind = first.get("type", "")
     rule = (
         "is not a known field"
