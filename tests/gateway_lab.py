@@ -89,7 +89,7 @@ class GatewayLab:
         for group, (gid, members) in GROUPS.items():
             self.accounts.add_group(group, gid, members)
         self.accounts.add_member(PRIVATE_GROUP, service)
-        self.munge = MemoryMunge(clock=SystemClock())
+        self.munge = MemoryMunge(clock=SystemClock(), decoder=(os.geteuid(), os.getegid()))
         self.lifecycles = Lifecycles.from_profile(str(self.profile))
         container = self.lifecycles.container
         container.submitter.override(providers.Object(self.scheduler))
@@ -122,7 +122,8 @@ class GatewayLab:
             Listener("http", host="127.0.0.1", port=port),
             Listener("unix", path=self.socket),
         ]
-        ((self._server, sockets),) = build_servers(self.app, listeners)
+        trusted = self.app.state.gateway.settings.trusted_proxies
+        ((self._server, sockets),) = build_servers(self.app, listeners, trusted_proxies=trusted)
         ready = threading.Event()
 
         async def serve() -> None:

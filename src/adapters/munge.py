@@ -15,7 +15,9 @@ not known to another host's (a credential sent to one gateway host can be replay
 gateway host that asks its own munged), and a munged that restarts has forgotten every
 credential it decoded. ``MungeAuthenticator`` therefore also remembers, by SHA-256, every
 credential it accepted until its time to live ends, and refuses it again without asking
-munged: that closes the restart case for this process. It cannot close the case of two hosts;
+munged: that closes the restart case for this process, and, kept in a file
+(``accepted_credentials_file``), for the gateway process after it. It cannot close the case of
+two hosts;
 there the defences are TLS (a credential cannot be read off the wire), a short time to live
 (``munge -n -t``) and one gateway host per store.
 """
@@ -57,6 +59,7 @@ EXPIRED = "the MUNGE credential has expired: make a new one (munge -n)"
 REPLAYED = "the MUNGE credential was already used (replayed): every request needs a new one"
 PAYLOAD = "the MUNGE credential carries a payload: only credentials made with munge -n are taken"
 CANNOT_CONNECT = "cannot connect to munged on this socket (is munged running?)"
+RESTRICTED = "the MUNGE credential is restricted to another user or group than the gateway's"
 
 # munge_err_t, the exit status of munge and unmunge (munge.h): the daemon could not be asked ...
 _UNAVAILABLE = {
@@ -80,7 +83,7 @@ _REFUSED = {
     15: EXPIRED,
     16: "the MUNGE credential was made in the future: the hosts' clocks disagree",
     17: REPLAYED,
-    18: "the MUNGE credential is restricted to another user or group than the gateway's",
+    18: RESTRICTED,
 }
 _KEYS = ("STATUS", "UID", "GID", "LENGTH", "TTL", "ENCODE_TIME", "DECODE_TIME")
 _NUMBER = re.compile(r"[0-9]{1,20}")
@@ -127,10 +130,13 @@ def _run(argv: Sequence[str], *, stdin: bytes | None, timeout_s: float, socket: 
 
 class AcceptedCredentials:
     """The credentials one process accepted, by SHA-256, each until its time to live ends
-    (epoch seconds on ``clock``); safe to share between threads."""
+    (epoch seconds on ``clock``), at most ``max_kept`` (past it, those nearest their end are
+    forgotten first); safe to share between threads. ``AcceptedCredentialsFile`` keeps them in
+    a file as well, for the next process (``adapters/accepted_credentials_file.py``)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, max_kept: int = 100_000) -> None:
         self._clock = clock
+        self._max_kept = max_kept
         self._until: dict[bytes, float] = {}
         self._ends: list[tuple[float, bytes]] = []
         self._lock = threading.Lock()
@@ -149,10 +155,17 @@ class AcceptedCredentials:
         with self._lock:
             self._until[digest] = max(until, self._until.get(digest, until))
             heapq.heappush(self._ends, (until, digest))
+            self._forget_ended()
+
+    def alive(self) -> list[tuple[bytes, float]]:
+        """Every credential remembered whose time to live has not ended, and its end."""
+        with self._lock:
+            self._forget_ended()
+            return list(self._until.items())
 
     def _forget_ended(self) -> None:
         now = self._clock.now().timestamp()
-        while self._ends and self._ends[0][0] < now:
+        while self._ends and (self._ends[0][0] < now or len(self._until) > self._max_kept):
             until, digest = heapq.heappop(self._ends)
             if self._until.get(digest) == until:
                 del self._until[digest]
@@ -160,7 +173,8 @@ class AcceptedCredentials:
 
 class MungeAuthenticator:
     """``unmunge --socket SOCKET``: the uid and gid munged says made a credential, accepted once
-    by munged and once by this object (the module's docstring: Replays)."""
+    by munged and once by ``accepted`` (this object's memory unless given; the module's
+    docstring: Replays)."""
 
     def __init__(
         self,
@@ -169,11 +183,16 @@ class MungeAuthenticator:
         unmunge: str = "unmunge",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         clock: Clock | None = None,
+        accepted: AcceptedCredentials | None = None,
     ) -> None:
         self._socket = socket
         self._unmunge = unmunge
         self._timeout_s = timeout_s
-        self._accepted = AcceptedCredentials(clock if clock is not None else SystemClock())
+        self._accepted = (
+            accepted
+            if accepted is not None
+            else AcceptedCredentials(clock if clock is not None else SystemClock())
+        )
 
     def __repr__(self) -> str:
         return f"MungeAuthenticator(socket={self._socket!r}, unmunge={self._unmunge!r})"
@@ -240,8 +259,9 @@ class MungeAuthenticator:
 
 
 class MungeCredentialSource:
-    """``munge -n --socket SOCKET [-t TTL]``: a new credential with an empty payload, made by
-    munged as the calling process's uid and gid."""
+    """``munge -n --socket SOCKET [-t TTL] [--restrict-uid UID]``: a new credential with an
+    empty payload, made by munged as the calling process's uid and gid, decodable only by a
+    process of ``UID`` when one is given (munged refuses anyone else's unmunge, root's too)."""
 
     def __init__(
         self,
@@ -261,10 +281,12 @@ class MungeCredentialSource:
     def __repr__(self) -> str:
         return f"MungeCredentialSource(socket={self._socket!r}, munge={self._munge!r})"
 
-    def credential(self) -> str:
+    def credential(self, restrict_uid: int | None = None) -> str:
         argv = [self._munge, "--no-input", "--socket", self._socket]
         if self._ttl_s is not None:
             argv += ["--ttl", str(self._ttl_s)]
+        if restrict_uid is not None:
+            argv += ["--restrict-uid", str(restrict_uid)]
         answer = _run(argv, stdin=None, timeout_s=self._timeout_s, socket=self._socket)
         if answer.returncode != 0:
             why = _UNAVAILABLE.get(answer.returncode, f"status {answer.returncode}")

@@ -116,6 +116,26 @@ def _principals(values: tuple[str, ...]) -> tuple[str, ...]:
 Principals = Annotated[tuple[str, ...], AfterValidator(_principals)]
 """Users (``alice``) and groups (``@hpc-admins``)."""
 
+PROXIES_MAX = 100
+
+
+def _proxies(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(values) > PROXIES_MAX:
+        raise ValueError(f"must list at most {PROXIES_MAX} addresses or networks")
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is no IP address or network (such as 10.1.2.3 or 10.1.0.0/16)"
+            ) from None
+    return values
+
+
+Proxies = Annotated[tuple[str, ...], AfterValidator(_proxies)]
+"""The reverse proxies whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` the gateway takes:
+IP addresses and networks."""
+
 
 class GatewaySettings(BaseModel):
     """``admins``: everything, ``gc`` and anyone's alias included; ``importers``: who may import
@@ -125,7 +145,10 @@ class GatewaySettings(BaseModel):
     ``max_connections``, or past ``max_connections_per_peer`` from one uid on the socket or one
     address over TCP, is answered 429 and closed); the connections' clocks (a request's head
     within ``header_timeout_s``, an idle connection closed after ``idle_timeout_s``, a SIGTERM
-    drained within ``shutdown_timeout_s``); ``url``: the gateway a client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
+    drained within ``shutdown_timeout_s``); ``trusted_proxies``: the reverse proxies whose
+    forwarded headers name the client (none: the connection's own address is the client's,
+    whatever a request says); ``url``: the gateway a client asks (``unix:PATH`` or
+    ``https://HOST:PORT``)."""
 
     model_config = FROZEN
 
@@ -144,8 +167,9 @@ class GatewaySettings(BaseModel):
     header_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
     idle_timeout_s: Annotated[int, Field(ge=1, le=600)] = 5
     shutdown_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
+    trusted_proxies: Proxies = ()
 
-    @field_validator("admins", "importers", mode="before")
+    @field_validator("admins", "importers", "trusted_proxies", mode="before")
     @classmethod
     def _listify(cls, value: object) -> object:
         return tuple(value) if isinstance(value, list) else value

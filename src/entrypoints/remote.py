@@ -4,10 +4,11 @@ commands call, each asked of ``slurm-image serve`` over its unix socket or HTTPS
 the same types, so every command prints and exits exactly as in the local mode. Both pass one
 contract suite (tests/contract/test_lifecycles_contract.py).
 
-Over HTTPS each request carries a fresh MUNGE credential (``ports.authentication``); over the
-unix socket the kernel tells the gateway who connects. A gateway that cannot be reached (or
-restarts) is asked again with backoff within the command's own time; a refusal is a
-``RemoteError`` with the gateway's field, rule and exit code.
+Over HTTPS each request carries a fresh MUNGE credential (``ports.authentication``), restricted to
+the uid the gateway says it runs as (``/v1/about``); over the unix socket the kernel tells the
+gateway who connects. A gateway that cannot be reached (or restarts) is asked again with backoff
+within the command's own time; a refusal is a ``RemoteError`` with the gateway's field, rule and
+exit code.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class RemoteLifecycles:
         self._client = client if client is not None else self._new_client()
         self._sleep = sleep
         self._monotonic = monotonic
+        self._uid: int | None = None
 
     def _new_client(self) -> httpx.Client:
         import httpx
@@ -111,7 +113,15 @@ class RemoteLifecycles:
     def _headers(self) -> dict[str, str]:
         if not self.gateway.tcp or self._credential_source is None:
             return {}
-        return {"Authorization": f"Munge {self._credential_source.credential()}"}
+        credential = self._credential_source.credential(restrict_uid=self._gateway_uid())
+        return {"Authorization": f"Munge {credential}"}
+
+    def _gateway_uid(self) -> int:
+        """The uid the gateway decodes credentials as (``/v1/about``, asked once): each
+        credential is restricted to it, so that only the gateway's account can take it."""
+        if self._uid is None:
+            self._uid = self._ask(about_uid, "GET", "/v1/about", anonymous=True)
+        return self._uid
 
     def _ask(
         self,
@@ -122,10 +132,13 @@ class RemoteLifecycles:
         body: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
         retry_for_s: float = UNREACHABLE_GRACE_S,
+        anonymous: bool = False,
     ) -> Answer:
         """``_call``, its answer read by ``read`` (``wire``'s): an answer that is not what the
         API says is the gateway's fault, refused like a gateway that cannot be reached."""
-        data = self._call(method, path, body=body, params=params, retry_for_s=retry_for_s)
+        data = self._call(
+            method, path, body=body, params=params, retry_for_s=retry_for_s, anonymous=anonymous
+        )
         try:
             return read(data)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -144,17 +157,19 @@ class RemoteLifecycles:
         body: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
         retry_for_s: float = UNREACHABLE_GRACE_S,
+        anonymous: bool = False,
     ) -> Any:
-        """One request, asked again while the gateway cannot be reached (within
-        ``retry_for_s``); a refusal raises ``RemoteError``."""
+        """One request (with no credential when ``anonymous``), asked again while the gateway
+        cannot be reached (within ``retry_for_s``); a refusal raises ``RemoteError``."""
         import httpx
 
         deadline = self._monotonic() + retry_for_s
         pause = 0.2
         while True:
             try:
+                headers = {} if anonymous else self._headers()
                 answer = self._client.request(
-                    method, path, json=body, params=params, headers=self._headers()
+                    method, path, json=body, params=params, headers=headers
                 )
             except httpx.TransportError as error:
                 if self._monotonic() + pause > deadline:
@@ -501,6 +516,16 @@ class RemoteLifecycles:
 
     def queue(self) -> list[dict[str, object]]:
         return self._ask(each("queue", mapping), "GET", "/v1/queue")
+
+
+def about_uid(data: Any) -> int:
+    """The gateway's uid in its ``/v1/about`` answer."""
+    from slurm_image.domain.requester import MAX_ID
+
+    uid = data["uid"]
+    if type(uid) is not int or not 0 <= uid <= MAX_ID:
+        raise ValueError("uid")
+    return uid
 
 
 def text(key: str) -> Callable[[Any], str]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 DEFAULT_LISTEN = "unix:/run/slurm-image/gateway.sock"
 DEFAULT_MUNGE_SOCKET = "/run/munge/munge.socket.2"
+DEFAULT_REPLAY_FILE = "/var/lib/slurm-image/accepted-credentials"
 
 
 def add_options(parser: Parser) -> None:
@@ -39,6 +40,13 @@ def add_options(parser: Parser) -> None:
         help=f"munged's socket, to decode the credentials of TCP requests (default"
         f" {DEFAULT_MUNGE_SOCKET}).",
     )
+    parser.add_argument(
+        "--replay-file",
+        metavar="PATH",
+        default=DEFAULT_REPLAY_FILE,
+        help=f"The gateway's own file of the MUNGE credentials it accepted, so that a restart"
+        f" refuses them still (default {DEFAULT_REPLAY_FILE}; used with a TCP listener).",
+    )
 
 
 def run(options: Options, args: Namespace) -> None:
@@ -47,7 +55,12 @@ def run(options: Options, args: Namespace) -> None:
         from slurm_image.entrypoints.gateway.serve import parse_listener
 
         listeners = [parse_listener(text) for text in args.listen or [DEFAULT_LISTEN]]
-        lifecycles, app = build(options, munge_socket=args.munge_socket, listeners=listeners)
+        lifecycles, app = build(
+            options,
+            munge_socket=args.munge_socket,
+            listeners=listeners,
+            replay_file=args.replay_file,
+        )
         from slurm_image.entrypoints.gateway.serve import serve
 
         serve(app, lifecycles, listeners, tls_cert=args.tls_cert, tls_key=args.tls_key)
@@ -56,10 +69,17 @@ def run(options: Options, args: Namespace) -> None:
 
 
 def build(
-    options: Options, *, munge_socket: str, listeners: Sequence[Listener]
+    options: Options,
+    *,
+    munge_socket: str,
+    listeners: Sequence[Listener],
+    replay_file: str = DEFAULT_REPLAY_FILE,
 ) -> tuple[Lifecycles, FastAPI]:
-    """The service account's verbs over the site's profile, and the gateway's application."""
+    """The service account's verbs over the site's profile, and the gateway's application:
+    with a TCP listener, the credentials it accepts are kept in ``replay_file`` too."""
+    from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
     from slurm_image.adapters.munge import MungeAuthenticator
+    from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.entrypoints.api import Lifecycles
     from slurm_image.entrypoints.gateway.app import Gateway, create_app
     from slurm_image.entrypoints.gateway.who import Who
@@ -68,9 +88,11 @@ def build(
     lifecycles.container.submitter_ready()
     lifecycles.open_store()
     plain_http = any(listener.kind == "http" for listener in listeners)
+    tcp = any(listener.kind != "unix" for listener in listeners)
+    accepted = AcceptedCredentialsFile(replay_file, SystemClock()) if tcp else None
     who = Who(
         lifecycles.container.accounts(),
-        MungeAuthenticator(socket=munge_socket),
+        MungeAuthenticator(socket=munge_socket, accepted=accepted),
         plain_http_ok=plain_http,
     )
     return lifecycles, create_app(Gateway(lifecycles=lifecycles, who=who))

@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from munge_daemon import MungeDaemon, running_daemons
 from parallel import ordinary_uid
+from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
 from slurm_image.adapters.memory import FakeClock, MemoryMunge
 from slurm_image.adapters.munge import (
     CANNOT_CONNECT,
@@ -28,9 +30,11 @@ from slurm_image.adapters.munge import (
     NOT_A_CREDENTIAL,
     PAYLOAD,
     REPLAYED,
+    RESTRICTED,
     MungeAuthenticator,
     MungeCredentialSource,
 )
+from slurm_image.adapters.system_clock import SystemClock
 from slurm_image.ports.authentication import (
     FIELD,
     Authenticated,
@@ -60,10 +64,15 @@ class Harness:
     let_expire: Callable[[], None]
     """Time passes until ``short_lived`` ones have expired."""
     with_payload: Callable[[], str]
+    restricted: Callable[[int | None, int | None], str]
+    """A credential of this process decodable only by the uid and gid given (None: any)."""
     forged: Callable[[], str]
     """A credential made with another key."""
     another_process: Callable[[], Authenticator]
     """The Authenticator of another process asking the same daemon."""
+    restarted: Callable[[], Authenticator]
+    """The Authenticator of the process after ``authenticator``'s (the gateway started again),
+    reading the replay file it kept."""
     restart: Callable[[], None]
     stop: Callable[[], None]
     kill: Callable[[], None]
@@ -97,7 +106,8 @@ def _made_as(socket: str, uid: int, gid: int) -> str:
 
 
 @pytest.fixture
-def munge_harness() -> Iterator[Harness]:
+def munge_harness(tmp_path: Path) -> Iterator[Harness]:
+    replay_file = str(tmp_path / "accepted-credentials")
     with running_daemons() as daemons:
         current: list[MungeDaemon] = [daemons.good]
         socket = daemons.good.socket
@@ -111,6 +121,12 @@ def munge_harness() -> Iterator[Harness]:
             )
             return done.stdout.strip()
 
+        def restricted(uid: int | None, gid: int | None) -> str:
+            argv = ["munge", "--no-input", f"--socket={socket}"]
+            argv += [f"--restrict-uid={uid}"] if uid is not None else []
+            argv += [f"--restrict-gid={gid}"] if gid is not None else []
+            return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
         def restart() -> None:
             current[0] = current[0].restart()
 
@@ -120,7 +136,9 @@ def munge_harness() -> Iterator[Harness]:
 
         try:
             yield Harness(
-                authenticator=MungeAuthenticator(socket=socket),
+                authenticator=MungeAuthenticator(
+                    socket=socket, accepted=AcceptedCredentialsFile(replay_file, SystemClock())
+                ),
                 socket=socket,
                 own=(os.getuid(), os.getgid()),
                 source=lambda: MungeCredentialSource(socket=socket),
@@ -129,8 +147,12 @@ def munge_harness() -> Iterator[Harness]:
                 # munged counts whole seconds: 1 s of life has ended 2 s after it was made
                 let_expire=lambda: time.sleep(2.1),
                 with_payload=with_payload,
+                restricted=restricted,
                 forged=lambda: MungeCredentialSource(socket=daemons.other.socket).credential(),
                 another_process=lambda: MungeAuthenticator(socket=socket),
+                restarted=lambda: MungeAuthenticator(
+                    socket=socket, accepted=AcceptedCredentialsFile(replay_file, SystemClock())
+                ),
                 restart=restart,
                 stop=lambda: current[0].stop(),
                 kill=kill,
@@ -140,18 +162,21 @@ def munge_harness() -> Iterator[Harness]:
 
 
 @pytest.fixture
-def memory_harness() -> Harness:
+def memory_harness(tmp_path: Path) -> Harness:
+    replay_file = str(tmp_path / "accepted-credentials")
     clock = FakeClock()
-    daemon = MemoryMunge(clock, key=b"the site's key", socket="/run/munge/munge.socket.2")
-    other = MemoryMunge(clock, key=b"another key")
     own = (1000, 1000)
+    daemon = MemoryMunge(
+        clock, key=b"the site's key", socket="/run/munge/munge.socket.2", decoder=own
+    )
+    other = MemoryMunge(clock, key=b"another key")
 
     def restart() -> None:
         daemon.stop()
         daemon.start()
 
     return Harness(
-        authenticator=daemon,
+        authenticator=daemon.authenticator(AcceptedCredentialsFile(replay_file, clock)),
         socket=daemon.socket,
         own=own,
         source=lambda: daemon.source(*own),
@@ -159,8 +184,10 @@ def memory_harness() -> Harness:
         short_lived=lambda: daemon.encode(*own, ttl_s=1),
         let_expire=lambda: clock.advance(timedelta(seconds=2.1)),
         with_payload=lambda: daemon.encode(*own, payload=b"a payload"),
+        restricted=lambda uid, gid: daemon.encode(*own, restrict_uid=uid, restrict_gid=gid),
         forged=lambda: other.encode(*own),
         another_process=daemon.authenticator,
+        restarted=lambda: daemon.authenticator(AcceptedCredentialsFile(replay_file, clock)),
         restart=restart,
         stop=daemon.stop,
         kill=daemon.stop,
@@ -233,6 +260,20 @@ def test_a_credential_replayed_after_the_daemon_restarted_is_still_refused(
     assert harness.another_process().authenticate(credential) == Authenticated(*harness.own)
 
 
+def test_a_credential_replayed_to_a_restarted_gateway_after_the_daemon_restarted_is_refused(
+    harness: Harness,
+) -> None:
+    """Neither memory of the first process is left, but its replay file is."""
+    credential = harness.source().credential()
+    harness.authenticator.authenticate(credential)
+    harness.restart()
+    with pytest.raises(CredentialRefused) as caught:
+        harness.restarted().authenticate(credential)
+    assert caught.value.rule == REPLAYED
+    fresh = harness.source().credential()
+    assert harness.restarted().authenticate(fresh) == Authenticated(*harness.own)
+
+
 def test_an_expired_credential_is_refused(harness: Harness) -> None:
     credential = harness.short_lived()
     harness.let_expire()
@@ -245,6 +286,35 @@ def test_a_credential_made_with_another_key_is_refused(harness: Harness) -> None
 
 def test_a_credential_with_a_payload_is_refused(harness: Harness) -> None:
     assert _refusal(harness, harness.with_payload()).rule == PAYLOAD
+
+
+def test_a_credential_restricted_to_the_decoders_uid_is_accepted(harness: Harness) -> None:
+    uid, gid = harness.own
+    assert harness.authenticator.authenticate(harness.restricted(uid, None)) == Authenticated(
+        uid, gid
+    )
+    assert harness.authenticator.authenticate(harness.restricted(uid, gid)) == Authenticated(
+        uid, gid
+    )
+
+
+@pytest.mark.parametrize("which", ["uid", "gid"])
+def test_a_credential_restricted_to_another_uid_or_gid_is_refused(
+    harness: Harness, which: str
+) -> None:
+    other = ORDINARY[0] if which == "uid" else ORDINARY[1]
+    credential = (
+        harness.restricted(other, None) if which == "uid" else harness.restricted(None, other)
+    )
+    assert _refusal(harness, credential).rule == RESTRICTED
+
+
+def test_a_source_restricts_its_credential_to_the_uid_given(harness: Harness) -> None:
+    uid, gid = harness.own
+    mine = harness.source().credential(restrict_uid=uid)
+    assert harness.authenticator.authenticate(mine) == Authenticated(uid, gid)
+    elsewhere = harness.source().credential(restrict_uid=ORDINARY[0])
+    assert _refusal(harness, elsewhere).rule == RESTRICTED
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,7 @@ def test_serve_on_a_new_root_records_its_first_refusal(tmp_path: Path) -> None:
         options,
         munge_socket=str(tmp_path / "no-munged"),
         listeners=[Listener("http", host="127.0.0.1", port=9)],
+        replay_file=str(tmp_path / "accepted-credentials"),
     )
 
     assert asyncio.run(anonymous_list(app)) == 401

@@ -301,6 +301,8 @@ class GatewaySite:
             f"http://127.0.0.1:{self.port}",
             "--munge-socket",
             self.munge.good.socket,
+            "--replay-file",
+            str(Path(self.socket).parent / "accepted-credentials"),
         )
         with self.gateway_log.open("ab") as log:
             self.gateway = subprocess.Popen(

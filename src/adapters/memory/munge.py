@@ -3,10 +3,11 @@ that ask it (``source``).
 
 Like munged, it encodes a credential for a uid and gid under its key with a time to live
 (armored as ``munge`` armors one: ``MUNGE:<base64>:``), decodes only what its key made, refuses
-a credential past its time to live against its clock and one it decoded before, and forgets what
-it decoded when it restarts (``stop``, ``start``). Like ``MungeAuthenticator`` over unmunge, it
-refuses a credential with a payload and remembers what it accepted until its time to live ends
-(``AcceptedCredentials``, which outlives a restart), with the same words
+a credential past its time to live against its clock and one it decoded before, refuses to
+decode one restricted to a uid or gid other than the decoding process's (``decoder``), and
+forgets what it decoded when it restarts (``stop``, ``start``). Like ``MungeAuthenticator`` over
+unmunge, it refuses a credential with a payload and remembers what it accepted until its time to
+live ends (``AcceptedCredentials``, which outlives a restart), with the same words
 (``adapters/munge.py``).
 """
 
@@ -29,6 +30,7 @@ from slurm_image.adapters.munge import (
     NOT_A_CREDENTIAL,
     PAYLOAD,
     REPLAYED,
+    RESTRICTED,
     AcceptedCredentials,
     check_credential,
     credential_digest,
@@ -50,10 +52,12 @@ _MAC_BYTES = 32
 class MemoryMunge:
     """A munged with ``key``, answering on ``socket`` while ``running``, with time from
     ``clock`` (a ``FakeClock`` in tests). It is itself the Authenticator of one process
-    (``authenticate``); ``authenticator()`` is another process's, asking the same daemon."""
+    (``authenticate``); ``authenticator()`` is another process's, asking the same daemon; both
+    run as ``decoder``'s uid and gid (the gateway's)."""
 
     clock: Clock
     key: bytes = b"memory munge key"
+    decoder: tuple[int, int] = (0, 0)
     socket: str = DEFAULT_SOCKET
     running: bool = True
     decoded: set[bytes] = field(default_factory=set)
@@ -63,9 +67,17 @@ class MemoryMunge:
         self._process = MemoryAuthenticator(self)
 
     def encode(
-        self, uid: int, gid: int, *, ttl_s: int = DEFAULT_TTL_S, payload: bytes = b""
+        self,
+        uid: int,
+        gid: int,
+        *,
+        ttl_s: int = DEFAULT_TTL_S,
+        payload: bytes = b"",
+        restrict_uid: int | None = None,
+        restrict_gid: int | None = None,
     ) -> str:
-        """A credential made by ``uid`` and ``gid``, as munged makes one for a process."""
+        """A credential made by ``uid`` and ``gid``, as munged makes one for a process,
+        decodable only by ``restrict_uid`` and ``restrict_gid`` when given."""
         self._require_running()
         body = json.dumps(
             {
@@ -75,6 +87,8 @@ class MemoryMunge:
                 "ttl": ttl_s,
                 "nonce": secrets.token_hex(16),
                 "payload": len(payload),
+                "restrict_uid": restrict_uid,
+                "restrict_gid": restrict_gid,
             }
         ).encode()
         armored = base64.b64encode(body + self._mac(body)).decode("ascii")
@@ -93,6 +107,9 @@ class MemoryMunge:
         fields: dict[str, Any] = json.loads(body)
         if self.clock.now().timestamp() > fields["encoded_at"] + fields["ttl"]:
             raise CredentialRefused(field=FIELD, rule=EXPIRED)
+        uid, gid = self.decoder
+        if fields["restrict_uid"] not in (None, uid) or fields["restrict_gid"] not in (None, gid):
+            raise CredentialRefused(field=FIELD, rule=RESTRICTED)
         digest = credential_digest(credential)
         if digest in self.decoded:
             raise CredentialRefused(field=FIELD, rule=REPLAYED)
@@ -102,9 +119,10 @@ class MemoryMunge:
     def authenticate(self, credential: str) -> Authenticated:
         return self._process.authenticate(credential)
 
-    def authenticator(self) -> MemoryAuthenticator:
-        """The Authenticator of another process asking this daemon: its own memory."""
-        return MemoryAuthenticator(self)
+    def authenticator(self, accepted: AcceptedCredentials | None = None) -> MemoryAuthenticator:
+        """The Authenticator of another process asking this daemon: its own memory, or
+        ``accepted`` (an ``AcceptedCredentialsFile`` a process before it kept)."""
+        return MemoryAuthenticator(self, accepted)
 
     def source(self, uid: int, gid: int, *, ttl_s: int = DEFAULT_TTL_S) -> MemoryCredentialSource:
         """The CredentialSource of a process running as ``uid`` and ``gid``."""
@@ -130,9 +148,9 @@ class MemoryAuthenticator:
     """One process's Authenticator over a ``MemoryMunge``, as ``MungeAuthenticator`` is over
     unmunge: the daemon decodes, and the process remembers what it accepted."""
 
-    def __init__(self, daemon: MemoryMunge) -> None:
+    def __init__(self, daemon: MemoryMunge, accepted: AcceptedCredentials | None = None) -> None:
         self._daemon = daemon
-        self._accepted = AcceptedCredentials(daemon.clock)
+        self._accepted = accepted if accepted is not None else AcceptedCredentials(daemon.clock)
 
     def authenticate(self, credential: str) -> Authenticated:
         check_credential(credential)
@@ -153,5 +171,5 @@ class MemoryCredentialSource:
     gid: int
     ttl_s: int = DEFAULT_TTL_S
 
-    def credential(self) -> str:
-        return self.daemon.encode(self.uid, self.gid, ttl_s=self.ttl_s)
+    def credential(self, restrict_uid: int | None = None) -> str:
+        return self.daemon.encode(self.uid, self.gid, ttl_s=self.ttl_s, restrict_uid=restrict_uid)

@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,6 +42,12 @@ from slurm_image.entrypoints.gateway.bodies import (
     registry_credentials,
 )
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
+from slurm_image.entrypoints.gateway.inputs import (
+    RefusedBody,
+    RequestLine,
+    UntrustedJsonRoute,
+    http_refusal,
+)
 from slurm_image.entrypoints.gateway.peer import ConnectionLimits
 from slurm_image.entrypoints.gateway.streams import HeldStream, LongAnswers, log_events, long_poll
 from slurm_image.entrypoints.gateway.who import Asker, Who
@@ -52,6 +59,8 @@ API_VERSION = "v1"
 VERBS_KEPT = 1024
 """Requesters (account and host) whose verbs the gateway keeps built, the latest used."""
 log_name = "slurm_image.gateway"
+MAX_FIELD_NAME = 128
+"""The longest field name an error names; a longer one (an unknown field's) is ``body``."""
 
 
 @dataclass
@@ -163,6 +172,8 @@ def _validation_response(error: RequestValidationError) -> JSONResponse:
     first = error.errors()[0] if error.errors() else {}
     location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
     field_name = ".".join(location) or "body"
+    if len(field_name) > MAX_FIELD_NAME:  # an unknown field's name is the sender's text
+        field_name = "body"
     kind = first.get("type", "")
     rule = (
         "is not a known field"
@@ -256,6 +267,15 @@ def create_app(gateway: Gateway) -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.state.gateway = gateway
+    app.router.route_class = UntrustedJsonRoute
+
+    @app.exception_handler(RefusedBody)
+    async def _refused_body(_: HttpRequest, error: RefusedBody) -> JSONResponse:
+        return error_response(error.error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _framework_refusal(_: HttpRequest, error: StarletteHTTPException) -> JSONResponse:
+        return http_refusal(error)
 
     @app.exception_handler(SlurmImageError)
     async def _product_error(_: HttpRequest, error: SlurmImageError) -> JSONResponse:
@@ -274,6 +294,14 @@ def create_app(gateway: Gateway) -> FastAPI:
     def healthz() -> dict[str, Any]:
         """Whether the gateway answers (no identity needed; nothing of the store is read)."""
         return {"ok": True}
+
+    @app.get("/v1/about")
+    def about() -> dict[str, Any]:
+        """The uid the gateway decodes MUNGE credentials as (no identity needed): a client
+        restricts each credential to it (``munge --restrict-uid``)."""
+        import os
+
+        return {"uid": os.geteuid()}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
@@ -446,6 +474,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     add_pages(app)
     app.add_middleware(BodyLimit, max_bytes=lambda: gateway.settings.max_body_bytes)
+    app.add_middleware(RequestLine, refuse=error_response)
     app.add_middleware(SecurityHeaders)
     return app
 

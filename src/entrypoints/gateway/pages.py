@@ -37,11 +37,18 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
 }
 """Sent with every answer of the gateway, pages or not."""
+PRIVATE = "no-store"
+"""The ``Cache-Control`` of every answer that sets none: what a page, an API answer or an
+error says depends on who asks, so no cache (a browser's, a proxy's) keeps it."""
+PUBLIC_ASSET = "no-cache"
+"""The stylesheet's, scripts' and icon's: the same for everyone, revalidated at each use so a
+new release's are taken at once."""
 TITLES = {401: "Who is asking?", 403: "Not allowed", 404: "Not found", 429: "Busy"}
 
 
 class SecurityHeaders:
-    """Put ``SECURITY_HEADERS`` on every answer (see the module docstring)."""
+    """Put ``SECURITY_HEADERS`` on every answer, and ``Cache-Control: no-store`` on every one
+    that says nothing of caching (see the module docstring)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -56,6 +63,8 @@ class SecurityHeaders:
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers[name] = value
+                if "cache-control" not in headers:
+                    headers["cache-control"] = PRIVATE
             await send(message)
 
         await self.app(scope, receive, with_headers)
@@ -83,7 +92,7 @@ def reading(request: HttpRequest) -> Reading:
 def _page(request: HttpRequest, build: Callable[[Reading], str], root: str) -> HTMLResponse:
     """The page ``build`` makes for the asker's reading; a refusal as a page of its own."""
     try:
-        return HTMLResponse(build(reading(request)), headers={"cache-control": "no-store"})
+        return HTMLResponse(build(reading(request)))
     except SlurmImageError as error:
         status = status_for(error, exit_code_for(error))
         html = render.render(
@@ -137,11 +146,13 @@ def add_pages(app: FastAPI) -> None:
     @app.get("/requests.json", include_in_schema=False)
     def requests_rows(request: HttpRequest) -> JSONResponse:
         body: dict[str, Any] = requests_view(reading(request)).as_json()
-        return JSONResponse(body, headers={"cache-control": "no-store"})
+        return JSONResponse(body)
 
     @app.get("/static/{name}", include_in_schema=False)
     def asset(name: str) -> Response:
         data = render.ASSETS.get(name)
         if data is None:
             return Response("not found", status_code=404, media_type="text/plain")
-        return Response(data, media_type=render.asset_type(name))
+        return Response(
+            data, media_type=render.asset_type(name), headers={"cache-control": PUBLIC_ASSET}
+        )

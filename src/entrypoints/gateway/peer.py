@@ -16,6 +16,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PEER_STATE = "peer"
 """The key of the peer's credentials in a request's ``state`` (absent over TCP)."""
+TLS_STATE = "tls"
+"""The key of whether the connection itself is TLS in a request's ``state``: the transport's
+word, which no header changes (``X-Forwarded-Proto`` rewrites the request's scheme)."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,13 @@ def peer_credentials(sock: socket.socket) -> PeerCredentials:
 
 
 class PeerCredentialsProtocol(H11Protocol):
-    """uvicorn's h11 protocol, with each unix-socket connection's peer credentials in the
-    state of its requests."""
+    """uvicorn's h11 protocol, with each unix-socket connection's peer credentials, and whether
+    each connection is TLS, in the state of its requests."""
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        tls = transport.get_extra_info("sslcontext") is not None
+        self.app_state = {**self.app_state, TLS_STATE: tls}
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:
             self.app_state = {**self.app_state, PEER_STATE: peer_credentials(sock)}

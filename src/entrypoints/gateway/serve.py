@@ -24,6 +24,7 @@ import uvicorn
 
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.gateway_settings import GatewayAddress, parse_address
+from slurm_image.domain.untrusted_request import MAX_HEAD_BYTES
 from slurm_image.entrypoints.gateway.peer import ConnectionLimits, guarded_protocol
 
 if TYPE_CHECKING:
@@ -107,9 +108,14 @@ def build_servers(
     *,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    trusted_proxies: Sequence[str] = (),
 ) -> list[tuple[QuietServer, list[socket.socket]]]:
     """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
-    HTTP) share one, the TLS ones another."""
+    HTTP) share one, the TLS ones another. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
+    read only from ``trusted_proxies`` (``[gateway] trusted_proxies``), and from nobody when it
+    is empty (uvicorn would take them from 127.0.0.1 by default). A request's head is buffered
+    up to twice ``MAX_HEAD_BYTES``, so that one past that bound is answered with the product's
+    error (``gateway.inputs``) however it arrives; past twice, the connection is closed."""
     if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
         raise InvalidRequest(
             field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
@@ -137,6 +143,9 @@ def build_servers(
             timeout_graceful_shutdown=settings.shutdown_timeout_s,
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
+            h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES,
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies) or None,
         )
         servers.append((QuietServer(config), [bind(listener) for listener in chosen]))
     return servers
@@ -152,7 +161,12 @@ def serve(
     settle_every_s: float = SETTLE_EVERY_S,
 ) -> None:
     """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
-    servers = build_servers(app, listeners, tls_cert=tls_cert, tls_key=tls_key)
+    from slurm_image.entrypoints.factories import gateway_settings
+
+    trusted = gateway_settings(lifecycles.profile).trusted_proxies
+    servers = build_servers(
+        app, listeners, tls_cert=tls_cert, tls_key=tls_key, trusted_proxies=trusted
+    )
     settler = _Settler(lifecycles, settle_every_s)
     settler.start()
     for listener in listeners:

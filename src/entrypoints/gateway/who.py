@@ -2,8 +2,9 @@
 
 - On the unix socket, the kernel's word: the peer's uid (``peer.PEER_STATE``).
 - Over TCP, a MUNGE credential in ``Authorization: Munge <credential>``, decoded once by the
-  site's munged (``ports.authentication``); TLS is required, except on a loopback listener the
-  operator opened with plain HTTP (for tests).
+  site's munged (``ports.authentication``); TLS is required (the connection's own, never what
+  ``X-Forwarded-Proto`` says), except on a loopback listener the operator opened with plain
+  HTTP (for tests).
 
 The uid is then an account of the site (``ports.accounts``); the requester is its name and uid.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slurm_image.domain.errors import NotAuthenticated
-from slurm_image.entrypoints.gateway.peer import PEER_STATE, PeerCredentials
+from slurm_image.entrypoints.gateway.peer import PEER_STATE, TLS_STATE, PeerCredentials
 
 if TYPE_CHECKING:
     from starlette.requests import Request as HttpRequest
@@ -53,7 +54,8 @@ class Who:
         peer = request.scope.get("state", {}).get(PEER_STATE)
         if isinstance(peer, PeerCredentials):
             return Asker(self._account(peer.uid), host="localhost")
-        if request.url.scheme != "https" and not self._plain_http_ok:
+        over_tls = request.scope.get("state", {}).get(TLS_STATE) is True
+        if not over_tls and not self._plain_http_ok:
             raise NotAuthenticated(field=FIELD, rule="over TCP the gateway answers HTTPS only")
         uid = self._munge_uid(request.headers.get(FIELD))
         client = request.client
