@@ -234,3 +234,42 @@ def test_the_profiles_gateway_url_follows_the_same_rule() -> None:
         parse_profile(profile | {"gateway": {"url": "http://login1.example.org:8080"}})
     assert refused.value.field == "gateway.url"
     assert "loopback" in refused.value.rule
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another uid needs root")
+def test_a_connection_handed_on_acts_as_whoever_connected(lab: GatewayLab) -> None:
+    """docs/gateway.md, "Who is asking": the kernel's word is the connecting process's, read
+    for every request on the connection, whoever holds it afterwards."""
+    parent_end, child_end = socket.socketpair()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child: alice connects and hands the connection on
+        try:
+            parent_end.close()
+            os.setgroups([])
+            os.setgid(lab.uid("alice"))
+            os.setuid(lab.uid("alice"))
+            connection = socket.socket(socket.AF_UNIX)
+            connection.connect(lab.socket)
+            socket.send_fds(child_end, [b"x"], [connection.fileno()])
+        finally:
+            os._exit(0)
+    child_end.close()
+    _, (handed,), _, _ = socket.recv_fds(parent_end, 1, 1)
+    os.waitpid(child, 0)
+    connection = socket.socket(fileno=handed)
+    body = json.dumps(
+        {"operation": "import_oci", "source": SOURCE, "name": "handed", "role": "client"}
+    ).encode()
+    connection.sendall(
+        b"POST /v1/lifecycles HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    answer = b""
+    while piece := connection.recv(65536):
+        answer += piece
+    connection.close()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answer
+    lifecycle_id = json.loads(payload)["lifecycle_id"]
+    assert lab.plan(lifecycle_id).request.requester.user == "alice", "not the holder (root)"
