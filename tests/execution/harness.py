@@ -325,12 +325,12 @@ def need_user_fuse() -> None:
 
 def path_without(directory: Path, *tools: str) -> str:
     """A ``job_path`` directory of links to every program of /usr/bin and /bin but ``tools``:
-    a node without them."""
+    a node without them. (/bin may be /usr/bin, and a link there may dangle.)"""
     directory.mkdir(mode=0o755)
     for source in (Path("/bin"), Path("/usr/bin")):
         for program in source.iterdir():
             link = directory / program.name
-            if program.name not in tools and not link.exists():
+            if program.name not in tools and not os.path.lexists(link):
                 link.symlink_to(program)
     return str(directory)
 
