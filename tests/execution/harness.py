@@ -319,7 +319,11 @@ def need_user_fuse() -> None:
     """The overlay path needs squashfuse, fuse-overlayfs and a FUSE device (CI: fuse3)."""
     need(os.geteuid() == 0, "running a job as another user needs root (CI runs as root)")
     missing = [tool for tool in FUSE_TOOLS if shutil.which(tool) is None]
-    need(not missing, f"{', '.join(missing)} missing (apt-get install squashfuse fuse-overlayfs)")
+    need(
+        not missing,
+        f"{', '.join(missing)} missing (scripts/test installs them as root: apt-get install"
+        " squashfuse fuse-overlayfs fuse3)",
+    )
     need(Path("/dev/fuse").exists(), "no /dev/fuse on this machine")
 
 
