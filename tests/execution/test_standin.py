@@ -345,7 +345,7 @@ def test_start_of_an_image_file_needs_squashfuse_and_fuse_overlayfs(
     the check comes before any mount), whichever of them this machine has installed."""
     system = Path(path_without(tmp_path / "bin", "squashfuse", "fuse-overlayfs"))
     for tool in {"squashfuse", "fuse-overlayfs"} - set(missing):
-        (system / tool).write_text(f"#!/bin/sh\necho 'a FUSE program ran' >&2\nexit 1\n")
+        (system / tool).write_text("#!/bin/sh\necho 'a FUSE program ran' >&2\nexit 1\n")
         (system / tool).chmod(0o755)
     started = enroot("start", "--root", str(tiny_image), "true", PATH=str(system))
     assert started.returncode == 1
