@@ -319,18 +319,22 @@ def need_user_fuse() -> None:
     """The overlay path needs squashfuse, fuse-overlayfs and a FUSE device (CI: fuse3)."""
     need(os.geteuid() == 0, "running a job as another user needs root (CI runs as root)")
     missing = [tool for tool in FUSE_TOOLS if shutil.which(tool) is None]
-    need(not missing, f"{', '.join(missing)} missing (apt-get install squashfuse fuse-overlayfs)")
+    need(
+        not missing,
+        f"{', '.join(missing)} missing (scripts/test installs them as root: apt-get install"
+        " squashfuse fuse-overlayfs fuse3)",
+    )
     need(Path("/dev/fuse").exists(), "no /dev/fuse on this machine")
 
 
 def path_without(directory: Path, *tools: str) -> str:
     """A ``job_path`` directory of links to every program of /usr/bin and /bin but ``tools``:
-    a node without them."""
+    a node without them. (/bin may be /usr/bin, and a link there may dangle.)"""
     directory.mkdir(mode=0o755)
     for source in (Path("/bin"), Path("/usr/bin")):
         for program in source.iterdir():
             link = directory / program.name
-            if program.name not in tools and not link.exists():
+            if program.name not in tools and not os.path.lexists(link):
                 link.symlink_to(program)
     return str(directory)
 

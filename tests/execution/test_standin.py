@@ -328,14 +328,29 @@ def test_start_refuses_invalid_environment_and_missing_containers(enroot, tiny_i
     assert "No such file or directory" in enroot("start", "--root", "nothing", "true").stderr
 
 
-@pytest.mark.parametrize("missing", ["squashfuse", "fuse-overlayfs"])
+@pytest.mark.parametrize(
+    ("missing", "named"),
+    [
+        (("squashfuse",), "squashfuse"),
+        (("fuse-overlayfs",), "fuse-overlayfs"),
+        (("squashfuse", "fuse-overlayfs"), "squashfuse"),
+    ],
+    ids=["squashfuse", "fuse-overlayfs", "both"],
+)
 def test_start_of_an_image_file_needs_squashfuse_and_fuse_overlayfs(
-    enroot, tiny_image: Path, tmp_path: Path, missing: str
+    enroot, tiny_image: Path, tmp_path: Path, missing: tuple[str, ...], named: str
 ) -> None:
-    system = path_without(tmp_path / "bin", missing)
-    started = enroot("start", "--root", str(tiny_image), "true", PATH=system)
+    """Enroot checks squashfuse, then mountpoint, then fuse-overlayfs, and names the first one
+    missing. The node has exactly the FUSE programs not ``missing`` (programs that fail if run:
+    the check comes before any mount), whichever of them this machine has installed."""
+    system = Path(path_without(tmp_path / "bin", "squashfuse", "fuse-overlayfs"))
+    for tool in {"squashfuse", "fuse-overlayfs"} - set(missing):
+        (system / tool).write_text("#!/bin/sh\necho 'a FUSE program ran' >&2\nexit 1\n")
+        (system / tool).chmod(0o755)
+    started = enroot("start", "--root", str(tiny_image), "true", PATH=str(system))
     assert started.returncode == 1
-    assert f"Command not found: {missing}" in started.stderr
+    assert f"Command not found: {named}" in started.stderr
+    assert "a FUSE program ran" not in started.stderr
 
 
 def test_start_of_an_image_file_runs_it_from_a_mounted_overlay(

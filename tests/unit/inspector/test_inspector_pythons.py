@@ -33,7 +33,10 @@ def other_venv(
     version: str = request.param
     interpreter = _interpreter(int(version.split(".")[1]))
     if interpreter is None:
-        pytest.skip(f"no Python {version} on this machine")
+        pytest.skip(
+            f"no Python {version} on this machine (python{version} on PATH or under pyenv); the"
+            " Debian roots' Pythons run the inspector in test_inspector_debian_roots.py"
+        )
     root = tmp_path_factory.mktemp(f"py{version}")
     venv = subprocess.run(
         [interpreter, "-m", "venv", str(root / "venv")], capture_output=True, timeout=300
