@@ -135,14 +135,16 @@ class Publish:
         """Publish the lifecycle (see the module docstring), then bind the orders that joined
         it (``fulfil``)."""
         publication = self._publish(lifecycle_id, replace=replace)
-        self.fulfil(lifecycle_id)
+        self.fulfil(lifecycle_id, publication.record.architecture)
         return publication
 
-    def fulfil(self, lifecycle_id: str) -> None:
+    def fulfil(self, lifecycle_id: str, built: str | None) -> None:
         """Bind every order that joined the published lifecycle to its artifact, each by its
         requester's rights, and close its book. An order that cannot be bound (its alias is
         another's, or bound already without ``replace``) is left unbound and said in the log;
-        its requester, waiting, is told by binding it again (``bind_stored``)."""
+        its requester, waiting, is told by binding it again (``bind_stored``). When the job
+        ``built`` another architecture than the book's (one assumed: ``OrderBook.assumed``),
+        no order is bound: each was for the architecture of the book."""
         if self._orders is None:
             return
         book = self._orders.book(lifecycle_id)
@@ -150,6 +152,18 @@ class Publish:
             return
         if not book.joinable or book.source_digest is None or book.architecture is None:
             self._orders.close(lifecycle_id)  # nothing could join it
+            return
+        if built != book.architecture:
+            if len(book.orders) > 1:
+                log.warning(
+                    "%s built %s, not the %s its %d joined orders are for: none is bound",
+                    lifecycle_id,
+                    built,
+                    book.architecture,
+                    len(book.orders) - 1,
+                    extra={"lifecycle_id": lifecycle_id},
+                )
+            self._orders.close(lifecycle_id)
             return
         with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
             source = self.stored_source(book.source_digest, book.architecture)
