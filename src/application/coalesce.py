@@ -8,9 +8,10 @@ import that names none joins only a book that names none either.
 
 ``Lifecycle`` decides under ``deciding(digest)`` (the import's lock, ``orders.import_lock``):
 the store's answer first, else ``join`` an open book whose job has not failed (same digest,
-architecture and role, a lifecycle the requester may see), else ``require_capacity`` and start a
-lifecycle of its own, whose book ``open_book`` writes once it is submitted. ``Publish`` binds
-every order of the book when the lifecycle publishes.
+architecture and role, a lifecycle the requester may see, whose artifact may back its alias:
+``domain.access.may_share_bytes``), else ``require_capacity`` and start a lifecycle of its own,
+whose book ``open_book`` writes once it is submitted. ``Publish`` binds every order of the book
+when the lifecycle publishes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from slurm_image.application.errors import ApplicationError
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.status import Statuses, is_final, succeeded
-from slurm_image.domain.access import Access
+from slurm_image.domain.access import Access, may_share_bytes
 from slurm_image.domain.architecture import BuildTarget, build_target
 from slurm_image.domain.errors import Busy, DomainError
 from slurm_image.domain.gateway_settings import GatewaySettings
@@ -97,6 +98,8 @@ class Coalesce:
             if book.first.request.role != request.role or len(book.orders) >= MAX_ORDERS:
                 continue
             if access is not None and not access.sees(book.ownership):
+                continue
+            if not may_share_bytes(book.ownership.private_group, request.ownership):
                 continue
             joinable, job_id = self._joinable(book)
             if not joinable:

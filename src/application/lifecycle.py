@@ -321,7 +321,7 @@ class Lifecycle:
                 f" {target.architecture} this request is for: import it again",
             )
         source = publisher.stored_source(digest, target.architecture)
-        if source is None or not may_use_source(source, access):
+        if source is None or not may_use_source(source, request.ownership, access):
             raise VerificationFailed(
                 field="source",
                 rule=f"the import {lifecycle_id} published nothing the store can answer"
@@ -372,8 +372,11 @@ class Lifecycle:
         source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
             return request
-        if not may_use_source(source, access):
-            log.info("the store's record of %s is another group's: importing", request.source)
+        if not may_use_source(source, request.ownership, access):
+            log.info(
+                "the store's record of %s is kept for another group alone: importing",
+                request.source,
+            )
             return request
         if not self._satisfies_policy(source, profile):
             log.info(

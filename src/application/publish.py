@@ -14,8 +14,9 @@ in this order:
    reading, unchanged while read) and validated for the plan's role and the digest of the
    ``.sqsh`` as hashed now through one descriptor;
 6. the marker is written; an import's candidate is moved into ``artifacts/<sha256>.sqsh`` (0444,
-   fsynced, never replacing anything; identical bytes already there are reused, anything else
-   there is refused); the source record (with the chain), then the alias record are replaced
+   fsynced, never replacing anything; identical bytes already there are reused, and opened to
+   everyone when a public alias names bytes kept for a group alone; anything else there is
+   refused); the source record (with the chain), then the alias record are replaced
    atomically; the marker is removed.
 
 A crash between any two steps leaves the old alias record or the new one, and the next
@@ -296,7 +297,12 @@ class Publish:
             if current is not None and same_binding(current, record):
                 return Publication(current, changed=False)
             self._require_owner(request, existing)
-            self._records.write_alias(next_document(existing, record, replace, request.ownership))
+            document = next_document(existing, record, replace, request.ownership)
+            try:
+                self._records.open_artifact(path, document)
+            except WorkspaceError as error:
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
+            self._records.write_alias(document)
             event = self._event(existing, record, None, None, request.requester)
             if self._history is not None and event is not None:
                 self._history.append(event)
@@ -371,6 +377,7 @@ class Publish:
             kind = self._store.entry_kind(record.path)
             if kind is not None:
                 self._refuse_unless_identical(record)
+                self._reuse_artifact(record, document)
                 candidate = None  # identical bytes are in the store already: reuse them
         marker = PublicationMarker(
             schema_version=MARKER_SCHEMA_VERSION if event is None else EVENT_MARKER_SCHEMA_VERSION,
@@ -392,6 +399,7 @@ class Publish:
                 self._records.install_artifact(candidate, record.path, digest, document)
             except AlreadyExists:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
+                self._reuse_artifact(record, document)
             except WorkspaceError as error:
                 self._store.remove_file(self._layout.marker(record.name))
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
@@ -426,6 +434,13 @@ class Publish:
                 field=record.path,
                 rule=f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused",
             )
+
+    def _reuse_artifact(self, record: AliasRecord, document: AliasDocument) -> None:
+        try:
+            self._records.open_artifact(record.path, document)
+        except WorkspaceError as error:
+            self._drop_marker(record.name)
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
 
     def _drop_marker(self, name: str) -> None:
         if self._store.entry_kind(self._layout.marker(name)) is not None:
