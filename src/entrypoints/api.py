@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.layer_cache import CacheBound
+    from slurm_image.domain.listing import ListQuery, SummaryPage
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.published import PublishedAlias
@@ -97,6 +98,9 @@ class Reading:
 
     def catalog_list(self) -> list[PublishedAlias]:
         return self._container.catalog_reader().list()
+
+    def catalog_page(self, query: ListQuery) -> SummaryPage:
+        return self._container.catalog_reader().page(query)
 
     def catalog_entries(self, name: str) -> tuple[PublishedAlias, ...]:
         """Every entry of ``name``, one per architecture."""
@@ -510,8 +514,20 @@ class Lifecycles:
         return self.reading().catalog_show(name, arch=arch)
 
     def catalog_list(self) -> list[PublishedAlias]:
-        """``list``: every entry of every alias the requester may see, as published."""
+        """Every entry of every alias the requester may see, as published (the catalog's
+        pages)."""
         return self.reading().catalog_list()
+
+    def catalog_page(self, query: ListQuery) -> SummaryPage:
+        """One page of ``list``'s summaries of the aliases the requester may see
+        (``domain.listing``)."""
+        return self.reading().catalog_page(query)
+
+    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
+        """``list``: every summary ``query`` selects (default: every alias), page after page."""
+        from slurm_image.domain.listing import every_summary
+
+        return every_summary(self.catalog_page, query)
 
     def queue(self) -> list[dict[str, object]]:
         """Every lifecycle in flight the requester may see, with the orders waiting on it and

@@ -113,7 +113,7 @@ def test_a_private_image_is_its_groups_alone_and_404_to_everyone_else(lab: Gatew
     assert stat.S_IMODE(artifact.st_mode) == 0o440 and artifact.st_gid == 1
     bob = lab.client("bob")
     assert refusal(bob.catalog_show, "secret").exit_code == EXIT_INVALID
-    assert "secret" not in [p.record["name"] for p in bob.catalog_list()]
+    assert "secret" not in [s["name"] for s in bob.catalog_summaries()]
     assert refusal(bob.history, "secret").exit_code == EXIT_INVALID
     assert all(event.alias != "secret" for event in bob.history().events)
     assert refusal(bob.unregister, "secret").exit_code == EXIT_INVALID
@@ -220,14 +220,14 @@ def test_a_requesters_verbs_are_built_once_and_anew_when_their_account_changes(
     monkeypatch.setattr(lab.lifecycles, "acting_for", counted)
     alice, bob = lab.client("alice"), lab.client("bob")
     for _ in range(3):
-        alice.catalog_list()
-        bob.catalog_list()
+        alice.catalog_summaries()
+        bob.catalog_summaries()
     assert built == ["alice", "bob"]
     lab.accounts.add_member("physics", "dave")
     lab.accounts.add_member("physics", "alice")  # already in: her account is unchanged
     lab.accounts.add_group("chemistry", 22002, ("alice",))
-    alice.catalog_list()
-    bob.catalog_list()
+    alice.catalog_summaries()
+    bob.catalog_summaries()
     assert built == ["alice", "bob", "alice"]
 
 

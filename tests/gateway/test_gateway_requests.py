@@ -198,7 +198,7 @@ def test_an_internal_error_is_no_traceback(
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret detail /etc/shadow")
 
-    monkeypatch.setattr(type(lab.lifecycles), "catalog_list", broken)
+    monkeypatch.setattr(type(lab.lifecycles), "catalog_page", broken)
     answer = httpx.get(
         f"{lab.url}/v1/aliases", headers={"Authorization": f"Munge {lab.credential('bob')}"}
     )
