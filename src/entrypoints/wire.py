@@ -123,7 +123,7 @@ def summary_page_from(data: Json, after: str | None) -> SummaryPage:
     for image in images:
         if not isinstance(image, dict) or not isinstance(image.get("name"), str):
             raise ValueError("each image must be an object naming its alias")
-        if sorted(image) != sorted(LISTING_KEYS):
+        if not set(LISTING_KEYS) <= set(image):
             raise ValueError(f"each image must hold {', '.join(LISTING_KEYS)}")
     following = _optional_text(data, "next")
     if following is not None and after is not None and following <= after:

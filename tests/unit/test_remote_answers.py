@@ -26,6 +26,8 @@ def answering(body: Any, status: int = 200) -> RemoteLifecycles:
         ({"images": "not a list"}, "catalog_summaries", ()),
         ({"images": [{"record": "not a summary"}]}, "catalog_summaries", ()),
         ({"images": [], "next": 7}, "catalog_summaries", ()),
+        ({"images": [{"name": "a"}], "next": None}, "catalog_summaries", ()),
+        ({"images": [], "next": "a"}, "catalog_summaries", ()),
         ({"lifecycles": [{"lifecycle_id": "img-1", "state": "DANCING"}]}, "status", (["img-1"],)),
         ({}, "status", (["img-1"],)),
         ({"name": 7}, "unregister", ("a",)),
