@@ -6,7 +6,8 @@ line's own ``show``, and one job for many requesters.
   scheduler, ``[submitter] kind = "fake"``). Clients ask it at once, each over one kept-alive
   connection, from one asyncio loop in this process (httpx's ``AsyncClient`` over the socket);
   each request is timed from sending it to its whole answer read. ``show`` (``GET
-  /v1/aliases/NAME``, every name in turn) and ``list`` (``GET /v1/aliases``, the whole catalog)
+  /v1/aliases/NAME``, every name in turn) and ``list`` (``GET /v1/aliases?limit=1000``: the
+  whole catalog's summaries, up to 1,000 aliases)
   are loads of their own, one after the other. The CPU time the server and this process spent
   during a load, over its wall time, says which side was saturated. Beside it, in rounds, the
   command line's ``show NAME --json`` (a process, as ``show_vs_python`` runs it) and one
@@ -247,7 +248,7 @@ def _shown(target: str, answer: Any) -> None:
 
 def _listing(catalog: Catalog) -> Check:
     def check(_: str, answer: Any) -> None:
-        names = sorted(image["record"]["name"] for image in answer["images"])
+        names = sorted(summary["name"] for summary in answer["images"])
         if names != sorted(catalog.names):
             raise LoadFailed(f"the gateway listed {len(names)} aliases of {len(catalog.names)}")
 
@@ -317,7 +318,8 @@ def under_load(
 
 def _list_load(pid: int, sock: Path, catalog: Catalog, sizes: LoadSizes) -> Load:
     requests = sizes.list_requests
-    return load(pid, sock, lambda _: "/v1/aliases", sizes.clients, requests, _listing(catalog))
+    page = "/v1/aliases?limit=1000"
+    return load(pid, sock, lambda _: page, sizes.clients, requests, _listing(catalog))
 
 
 # -- one job for many requesters --------------------------------------------------------------

@@ -63,7 +63,9 @@ def _service() -> tuple[str, int]:
 class GatewayLab:
     """A site with a gateway (see the module docstring)."""
 
-    def __init__(self, gateway_settings: str = "", *, http: bool = True) -> None:
+    def __init__(
+        self, gateway_settings: str = "", *, http: bool = True, arch: str | None = "x86_64"
+    ) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="gw-lab-"))
         self.directory.chmod(0o755)
         self.root = self.directory / "ws"
@@ -72,8 +74,9 @@ class GatewayLab:
         self.profile.write_text(
             f'workspace_root = "{self.root}"\n'
             '[image_build]\npartition = "cpu"\ncpus_per_task = 1\nmemory = "1G"\n'
-            'time_limit = "0:10:00"\narch = "x86_64"\n'
-            '[submitter]\nkind = "fake"\n'
+            'time_limit = "0:10:00"\n'
+            + (f'arch = "{arch}"\n' if arch is not None else "")
+            + '[submitter]\nkind = "fake"\n'
             f"[gateway]\n{gateway_settings}\n"
         )
         self.scheduler = FakeSubmitter()
@@ -210,17 +213,19 @@ class GatewayLab:
         exit_code: int = 0,
         sqsh: bytes = SQSH,
         inspection_record: bytes | None = None,
+        architecture: str = "x86_64",
     ) -> None:
         """What the job leaves when it succeeds (or only its exit code when it fails):
-        ``inspection_record`` is the inspector's record (default: ``publish_support``'s)."""
+        ``inspection_record`` is the inspector's record (default: ``publish_support``'s, run
+        as ``architecture``, the one the job imported for)."""
         plan = self.plan(lifecycle_id)
         job_dir = Path(plan.paths.job_dir)
         if exit_code == 0:
-            (job_dir / "architecture").write_text("x86_64\n")
+            (job_dir / "architecture").write_text(f"{architecture}\n")
             Path(plan.paths.sqsh).write_bytes(sqsh)
             assert plan.source_digest is not None
             (job_dir / "chain.json").write_bytes(chain_json(plan.source_digest))
-            record = inspection_record or inspection(plan.request.role, sqsh)
+            record = inspection_record or inspection(plan.request.role, sqsh, machine=architecture)
             Path(plan.paths.result).write_bytes(record)
         self.scheduler.finish(self.job_of(lifecycle_id), exit_code)
 
@@ -236,8 +241,12 @@ class GatewayLab:
 
 
 @contextmanager
-def gateway_lab(gateway_settings: str = "", *, http: bool = True) -> Iterator[GatewayLab]:
-    lab = GatewayLab(gateway_settings, http=http)
+def gateway_lab(
+    gateway_settings: str = "", *, http: bool = True, arch: str | None = "x86_64"
+) -> Iterator[GatewayLab]:
+    """A lab whose profile names ``arch`` in ``[image_build]`` (None: the default profile, no
+    ``arch``: the node's own)."""
+    lab = GatewayLab(gateway_settings, http=http, arch=arch)
     try:
         yield lab
     finally:

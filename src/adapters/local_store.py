@@ -231,6 +231,14 @@ class LocalStore(LocalWorkspace):
             finally:
                 os.close(fd)
 
+    def set_mode(self, path: str, *, mode: int) -> None:
+        with self._open_regular(path) as (fd, _):
+            try:
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            except OSError as error:
+                raise port_error(error, path) from None
+
     @staticmethod
     def _link(source_dir: int, source: str, target_dir: int, target: str, field: str) -> None:
         try:

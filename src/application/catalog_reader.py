@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
 from slurm_image.domain.errors import DomainError
+from slurm_image.domain.listing import ListQuery, SummaryPage, summary_of
 from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
 
 if TYPE_CHECKING:
@@ -119,11 +120,14 @@ class CatalogReader:
         require_unchangeable(self._store, published.record["path"])
         return published
 
-    def each(self, read: Callable[[str], Record]) -> list[Record]:
-        """``read`` of every published alias; one that cannot be read is skipped, with a
-        warning (the others stay listable), and one the requester may not see, silently."""
+    def each(
+        self, read: Callable[[str], Record], names: Sequence[str] | None = None
+    ) -> list[Record]:
+        """``read`` of every published alias (or of ``names``); one that cannot be read is
+        skipped, with a warning (the others stay listable), and one the requester may not see,
+        silently."""
         found = []
-        for name in self.names():
+        for name in self.names() if names is None else names:
             try:
                 found.append(read(name))
             except UnknownAlias:
@@ -138,6 +142,27 @@ class CatalogReader:
         for entries in self.each(self.every_entry):
             found.extend(entries)
         return found
+
+    def page(self, query: ListQuery) -> SummaryPage:
+        """One page of ``list``'s summaries (``domain.listing``): the aliases in name order
+        after ``query.after`` that pass its filters, at most ``query.limit`` of them, each read
+        (and left out) as ``list`` reads it; only the aliases up to the page's end are read."""
+        names = sorted(name for name in self.names() if query.wants_name(name))
+        images: list[dict[str, object]] = []
+        taken = 0
+        for index, name in enumerate(names):
+            found = self.each(self.every_entry, (name,))
+            wanted = [
+                summary_of(entry) for entries in found for entry in entries if query.wants(entry)
+            ]
+            if not wanted:
+                continue
+            images.extend(wanted)
+            taken += 1
+            if taken == query.limit:
+                more = index + 1 < len(names)
+                return SummaryPage(tuple(images), next=name if more else None)
+        return SummaryPage(tuple(images))
 
     def every_entry(self, name: str) -> tuple[PublishedAlias, ...]:
         """Every entry of ``name``, one per architecture, each artifact checked as ``show``

@@ -2,16 +2,22 @@
 digest for an architecture joins the lifecycle already importing it, and the gateway's limits
 on lifecycles in flight.
 
+The architecture is the one named (the request's, else the profile's) or, when none is,
+the one assumed: the gateway's node's (``target``, ``domain.architecture.build_target``); an
+import that names none joins only a book that names none either.
+
 ``Lifecycle`` decides under ``deciding(digest)`` (the import's lock, ``orders.import_lock``):
 the store's answer first, else ``join`` an open book whose job has not failed (same digest,
-architecture and role, a lifecycle the requester may see), else ``require_capacity`` and start a
-lifecycle of its own, whose book ``open_book`` writes once it is submitted. ``Publish`` binds
-every order of the book when the lifecycle publishes.
+architecture and role, a lifecycle the requester may see, whose artifact may back its alias:
+``domain.access.may_share_bytes``), else ``require_capacity`` and start a lifecycle of its own,
+whose book ``open_book`` writes once it is submitted. ``Publish`` binds every order of the book
+when the lifecycle publishes.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,10 +25,12 @@ from dataclasses import dataclass
 from slurm_image.application.errors import ApplicationError
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.status import Statuses, is_final, succeeded
-from slurm_image.domain.access import Access
+from slurm_image.domain.access import Access, may_share_bytes
+from slurm_image.domain.architecture import BuildTarget, build_target
 from slurm_image.domain.errors import Busy, DomainError
 from slurm_image.domain.gateway_settings import GatewaySettings
 from slurm_image.domain.orders import MAX_ORDERS, OrderBook
+from slurm_image.domain.profile import SiteProfile
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.request import Request
 from slurm_image.ports.lock import Locks
@@ -39,8 +47,6 @@ class Joined:
 
     lifecycle_id: str
     job_id: str | None
-    source_digest: str
-    architecture: str
 
 
 class Coalesce:
@@ -54,12 +60,21 @@ class Coalesce:
         settings: GatewaySettings,
         *,
         lock_timeout_s: float = 60.0,
+        machine: str | None = None,
     ) -> None:
+        self._machine = machine if machine is not None else platform.machine()
         self._orders = orders
         self._locks = locks
         self._statuses = statuses
         self._settings = settings
         self._timeout = lock_timeout_s
+
+    def target(self, request: Request, profile: SiteProfile) -> BuildTarget:
+        """The architecture ``request`` is built for, named or assumed (the module docstring);
+        an inspection's is the one it names."""
+        if request.operation != "import_oci":
+            return BuildTarget(request.architecture)
+        return build_target(request.architecture, profile.image_build.arch, self._machine)
 
     @contextmanager
     def deciding(self, source_digest: str) -> Iterator[None]:
@@ -67,20 +82,24 @@ class Coalesce:
             yield
 
     def join(
-        self, request: Request, architecture: str, access: Access | None, *, replace: bool
+        self, request: Request, target: BuildTarget, access: Access | None, *, replace: bool
     ) -> Joined | None:
-        """Add ``request``'s order to the open book of the same digest, architecture and role
-        whose job may still succeed, and return it; None when there is none to join."""
+        """Add ``request``'s order to the open book of the same digest, architecture (named
+        or assumed alike) and role whose job may still succeed, and return it; None when there
+        is none to join."""
         digest = parse_reference(request.source).digest
         for book in self._orders.open_books():
-            if not book.joinable or (book.source_digest, book.architecture) != (
+            if not book.joinable or (book.source_digest, book.architecture, book.assumed) != (
                 digest,
-                architecture,
+                target.architecture,
+                target.assumed,
             ):
                 continue
             if book.first.request.role != request.role or len(book.orders) >= MAX_ORDERS:
                 continue
             if access is not None and not access.sees(book.ownership):
+                continue
+            if not may_share_bytes(book.ownership.private_group, request.ownership):
                 continue
             joinable, job_id = self._joinable(book)
             if not joinable:
@@ -92,12 +111,7 @@ class Coalesce:
                 digest,
                 extra={"lifecycle_id": book.lifecycle_id},
             )
-            return Joined(
-                lifecycle_id=book.lifecycle_id,
-                job_id=job_id,
-                source_digest=digest,
-                architecture=architecture,
-            )
+            return Joined(lifecycle_id=book.lifecycle_id, job_id=job_id)
         return None
 
     def _joinable(self, book: OrderBook) -> tuple[bool, str | None]:
@@ -156,14 +170,16 @@ class Coalesce:
             )
 
     def open_book(
-        self, lifecycle_id: str, request: Request, architecture: str | None, *, replace: bool
+        self, lifecycle_id: str, request: Request, target: BuildTarget, *, replace: bool
     ) -> None:
-        """The book of a lifecycle just submitted, holding its own order."""
+        """The book of a lifecycle just submitted, holding its own order, with the architecture
+        it is for (``target``: named, or assumed)."""
         importing = request.operation == "import_oci"
         book = OrderBook(
             lifecycle_id=lifecycle_id,
             source_digest=parse_reference(request.source).digest if importing else None,
-            architecture=architecture,
+            architecture=target.architecture,
+            assumed=target.assumed,
             orders=(self._orders.order(request, replace=replace),),
         )
         self._orders.write(book)

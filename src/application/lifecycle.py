@@ -9,7 +9,8 @@
    (verified chain, artifact re-hashed now) is answered from the store when the store has
    facts for the role: no job (``force`` imports anyway); with the artifact but without facts
    for the role, the stored artifact is inspected instead of importing the image again; an
-   import for "the node's architecture" (none named) always runs its job;
+   import for "the node's architecture" (none named) is never answered from the store, but
+   joins an import of the same image in flight that names none either (``Coalesce.target``);
 3. stage the attempt (``Prepare``); without a submission, that is all;
 4. submit it (``Submit``); a failure leaves it staged, and the error says how to retry;
 5. with ``wait``: wait for the job (``Wait``), require its success, and publish (``Publish``).
@@ -21,6 +22,7 @@ scheduler's side.
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from slurm_image.application.publish import Publish
 from slurm_image.application.submit import Submit
 from slurm_image.application.wait import Progress, Wait, require_success
 from slurm_image.domain.access import Access
+from slurm_image.domain.architecture import BuildTarget, build_target
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.lifecycle_state import LifecycleState
@@ -147,12 +150,14 @@ class Lifecycle:
         self._require_submitter()
         access = self._may_request(request)
         coalesce = self._coalesce() if self._coalesce is not None else None
-        architecture = request.architecture or profile.image_build.arch
         if request.operation == "import_oci" and not options.force:
-            if coalesce is not None and architecture is not None:
+            # before any lock or record of the store: a refusal touches nothing
+            require_allowed_source(parse_reference(request.source), profile.policy)
+            target = coalesce.target(request, profile) if coalesce is not None else None
+            if coalesce is not None and target is not None and target.architecture is not None:
                 return self._coalesced(
                     coalesce,
-                    architecture,
+                    target,
                     request,
                     profile,
                     selection,
@@ -172,7 +177,7 @@ class Lifecycle:
     def _coalesced(
         self,
         coalesce: Coalesce,
-        architecture: str,
+        target: BuildTarget,
         request: Request,
         profile: SiteProfile,
         selection: ProfileSelection,
@@ -180,16 +185,16 @@ class Lifecycle:
         credentials: RegistryCredentials | None,
         access: Access | None,
     ) -> Outcome:
-        """An import for a named architecture: the store's answer, else joining the lifecycle
-        importing the same image, else a lifecycle of its own, decided under the import's
-        lock (``application.coalesce``)."""
+        """An import for an architecture named or assumed (``Coalesce.target``): the store's
+        answer, else joining the lifecycle importing the same image for it, else a lifecycle of
+        its own, decided under the import's lock (``application.coalesce``)."""
         with coalesce.deciding(parse_reference(request.source).digest):
             answered = self._from_store(request, profile, replace=options.replace, access=access)
             if isinstance(answered, Outcome):
                 return answered
             joined = None
             if answered.operation == "import_oci":
-                joined = coalesce.join(answered, architecture, access, replace=options.replace)
+                joined = coalesce.join(answered, target, access, replace=options.replace)
             if joined is None:
                 started = self._started(
                     coalesce, answered, profile, selection, options, credentials, access
@@ -213,10 +218,8 @@ class Lifecycle:
         join)."""
         coalesce.require_capacity(access)
         started = self._run(request, profile, selection, replace(options, wait=False), credentials)
-        architecture = request.architecture or (
-            profile.image_build.arch if request.operation == "import_oci" else None
-        )
-        coalesce.open_book(started.lifecycle_id, request, architecture, replace=options.replace)
+        target = coalesce.target(request, profile)
+        coalesce.open_book(started.lifecycle_id, request, target, replace=options.replace)
         return started
 
     def _may_request(self, request: Request) -> Access | None:
@@ -300,20 +303,27 @@ class Lifecycle:
                 field="lifecycle_id",
                 rule=f"{lifecycle_id} imports another request's image: only an import joins",
             )
-        architecture, digest = plan.architecture, plan.source_digest
+        target = self._target(request, plan.profile)
+        digest = plan.source_digest
         if (
-            architecture is None
+            target.architecture is None
             or digest is None
             or parse_reference(request.source).digest != digest
         ):
             raise InvalidRequest(
                 field="lifecycle_id",
-                rule=f"{lifecycle_id} does not import {request.source} for a named architecture",
+                rule=f"{lifecycle_id} does not import {request.source} for a known architecture",
             )
         access = self._may_request(request)
-        publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
-        source = publisher.stored_source(digest, architecture)
-        if source is None or not may_use_source(source, access):
+        built = publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
+        if built.record.architecture != target.architecture:
+            raise VerificationFailed(
+                field="architecture",
+                rule=f"the import {lifecycle_id} built {built.record.architecture}, not the"
+                f" {target.architecture} this request is for: import it again",
+            )
+        source = publisher.stored_source(digest, target.architecture)
+        if source is None or not may_use_source(source, request.ownership, access):
             raise VerificationFailed(
                 field="source",
                 rule=f"the import {lifecycle_id} published nothing the store can answer"
@@ -321,6 +331,12 @@ class Lifecycle:
             )
         record = publisher.bind_stored(request, source, replace=replace).record
         return Outcome(lifecycle_id, LifecycleState.PUBLISHED, published=record, joined=True)
+
+    def _target(self, request: Request, profile: SiteProfile) -> BuildTarget:
+        """The architecture ``request`` is built for (``Coalesce.target``)."""
+        if self._coalesce is not None:
+            return self._coalesce().target(request, profile)
+        return build_target(request.architecture, profile.image_build.arch, platform.machine())
 
     def _satisfies_policy(self, source: SourceRecord, profile: SiteProfile) -> bool:
         policy = profile.policy
@@ -339,13 +355,12 @@ class Lifecycle:
         access: Access | None = None,
     ) -> Outcome | Request:
         """The store's answer to an import, or the request to run: the import itself, or an
-        inspection of the stored artifact when the store lacks facts for the role. A source
-        outside the policy's registries is refused here as the plan would refuse it, and a
+        inspection of the stored artifact when the store lacks facts for the role. A
         stored record answers only when it satisfies the policy in force now (its signature
         by a key still trusted) and, for a source imported with someone's own registry
         credentials, only its group; otherwise the import runs, and checks the registry's
-        signatures itself."""
-        require_allowed_source(parse_reference(request.source), profile.policy)
+        signatures itself. The source is within the policy's registries (``__call__`` checked it
+        first)."""
         architecture = request.architecture or profile.image_build.arch
         if architecture is None:
             log.info(
@@ -358,8 +373,11 @@ class Lifecycle:
         source = publisher.stored_source(parse_reference(request.source).digest, architecture)
         if source is None:
             return request
-        if not may_use_source(source, access):
-            log.info("the store's record of %s is another group's: importing", request.source)
+        if not may_use_source(source, request.ownership, access):
+            log.info(
+                "the store's record of %s is kept for another group alone: importing",
+                request.source,
+            )
             return request
         if not self._satisfies_policy(source, profile):
             log.info(

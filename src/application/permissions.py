@@ -10,7 +10,7 @@ before there was a gateway.
 
 from __future__ import annotations
 
-from slurm_image.domain.access import Access, Ownership
+from slurm_image.domain.access import Access, Ownership, may_share_bytes
 from slurm_image.domain.errors import Forbidden
 from slurm_image.domain.gateway_settings import GatewaySettings
 from slurm_image.domain.publication import SourceRecord
@@ -84,10 +84,13 @@ class Permissions:
         return access
 
 
-def may_use_source(source: SourceRecord, access: Access | None) -> bool:
-    """Whether a stored source may answer ``access``'s requester: any source, but one imported
-    with someone's own registry credentials only for its group (and the admins)."""
+def may_use_source(source: SourceRecord, wanted: Ownership, access: Access | None) -> bool:
+    """Whether a stored source may answer a request for an alias owned as ``wanted``, by
+    ``access``'s requester: any source, but one imported with someone's own registry
+    credentials (its artifact its group's alone) only a request private to that group
+    (``domain.access.may_share_bytes``), by one of the group or an admin."""
+    if not may_share_bytes(source.private_group, wanted):
+        return False
     if access is None or source.private_group is None:
         return True
-    group = source.private_group
-    return access.admin or access.account.in_group(group)
+    return access.admin or access.account.in_group(source.private_group)

@@ -14,8 +14,9 @@ in this order:
    reading, unchanged while read) and validated for the plan's role and the digest of the
    ``.sqsh`` as hashed now through one descriptor;
 6. the marker is written; an import's candidate is moved into ``artifacts/<sha256>.sqsh`` (0444,
-   fsynced, never replacing anything; identical bytes already there are reused, anything else
-   there is refused); the source record (with the chain), then the alias record are replaced
+   fsynced, never replacing anything; identical bytes already there are reused, and opened to
+   everyone when a public alias names bytes kept for a group alone; anything else there is
+   refused); the source record (with the chain), then the alias record are replaced
    atomically; the marker is removed.
 
 A crash between any two steps leaves the old alias record or the new one, and the next
@@ -135,14 +136,16 @@ class Publish:
         """Publish the lifecycle (see the module docstring), then bind the orders that joined
         it (``fulfil``)."""
         publication = self._publish(lifecycle_id, replace=replace)
-        self.fulfil(lifecycle_id)
+        self.fulfil(lifecycle_id, publication.record.architecture)
         return publication
 
-    def fulfil(self, lifecycle_id: str) -> None:
+    def fulfil(self, lifecycle_id: str, built: str | None) -> None:
         """Bind every order that joined the published lifecycle to its artifact, each by its
         requester's rights, and close its book. An order that cannot be bound (its alias is
         another's, or bound already without ``replace``) is left unbound and said in the log;
-        its requester, waiting, is told by binding it again (``bind_stored``)."""
+        its requester, waiting, is told by binding it again (``bind_stored``). When the job
+        ``built`` another architecture than the book's (one assumed: ``OrderBook.assumed``),
+        no order is bound: each was for the architecture of the book."""
         if self._orders is None:
             return
         book = self._orders.book(lifecycle_id)
@@ -150,6 +153,18 @@ class Publish:
             return
         if not book.joinable or book.source_digest is None or book.architecture is None:
             self._orders.close(lifecycle_id)  # nothing could join it
+            return
+        if built != book.architecture:
+            if len(book.orders) > 1:
+                log.warning(
+                    "%s built %s, not the %s its %d joined orders are for: none is bound",
+                    lifecycle_id,
+                    built,
+                    book.architecture,
+                    len(book.orders) - 1,
+                    extra={"lifecycle_id": lifecycle_id},
+                )
+            self._orders.close(lifecycle_id)
             return
         with self._locks.exclusive(import_lock(book.source_digest), timeout_s=self._timeout):
             source = self.stored_source(book.source_digest, book.architecture)
@@ -282,7 +297,12 @@ class Publish:
             if current is not None and same_binding(current, record):
                 return Publication(current, changed=False)
             self._require_owner(request, existing)
-            self._records.write_alias(next_document(existing, record, replace, request.ownership))
+            document = next_document(existing, record, replace, request.ownership)
+            try:
+                self._records.open_artifact(path, document)
+            except WorkspaceError as error:
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
+            self._records.write_alias(document)
             event = self._event(existing, record, None, None, request.requester)
             if self._history is not None and event is not None:
                 self._history.append(event)
@@ -357,6 +377,7 @@ class Publish:
             kind = self._store.entry_kind(record.path)
             if kind is not None:
                 self._refuse_unless_identical(record)
+                self._reuse_artifact(record, document)
                 candidate = None  # identical bytes are in the store already: reuse them
         marker = PublicationMarker(
             schema_version=MARKER_SCHEMA_VERSION if event is None else EVENT_MARKER_SCHEMA_VERSION,
@@ -378,6 +399,7 @@ class Publish:
                 self._records.install_artifact(candidate, record.path, digest, document)
             except AlreadyExists:
                 self._refuse_unless_identical(record)  # a concurrent publisher of equal bytes
+                self._reuse_artifact(record, document)
             except WorkspaceError as error:
                 self._store.remove_file(self._layout.marker(record.name))
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
@@ -412,6 +434,13 @@ class Publish:
                 field=record.path,
                 rule=f"does not hold the bytes of sha256 {record.sqsh_sha256}: refused",
             )
+
+    def _reuse_artifact(self, record: AliasRecord, document: AliasDocument) -> None:
+        try:
+            self._records.open_artifact(record.path, document)
+        except WorkspaceError as error:
+            self._drop_marker(record.name)
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
 
     def _drop_marker(self, name: str) -> None:
         if self._store.entry_kind(self._layout.marker(name)) is not None:

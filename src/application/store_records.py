@@ -161,6 +161,12 @@ class StoreRecords:
             group=group,
         )
 
+    def open_artifact(self, path: str, document: AliasDocument) -> None:
+        """A public alias names an artifact everyone reads: one kept for a group alone (0440),
+        whose bytes a public import has since brought too, is opened to everyone (0444)."""
+        if not document.private:
+            self.store.set_mode(path, mode=ARTIFACT_MODE)
+
     def artifact_matches(self, path: str, sqsh_sha256: str) -> bool:
         for _ in range(_HASH_ATTEMPTS):
             if self.store.entry_kind(path) != "file":

@@ -9,6 +9,8 @@
   and the admins'. An alias published before owners were recorded is the store owner's.
 - A private alias (published with the requester's own registry credentials) is seen only by
   its group, its owner and the admins; to anyone else it does not exist.
+- Bytes kept for one group alone (an import with its own registry credentials) back only the
+  aliases private to that group (``may_share_bytes``).
 - A reader with no identity (``[gateway] public_catalog``, the catalog's static pages) sees every
   alias and lifecycle but the private ones (``seen_by_anyone``).
 """
@@ -41,6 +43,19 @@ class Ownership:
     def describe(self) -> str:
         who = self.owner.user if self.owner is not None else STORE_OWNER
         return f"{who} and group {self.group}" if self.group else who
+
+    @property
+    def private_group(self) -> str | None:
+        """The group alone that may read what is kept for this alias; None: everyone."""
+        return self.group if self.private else None
+
+
+def may_share_bytes(kept_for: str | None, wanted: Ownership) -> bool:
+    """Whether bytes kept for the group ``kept_for`` alone (None: for everyone) may back an
+    alias owned as ``wanted``: everyone's, any alias; a group's (an artifact only it reads),
+    only an alias private to that same group, so that no alias names a file its readers cannot
+    read."""
+    return kept_for is None or wanted.private_group == kept_for
 
 
 @dataclass(frozen=True)

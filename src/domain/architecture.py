@@ -7,6 +7,8 @@ One table holds the three spellings. Standard library only: the catalog's cheap 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from slurm_image.domain.errors import InvalidRecord, InvalidRequest
 
 ARCHITECTURES = ("aarch64", "ppc64le", "x86_64")
@@ -41,6 +43,28 @@ def elf_machine(architecture: str) -> int:
 def from_machine(machine: str) -> str | None:
     """The architecture ``platform.machine()`` (``uname -m``) names, or None for another."""
     return machine if machine in _OCI else None
+
+
+@dataclass(frozen=True)
+class BuildTarget:
+    """The architecture an import is built for, and whether it is only assumed: none was named,
+    the job imports for its node's own (it records which), and this is the one expected."""
+
+    architecture: str | None
+    assumed: bool = False
+
+
+def build_target(asked: str | None, configured: str | None, machine: str) -> BuildTarget:
+    """What an import is built for: the architecture ``asked`` for (``--arch``), else the
+    profile's ``[image_build] arch`` (``configured``), else, assumed, the one of the ``machine``
+    deciding (``platform.machine()`` of the gateway's node: a site whose compute nodes are of
+    another architecture names it in the profile). None when nothing is named and the machine
+    is of none of ``ARCHITECTURES``."""
+    named = asked or configured
+    if named is not None:
+        return BuildTarget(named)
+    assumed = from_machine(machine)
+    return BuildTarget(assumed, assumed=assumed is not None)
 
 
 ARCHITECTURE_RECORD_MAX_BYTES = 32

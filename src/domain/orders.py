@@ -3,9 +3,10 @@ lifecycle in flight.
 
 Every lifecycle submitted is given a book holding its own order (its request, whether it
 replaces), so that whoever settles the store (the gateway, also after a restart) knows what to
-publish. An import of a source digest for a named architecture runs one job however many ask for
-it at once: every request for the same digest, architecture and role that arrives while the job
-has not failed joins the book with an order of its own. When the lifecycle publishes, every
+publish. An import of a source digest for an architecture (named, or assumed when none is:
+``domain.architecture.build_target``) runs one job however many ask for it at once: every
+request for the same digest, architecture and role that arrives while the job has not failed
+joins the book with an order of its own. When the lifecycle publishes, every
 order is bound to the same artifact, each by its requester's rights; then the book is closed.
 Books live in the store (``StoreLayout.orders``), so a process that stops loses none.
 """
@@ -47,7 +48,11 @@ class OrderBook(BaseModel):
     source_digest: str | None
     """The import's pinned digest; None for an inspection."""
     architecture: str | None
-    """The architecture the import is for; None: the node's, and then nothing joins it."""
+    """The architecture the import is for; None: unknown, and then nothing joins it."""
+    assumed: bool = False
+    """The import names no architecture (its job imports for its node's): ``architecture`` is
+    the one assumed (``domain.architecture.build_target``), and the book is joined only by
+    imports that name none either, and bound only when the job built the one assumed."""
     orders: tuple[Order, ...]
 
     @model_validator(mode="after")
@@ -63,7 +68,7 @@ class OrderBook(BaseModel):
 
     @property
     def joinable(self) -> bool:
-        """Whether other requests may join: an import for a named architecture."""
+        """Whether other requests may join: an import for an architecture named or assumed."""
         return (
             self.first.request.operation == "import_oci"
             and self.source_digest is not None

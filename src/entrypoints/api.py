@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.layer_cache import CacheBound
+    from slurm_image.domain.listing import ListQuery, SummaryPage
     from slurm_image.domain.profile import ProfileSelection, SiteProfile
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.published import PublishedAlias
@@ -97,6 +98,9 @@ class Reading:
 
     def catalog_list(self) -> list[PublishedAlias]:
         return self._container.catalog_reader().list()
+
+    def catalog_page(self, query: ListQuery) -> SummaryPage:
+        return self._container.catalog_reader().page(query)
 
     def catalog_entries(self, name: str) -> tuple[PublishedAlias, ...]:
         """Every entry of ``name``, one per architecture."""
@@ -180,20 +184,26 @@ class Lifecycles:
         try:
             yield
         except Exception as error:
-            from slurm_image.domain.errors import SlurmImageError
-
-            if isinstance(error, SlurmImageError) and error.refusal is not None:
-                from slurm_image.entrypoints.errors import describe, exit_code_for
-
-                self.container.record_refusals()(
-                    error,
-                    exit_code_for(error),
-                    reason=describe(error),
-                    source=source,
-                    alias=alias,
-                    requester=self.requester,
-                )
+            self._record_refusal(error, source=source, alias=alias)
             raise
+
+    def _record_refusal(
+        self, error: BaseException, *, source: str | None, alias: str | None
+    ) -> None:
+        """Record ``error`` when it is a refusal on the site's word (``_refusals_recorded``)."""
+        from slurm_image.domain.errors import SlurmImageError
+
+        if isinstance(error, SlurmImageError) and error.refusal is not None:
+            from slurm_image.entrypoints.errors import describe, exit_code_for
+
+            self.container.record_refusals()(
+                error,
+                exit_code_for(error),
+                reason=describe(error),
+                source=source,
+                alias=alias,
+                requester=self.requester,
+            )
 
     # -- lifecycles ----------------------------------------------------------------------
 
@@ -283,7 +293,9 @@ class Lifecycles:
                     field="resolve", rule="resolves an import's tag: not for inspect"
                 )
             check_fields(name=name, role=role, architecture=arch)
-            resolution = self.resolve_tag(source, arch=arch, credentials=credentials)
+            resolution = self.container.resolve_tag()(
+                source, self.profile, arch=arch, credentials=credentials
+            )
             source, resolved_from = resolution.pinned, resolution.resolved_from
         return make_request(
             operation,
@@ -463,18 +475,31 @@ class Lifecycles:
         """The pin ``registry/repo:TAG`` resolves to now, asked of the registry from here (no
         job), with the profile's credentials (or the requester's own, ``credentials``);
         ``arch``: also the manifest an import for it gets (``NoImageForArchitecture`` when the
-        index has none). See ``application.resolve``."""
-        return self.container.resolve_tag()(
-            reference, self.profile, arch=arch, timeout_s=timeout_s, credentials=credentials
-        )
+        index has none). See ``application.resolve``. A refusal of the tag (outside the
+        policy, a registry's answer that lied) is recorded in the store's history."""
+        with self._refusals_recorded(source=reference):
+            return self.container.resolve_tag()(
+                reference, self.profile, arch=arch, timeout_s=timeout_s, credentials=credentials
+            )
 
     def outdated(
         self, names: Sequence[str] = (), *, timeout_s: float = RESOLVE_TIMEOUT_S
     ) -> list[OutdatedEntry]:
         """Every published entry of ``names`` (default: every alias) with what its recorded
         tag resolves to now: current, moved, gone, unknown or failed
-        (``application.outdated``)."""
-        return self.container.outdated()(self.profile, names, timeout_s=timeout_s)
+        (``application.outdated``). A tag refused (outside the policy, a registry's answer that
+        lied) is recorded in the store's history once, naming its alias when one alone
+        records it."""
+        with self._refusals_recorded():
+            entries = self.container.outdated()(self.profile, names, timeout_s=timeout_s)
+        refused: dict[str, tuple[Exception, set[str]]] = {}
+        for entry in entries:
+            if entry.error is not None and entry.error.refusal is not None and entry.tag:
+                refused.setdefault(entry.tag, (entry.error, set()))[1].add(entry.name)
+        for tag, (error, aliases) in refused.items():
+            alias = next(iter(aliases)) if len(aliases) == 1 else None
+            self._record_refusal(error, source=tag, alias=alias)
+        return entries
 
     # -- the catalog ---------------------------------------------------------------------
 
@@ -495,8 +520,20 @@ class Lifecycles:
         return self.reading().catalog_show(name, arch=arch)
 
     def catalog_list(self) -> list[PublishedAlias]:
-        """``list``: every entry of every alias the requester may see, as published."""
+        """Every entry of every alias the requester may see, as published (the catalog's
+        pages)."""
         return self.reading().catalog_list()
+
+    def catalog_page(self, query: ListQuery) -> SummaryPage:
+        """One page of ``list``'s summaries of the aliases the requester may see
+        (``domain.listing``)."""
+        return self.reading().catalog_page(query)
+
+    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
+        """``list``: every summary ``query`` selects (default: every alias), page after page."""
+        from slurm_image.domain.listing import every_summary
+
+        return every_summary(self.catalog_page, query)
 
     def queue(self) -> list[dict[str, object]]:
         """Every lifecycle in flight the requester may see, with the orders waiting on it and

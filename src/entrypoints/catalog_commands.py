@@ -73,10 +73,10 @@ def show_command(options: Options, args: Namespace) -> None:
 
 def list_command(options: Options, args: Namespace) -> None:
     """The published aliases."""
+    from slurm_image.domain.listing import every_summary
+
     try:
-        summaries = [
-            record.summary() | record.owned.fields() for record in catalog_reader(options).list()
-        ]
+        summaries = every_summary(catalog_reader(options).page)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     rows = [

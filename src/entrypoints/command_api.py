@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
+    from slurm_image.domain.listing import ListQuery, SummaryPage
     from slurm_image.domain.published import PublishedAlias
     from slurm_image.entrypoints.api import Lifecycles
     from slurm_image.entrypoints.arguments import Options
@@ -29,7 +30,7 @@ LOCAL = "local"
 class Catalog(Protocol):
     def show(self, name: str, *, arch: str | None = None) -> PublishedAlias: ...
 
-    def list(self) -> list[PublishedAlias]: ...
+    def page(self, query: ListQuery) -> SummaryPage: ...
 
 
 class History(Protocol):
@@ -66,8 +67,8 @@ class _RemoteCatalog:
     def show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
         return self._lifecycles.catalog_show(name, arch=arch)
 
-    def list(self) -> list[PublishedAlias]:
-        return self._lifecycles.catalog_list()
+    def page(self, query: ListQuery) -> SummaryPage:
+        return self._lifecycles.catalog_page(query)
 
 
 def catalog_reader(options: Options) -> Catalog | CatalogReader:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from slurm_image.application.wait import Progress, WaitResult
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
+    from slurm_image.domain.listing import ListQuery, SummaryPage
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.published import PublishedAlias
     from slurm_image.domain.request import Operation
@@ -496,8 +497,31 @@ class RemoteLifecycles:
         params = {"arch": arch} if arch is not None else None
         return self._ask(wire.published_from, "GET", f"/v1/aliases/{name}", params=params)
 
-    def catalog_list(self) -> list[PublishedAlias]:
-        return self._ask(each("images", wire.published_from), "GET", "/v1/aliases")
+    def catalog_page(self, query: ListQuery) -> SummaryPage:
+        """One page of ``list``'s summaries (``domain.listing``)."""
+        params = {
+            key: value
+            for key, value in (
+                ("limit", query.limit),
+                ("after", query.after),
+                ("role", query.role),
+                ("owner", query.owner),
+                ("prefix", query.prefix),
+            )
+            if value is not None
+        }
+        return self._ask(
+            lambda data: wire.summary_page_from(data, query.after),
+            "GET",
+            "/v1/aliases",
+            params=params,
+        )
+
+    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
+        """Every summary ``query`` selects (default: every alias), page after page."""
+        from slurm_image.domain.listing import every_summary
+
+        return every_summary(self.catalog_page, query)
 
     def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         params: dict[str, Any] = {}

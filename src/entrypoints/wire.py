@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.job import JobState
     from slurm_image.domain.lifecycle_state import LifecycleState
+    from slurm_image.domain.listing import SummaryPage
     from slurm_image.domain.publication import AliasRecord
     from slurm_image.domain.published import PublishedAlias
     from slurm_image.entrypoints.remote_error import RemoteError
@@ -105,6 +106,29 @@ def published_from(data: Json) -> PublishedAlias:
             private=owned.get("private") is True,
         ),
     )
+
+
+def summary_page_json(page: SummaryPage) -> Json:
+    return {"images": list(page.images), "next": page.next}
+
+
+def summary_page_from(data: Json, after: str | None) -> SummaryPage:
+    """A page of ``list``'s summaries asked for ``after``: every summary an object naming its
+    alias, and a ``next`` that comes after the page's start."""
+    from slurm_image.domain.listing import LISTING_KEYS, SummaryPage
+
+    images = data.get("images")
+    if not isinstance(images, list):
+        raise ValueError("images must be a list")
+    for image in images:
+        if not isinstance(image, dict) or not isinstance(image.get("name"), str):
+            raise ValueError("each image must be an object naming its alias")
+        if not set(LISTING_KEYS) <= set(image):
+            raise ValueError(f"each image must hold {', '.join(LISTING_KEYS)}")
+    following = _optional_text(data, "next")
+    if following is not None and after is not None and following <= after:
+        raise ValueError("next must come after the page's start")
+    return SummaryPage(tuple(images), next=following)
 
 
 # -- lifecycles ----------------------------------------------------------------------------

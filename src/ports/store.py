@@ -77,6 +77,12 @@ class Store(Workspace, Protocol):
         Raises ``ChangedWhileRead`` when the file is not the one ``expected`` describes."""
         ...
 
+    def set_mode(self, path: str, *, mode: int) -> None:
+        """Give the regular file ``path`` (never followed through a symlink; the store's owner
+        owns it) exactly ``mode``: an artifact kept for a group alone, opened to everyone by a
+        public publication of the same bytes. ``WorkspaceError`` when it cannot."""
+        ...
+
     def publish_file(
         self, path: str, data: bytes, *, mode: int, staging: str, group: str | None = None
     ) -> None:

@@ -78,6 +78,9 @@ def test_publish_then_show_list_and_verify(site: Site) -> None:
         "owner",
         "group",
         "private",
+        "architectures",
+        "python_version",
+        "vllm_version",
     }
     assert (listed["images"][0]["owner"], listed["images"][0]["group"]) == (None, None)
     code, out, _ = site.run("list")

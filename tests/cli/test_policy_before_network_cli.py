@@ -139,3 +139,40 @@ def test_outdated_of_an_entry_whose_registry_the_policy_no_longer_allows_asks_no
     assert (entry["name"], entry["state"]) == ("app", "failed")
     assert OUTSIDE in err
     assert len(registry.seen) == asked
+
+
+def refusals(site: Site) -> list[tuple[str, str | None, str | None, int]]:
+    """The ``refused`` events of the store's history: rule, source, alias, exit code."""
+    lines = [
+        json.loads(line)
+        for month in sorted((site.root / "images" / "history").glob("*.jsonl"))
+        for line in month.read_text().splitlines()
+    ]
+    return [
+        (e["rule"], e["source"], e["alias"], e["exit_code"])
+        for e in lines
+        if e["event"] == "refused"
+    ]
+
+
+def test_resolve_and_outdated_record_a_tag_the_policy_refuses_and_a_dry_run_does_not(
+    site: Site, registry: ScriptedRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = f"{registry.address}/{REPOSITORY}:1"
+    submitted = site.json("import", tag, "--resolve", "--name", "app", "--role", "client")
+    attempt = AttemptLayout(str(site.root), submitted["lifecycle_id"])
+    Path(attempt.in_job("candidate.sqsh")).write_bytes(SQSH_BYTES)
+    Path(attempt.in_job("output/inspection.json")).write_bytes(inspection("client", SQSH_BYTES))
+    Path(attempt.chain_record).write_bytes(chain_json(digest_of(DATA)))
+    Path(attempt.architecture_record).write_bytes(b"x86_64\n")
+    site.scheduler.finish(submitted["job_id"])
+    site.json("publish", submitted["lifecycle_id"])
+    allow_only_elsewhere(monkeypatch)
+
+    dry_run = ("import", tag, "--resolve", "--name", "b", "--role", "client", "--dry-run")
+    assert site.run(*dry_run)[0] == 2
+    assert refusals(site) == [], "a dry run attempts nothing"
+    assert site.run("resolve", tag)[0] == 2
+    assert refusals(site) == [("source_not_allowed", tag, None, 2)]
+    assert site.run("outdated")[0] == 2
+    assert refusals(site)[1:] == [("source_not_allowed", tag, "app", 2)]

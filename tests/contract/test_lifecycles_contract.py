@@ -65,7 +65,7 @@ def test_an_import_is_submitted_observed_waited_for_and_published(
     shown = verbs.catalog_show("a")
     assert shown.record["sqsh_sha256"] == record.sqsh_sha256
     assert shown.owned.user == "alice"
-    assert [p.record["name"] for p in verbs.catalog_list()] == ["a"]
+    assert [s["name"] for s in verbs.catalog_summaries()] == ["a"]
     assert verbs.architectures("a") == ("x86_64",)
     assert [e.event for e in verbs.history("a").events] == ["published"]
 

@@ -111,6 +111,19 @@ def test_install_refuses_a_file_changed_since_it_was_hashed(
     assert store.entry_kind(f"{area}/b") is None
 
 
+def test_set_mode_gives_an_installed_file_exactly_the_mode_and_follows_nothing(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    workspace_harness.write(f"{area}/a", b"image")
+    digest = store.digest(f"{area}/a")
+    store.install(f"{area}/a", f"{area}/b", expected=digest, mode=0o440)
+    store.set_mode(f"{area}/b", mode=0o444)
+    assert workspace_harness.mode(f"{area}/b") == 0o444
+    assert workspace_harness.read(f"{area}/b") == b"image"
+    with pytest.raises(NotFound):
+        store.set_mode(f"{area}/missing", mode=0o444)
+
+
 def test_publish_file_replaces_atomically_and_leaves_no_temporary(
     workspace_harness: Any, store: Store, area: str
 ) -> None:

@@ -113,7 +113,7 @@ def test_a_private_image_is_its_groups_alone_and_404_to_everyone_else(lab: Gatew
     assert stat.S_IMODE(artifact.st_mode) == 0o440 and artifact.st_gid == 1
     bob = lab.client("bob")
     assert refusal(bob.catalog_show, "secret").exit_code == EXIT_INVALID
-    assert "secret" not in [p.record["name"] for p in bob.catalog_list()]
+    assert "secret" not in [s["name"] for s in bob.catalog_summaries()]
     assert refusal(bob.history, "secret").exit_code == EXIT_INVALID
     assert all(event.alias != "secret" for event in bob.history().events)
     assert refusal(bob.unregister, "secret").exit_code == EXIT_INVALID
@@ -155,6 +155,38 @@ def test_a_private_source_answers_only_its_group_from_the_store(lab: GatewayLab)
     assert len(lab.scheduler.jobs) == jobs + 1, "bob's import runs its own job"
 
 
+@pytest.mark.parametrize("user", ["dave", "alice"])
+def test_a_public_import_of_bytes_kept_for_a_group_names_a_file_everyone_reads(
+    lab: GatewayLab, user: str
+) -> None:
+    private_import(lab)
+    kept = Path(str(lab.client("alice").catalog_show("secret").record["path"]))
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o440
+    jobs = len(lab.scheduler.jobs)
+    published(lab, user, "shared")
+    assert len(lab.scheduler.jobs) == jobs + 1, "the group's artifact answers no public import"
+    alias = Path(lab.layout.alias("shared"))
+    assert stat.S_IMODE(alias.stat().st_mode) == 0o644
+    record = lab.client("bob").catalog_show("shared").record
+    artifact = Path(str(record["path"])).stat()
+    assert stat.S_IMODE(artifact.st_mode) & 0o444 == 0o444, "others may read what it names"
+    assert lab.client("alice").catalog_show("secret").record["sqsh_sha256"] == record["sqsh_sha256"]
+
+
+def test_a_public_import_joins_no_import_kept_for_a_group(lab: GatewayLab) -> None:
+    login = RegistryCredentials(host="registry.example.org", login="alice", password="pw")
+    alice = lab.client("alice")
+    kept = alice.import_image(
+        SOURCE, name="secret", role="client", group=PRIVATE_GROUP, credentials=login
+    )
+    public = alice.import_image(SOURCE, name="shared", role="client")
+    assert (public.joined, public.lifecycle_id != kept.lifecycle_id) == (False, True)
+    again = alice.import_image(
+        SOURCE, name="again", role="client", group=PRIVATE_GROUP, credentials=login
+    )
+    assert (again.joined, again.lifecycle_id) == (True, kept.lifecycle_id)
+
+
 def test_the_service_account_runs_every_job_and_the_comment_names_the_requester(
     lab: GatewayLab,
 ) -> None:
@@ -188,14 +220,14 @@ def test_a_requesters_verbs_are_built_once_and_anew_when_their_account_changes(
     monkeypatch.setattr(lab.lifecycles, "acting_for", counted)
     alice, bob = lab.client("alice"), lab.client("bob")
     for _ in range(3):
-        alice.catalog_list()
-        bob.catalog_list()
+        alice.catalog_summaries()
+        bob.catalog_summaries()
     assert built == ["alice", "bob"]
     lab.accounts.add_member("physics", "dave")
     lab.accounts.add_member("physics", "alice")  # already in: her account is unchanged
     lab.accounts.add_group("chemistry", 22002, ("alice",))
-    alice.catalog_list()
-    bob.catalog_list()
+    alice.catalog_summaries()
+    bob.catalog_summaries()
     assert built == ["alice", "bob", "alice"]
 
 
@@ -242,7 +274,10 @@ def test_finishing_anothers_private_import_binds_nothing(lab: GatewayLab) -> Non
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["field"] == "source"
     assert not Path(lab.layout.alias("mine")).exists()
-    assert finish_as(lab, "carol", lifecycle_id).status_code == 200, "admins see it all"
+    public = finish_as(lab, "carol", lifecycle_id)
+    assert public.status_code == 422, "not even an admin's public alias names the group's file"
+    kept = finish_as(lab, "alice", lifecycle_id, group=PRIVATE_GROUP, private=True)
+    assert kept.status_code == 200, "an alias private to the group may"
 
 
 def test_finishing_with_a_group_one_is_not_in_is_refused(lab: GatewayLab) -> None:

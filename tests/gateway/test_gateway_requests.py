@@ -198,7 +198,7 @@ def test_an_internal_error_is_no_traceback(
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret detail /etc/shadow")
 
-    monkeypatch.setattr(type(lab.lifecycles), "catalog_list", broken)
+    monkeypatch.setattr(type(lab.lifecycles), "catalog_page", broken)
     answer = httpx.get(
         f"{lab.url}/v1/aliases", headers={"Authorization": f"Munge {lab.credential('bob')}"}
     )
@@ -289,3 +289,40 @@ def test_outdateds_timeout_is_bounded_as_the_command_lines(lab: GatewayLab, time
     )
     assert answer.status_code == 400
     assert error_of(answer)["field"] == "timeout_s"
+
+
+def test_a_tag_the_policy_refuses_to_resolve_or_check_is_a_refusal_in_the_history(
+    lab: GatewayLab,
+) -> None:
+    from slurm_image.application.lifecycle import LifecycleOptions
+    from slurm_image.domain.policy import Policy
+    from slurm_image.domain.request import make_request
+    from slurm_image.domain.resolution import ResolvedFrom
+    from slurm_image.entrypoints.remote_error import RemoteError
+
+    tag, digest = SOURCE.split("@")
+    resolved = ResolvedFrom(tag=tag, digest=digest, resolved_at="2026-01-01T00:00:00.000000Z")
+    request = make_request(
+        "import_oci", name="app", role="client", source=SOURCE, resolved_from=resolved
+    )
+    site = lab.lifecycles
+    started = site.container.lifecycle()(request, site.profile, site.selection, LifecycleOptions())
+    lab.run_job(started.lifecycle_id)
+    assert lab.local().settle().published == [started.lifecycle_id]
+    strict = Policy.model_validate({"allowed_registries": ["registry.site.example"]})
+    site.profile = site.profile.model_copy(update={"policy": strict})  # the site's policy changes
+
+    with pytest.raises(RemoteError) as raised:
+        lab.client("bob").resolve_tag(tag)
+    assert raised.value.exit_code == EXIT_INVALID
+    (entry,) = lab.client("alice").outdated()
+    assert (entry.name, str(entry.state)) == ("app", "failed")
+
+    refused = [e for e in lab.history() if e["event"] == "refused"]
+    assert [(e["rule"], e["user"], e["source"], e["alias"]) for e in refused] == [
+        ("source_not_allowed", "bob", tag, None),
+        ("source_not_allowed", "alice", tag, "app"),
+    ]
+    metrics = httpx.get(f"{lab.url}/metrics").text.splitlines()
+    (counted,) = [line for line in metrics if 'rule="source_not_allowed"' in line]
+    assert counted.startswith("slurm_image_refusals_total{") and counted.endswith(" 2.0")

@@ -9,6 +9,8 @@ import pytest
 
 from slurm_image.domain.architecture import (
     ARCHITECTURES,
+    BuildTarget,
+    build_target,
     check_architecture,
     elf_machine,
     from_machine,
@@ -105,3 +107,18 @@ def test_a_version_1_plan_is_still_read_and_never_has_an_architecture() -> None:
     with pytest.raises(PlanInvariantViolation) as caught:
         load_plan(canonical_json(data))
     assert caught.value.field == "architecture"
+
+
+@pytest.mark.parametrize(
+    ("asked", "configured", "machine", "expected"),
+    [
+        ("aarch64", "x86_64", "x86_64", BuildTarget("aarch64")),
+        (None, "ppc64le", "x86_64", BuildTarget("ppc64le")),
+        (None, None, "aarch64", BuildTarget("aarch64", assumed=True)),
+        (None, None, "riscv64", BuildTarget(None)),
+    ],
+)
+def test_an_import_is_built_for_the_architecture_named_else_the_machines_assumed(
+    asked: str | None, configured: str | None, machine: str, expected: BuildTarget
+) -> None:
+    assert build_target(asked, configured, machine) == expected

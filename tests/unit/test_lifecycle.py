@@ -96,6 +96,7 @@ class Steps:
             sqsh_sha256=SQSH_SHA,
             roles=dict.fromkeys(self.stored_roles),
             signed_by=self.stored_signed_by,
+            private_group=None,
         )
 
     def bind_stored(self, request: Request, source: Any, *, replace: bool) -> Any:

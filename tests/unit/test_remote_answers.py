@@ -23,8 +23,11 @@ def answering(body: Any, status: int = 200) -> RemoteLifecycles:
 @pytest.mark.parametrize(
     ("body", "call", "args"),
     [
-        ({"images": "not a list"}, "catalog_list", ()),
-        ({"images": [{"record": "not an object"}]}, "catalog_list", ()),
+        ({"images": "not a list"}, "catalog_summaries", ()),
+        ({"images": [{"record": "not a summary"}]}, "catalog_summaries", ()),
+        ({"images": [], "next": 7}, "catalog_summaries", ()),
+        ({"images": [{"name": "a"}], "next": None}, "catalog_summaries", ()),
+        ({"images": [], "next": "a"}, "catalog_summaries", ()),
         ({"lifecycles": [{"lifecycle_id": "img-1", "state": "DANCING"}]}, "status", (["img-1"],)),
         ({}, "status", (["img-1"],)),
         ({"name": 7}, "unregister", ("a",)),
@@ -56,6 +59,6 @@ def test_a_refusal_keeps_the_gateways_field_rule_and_exit_code() -> None:
 
 def test_an_error_body_without_the_products_shape_is_exit_3() -> None:
     with pytest.raises(RemoteError) as raised:
-        answering({"detail": "Not Found"}, status=404).catalog_list()
+        answering({"detail": "Not Found"}, status=404).catalog_summaries()
     assert exit_code_for(raised.value) == EXIT_SCHEDULER
     assert "HTTP 404" in raised.value.rule

@@ -155,6 +155,13 @@ class MemoryStore(MemoryWorkspace):
             del source_dir.entries[source_name]
             return node.identity
 
+    def set_mode(self, path: str, *, mode: int) -> None:
+        with self.filesystem.lock:
+            node = self._regular(path)
+            if node.uid != self._uid:
+                raise WorkspaceError(field=path, rule="is not the store owner's file")
+            node.mode = mode
+
     def publish_file(
         self, path: str, data: bytes, *, mode: int, staging: str, group: str | None = None
     ) -> None:

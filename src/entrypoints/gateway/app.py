@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slurm_image.domain.errors import Busy, InvalidRequest, SlurmImageError
 from slurm_image.domain.limits import Bucket, take
+from slurm_image.domain.listing import DEFAULT_LIMIT, ListQuery
 from slurm_image.entrypoints import wire
 from slurm_image.entrypoints.api import Lifecycles
 from slurm_image.entrypoints.errors import exit_code_for
@@ -421,8 +422,19 @@ def create_app(gateway: Gateway) -> FastAPI:
         return HeldStream(events, release, media_type="text/event-stream")
 
     @app.get("/v1/aliases")
-    def list_aliases(lifecycles: Verbs) -> dict[str, Any]:
-        return {"images": [wire.published_json(p) for p in lifecycles.catalog_list()]}
+    def list_aliases(
+        lifecycles: Verbs,
+        limit: int = DEFAULT_LIMIT,
+        after: str | None = None,
+        role: str | None = None,
+        owner: str | None = None,
+        prefix: str | None = None,
+    ) -> dict[str, Any]:
+        """A page of ``list``'s summaries: at most ``limit`` aliases (1 to 1000) in name order
+        after ``after``, of ``role``, ``owner`` and names starting with ``prefix``; ``next``
+        is the ``after`` of the next page (null: the last). ``show`` has the full records."""
+        query = ListQuery(limit=limit, after=after, role=role, owner=owner, prefix=prefix)
+        return wire.summary_page_json(lifecycles.catalog_page(query))
 
     @app.get("/v1/aliases/{name}")
     def show(

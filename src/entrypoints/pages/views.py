@@ -15,6 +15,7 @@ from typing import Any
 from slurm_image.domain.architecture import from_machine
 from slurm_image.domain.errors import DomainError, InvalidReference, NoImageForArchitecture
 from slurm_image.domain.history import HistoryEvent
+from slurm_image.domain.listing import key_facts
 from slurm_image.domain.published import PublishedAlias, choose_entry
 from slurm_image.domain.reference import parse_reference, parse_tag_reference
 from slurm_image.domain.shell import quote
@@ -145,22 +146,8 @@ class Facts:
 
 
 def facts_of(record: Mapping[str, Any]) -> Facts:
-    facts = record.get("facts")
-    vllm = _text(_at(facts, "server", "version"))
-    if vllm is None:
-        vllm = _distribution(facts, "vllm")
-    return Facts(
-        python=_text(_at(facts, "python", "version")),
-        pip=_text(_at(facts, "installer", "version")) or _distribution(facts, "pip"),
-        vllm=vllm,
-    )
-
-
-def _distribution(facts: object, name: str) -> str | None:
-    for entry in _list(_at(facts, "distributions")):
-        if _at(entry, "name") == name:
-            return _text(_at(entry, "version"))
-    return None
+    found = key_facts(record)
+    return Facts(python=found.python, pip=found.pip, vllm=found.vllm)
 
 
 def _list(value: object) -> list[object]:
