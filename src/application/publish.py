@@ -49,6 +49,7 @@ from slurm_image.application.history import (
     entry_fields,
     latency_seconds,
 )
+from slurm_image.application.lifecycle_rights import LifecycleRights
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
@@ -118,8 +119,10 @@ class Publish:
         history: RecordHistory | None = None,
         permissions: Permissions | None = None,
         orders: Orders | None = None,
+        rights: LifecycleRights | None = None,
     ) -> None:
         self._store = store
+        self._rights = rights
         self._permissions = permissions
         self._orders = orders
         self._history = history
@@ -133,7 +136,10 @@ class Publish:
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
         """Publish the lifecycle (see the module docstring), then bind the orders that joined
-        it (``fulfil``)."""
+        it (``fulfil``). With ``rights``: only the lifecycle's owner, its group, a request that
+        joined it and the admins may; to anyone who may not know of it, it is unknown."""
+        if self._rights is not None:
+            self._rights.require_publisher(lifecycle_id)
         publication = self._publish(lifecycle_id, replace=replace)
         self.fulfil(lifecycle_id)
         return publication

@@ -17,15 +17,22 @@ FOLLOW_INTERVAL_S = 1.0
 is read only when it grew)."""
 
 Hidden = Callable[[str], bool]
-"""Whether an alias is one the requester may not see (through the gateway: a private alias of
-another group)."""
+"""Whether an alias (or a lifecycle) is one the requester may not see (through the gateway: a
+private one of another group)."""
 
 
 class _Shown:
     """Which events a reader gets: those of the alias ``name`` (all when None), none of an
-    alias ``hidden`` from it; a hidden alias named is unknown. Checks ``name`` and ``since``."""
+    alias ``hidden`` from it nor of a lifecycle ``unseen`` by it; a hidden alias named is
+    unknown. Checks ``name`` and ``since``."""
 
-    def __init__(self, hidden: Hidden | None, name: str | None, since: datetime | None) -> None:
+    def __init__(
+        self,
+        hidden: Hidden | None,
+        name: str | None,
+        since: datetime | None,
+        unseen: Hidden | None = None,
+    ) -> None:
         if name is not None:
             paths.name(name)
         if since is not None and since.utcoffset() is None:
@@ -37,22 +44,30 @@ class _Shown:
 
             raise UnknownAlias.named(name)
         self._hidden = hidden
+        self._unseen = unseen
         self._name = name
         self._seen: dict[str, bool] = {}
+        self._seen_lifecycles: dict[str, bool] = {}
 
-    def _visible(self, alias: str | None) -> bool:
-        if alias is None or self._hidden is None:
+    def _visible(self, event: HistoryEvent) -> bool:
+        alias, lifecycle_id = event.alias, event.lifecycle_id
+        if alias is not None and self._hidden is not None:
+            if alias not in self._seen:
+                self._seen[alias] = not self._hidden(alias)
+            if not self._seen[alias]:
+                return False
+        if lifecycle_id is None or self._unseen is None:
             return True
-        if alias not in self._seen:
-            self._seen[alias] = not self._hidden(alias)
-        return self._seen[alias]
+        if lifecycle_id not in self._seen_lifecycles:
+            self._seen_lifecycles[lifecycle_id] = not self._unseen(lifecycle_id)
+        return self._seen_lifecycles[lifecycle_id]
 
     def __call__(self, read: HistoryRead) -> HistoryRead:
         return HistoryRead(
             events=tuple(
                 event
                 for event in read.events
-                if (self._name is None or event.alias == self._name) and self._visible(event.alias)
+                if (self._name is None or event.alias == self._name) and self._visible(event)
             ),
             skipped=read.skipped,
         )
@@ -62,19 +77,26 @@ class ReadHistory:
     """The store's history, oldest first: every event, or those of the alias ``name``, at or
     after ``since``; with the count of lines that were no event (a torn last line). ``hidden``:
     whether an alias is one the requester may not see (through the gateway: a private alias of
-    another group), whose events are then left out, and which is unknown when named."""
+    another group), whose events are then left out, and which is unknown when named;
+    ``unseen``: whether a lifecycle is one the requester may not know of (a private import of
+    another group, ``application.lifecycle_rights``), whose events are left out whatever became
+    of it, a failed job's included."""
 
-    def __init__(self, history: History, hidden: Hidden | None = None) -> None:
+    def __init__(
+        self, history: History, hidden: Hidden | None = None, unseen: Hidden | None = None
+    ) -> None:
         self._history = history
         self._hidden = hidden
+        self._unseen = unseen
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         """Through the gateway (``hidden``), a named alias with no event the requester may see
         is unknown, as a hidden one is: an empty answer for a name that never existed beside a
         refusal for a private one would tell that the private one exists."""
-        shown = _Shown(self._hidden, name, since)
+        shown = _Shown(self._hidden, name, since, self._unseen)
         read = shown(self._history.read(since))
-        if name is not None and self._hidden is not None and not read.events:
+        hiding = self._hidden is not None or self._unseen is not None
+        if name is not None and hiding and not read.events:
             from slurm_image.application.errors import UnknownAlias
 
             raise UnknownAlias.named(name)

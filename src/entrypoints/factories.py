@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RecordRefusals,
     )
     from slurm_image.application.lifecycle import Lifecycle
+    from slurm_image.application.lifecycle_rights import LifecycleRights
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.metrics import CollectMetrics
@@ -139,10 +140,14 @@ def record_refusals(**wiring: Any) -> RecordRefusals:
     return RecordRefusals(**wiring)
 
 
-def read_history(history: History, hidden: Callable[[str], bool] | None = None) -> ReadHistory:
+def read_history(
+    history: History,
+    hidden: Callable[[str], bool] | None = None,
+    unseen: Callable[[str], bool] | None = None,
+) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
-    return ReadHistory(history, hidden)
+    return ReadHistory(history, hidden, unseen)
 
 
 def hidden_aliases(
@@ -151,6 +156,15 @@ def hidden_aliases(
     """For a requester, or a reader with no identity (``anyone``), whether an alias is one they
     may not see (its history is then not theirs to read); None for this process's own account."""
     return catalog_reader.hidden if caller is not None or anyone else None
+
+
+def hidden_lifecycles(
+    rights: LifecycleRights, caller: Requester | None, anyone: bool = False
+) -> Callable[[str], bool] | None:
+    """For a requester, or a reader with no identity (``anyone``), whether a lifecycle is one
+    they may not know of (its events are then not theirs to read); None for this process's own
+    account."""
+    return rights.hidden if caller is not None or anyone else None
 
 
 def follow_history(history: History) -> FollowHistory:
@@ -341,6 +355,12 @@ def sees(access: Access, caller: Requester | None, anyone: bool = False) -> Sees
 
         return seen_by_anyone
     return access.sees if caller is not None else None
+
+
+def lifecycle_rights(**wiring: Any) -> LifecycleRights:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
+
+    return LifecycleRights(**wiring)
 
 
 def settle(**wiring: Any) -> Settle:
