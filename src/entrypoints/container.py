@@ -216,10 +216,10 @@ class Container(containers.DeclarativeContainer):
             make.hidden_lifecycles, rights=lifecycle_rights, caller=caller, anyone=anyone
         ),
     )
-    # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
-    # as anyone reads them, nothing of the scheduler.
+    # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history,
+    # nothing of the scheduler; for the store's owner and the admins (they count what is private).
     metrics = providers.Factory(
-        make.metrics, store=store_reader, history=history_reader, clock=clock
+        make.metrics, store=store_reader, history=history_reader, clock=clock, access=access
     )
 
     resolve_tag = providers.Factory(

@@ -1,6 +1,6 @@
 """The gateway over real HTTP (tests/gateway_lab.py): a private lifecycle's id names nothing to
 whoever may not see it (every route answers as for an id no attempt has), a lifecycle is
-changed only by its owner, its group and the admins."""
+changed only by its owner, its group and the admins, and the figures are the admins'."""
 
 from __future__ import annotations
 
@@ -282,3 +282,14 @@ def test_a_private_alias_is_unknown_to_an_outsider_by_name_on_every_route(
         assert hidden.status_code == never.status_code == 404, path
         assert hidden.text.replace("secret", "X") == never.text.replace("never", "X")
     assert ask(lab, "alice", "GET", "/v1/outdated?names=secret").status_code == 200
+
+
+def test_the_figures_are_for_the_admins(lab: GatewayLab) -> None:
+    refused = ask(lab, "alice", "GET", "/metrics")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["field"] == "metrics"
+    assert refused.json()["error"]["exit_code"] == EXIT_FORBIDDEN
+    assert httpx.get(lab.url + "/metrics", timeout=30).status_code == 401
+    answer = ask(lab, "carol", "GET", "/metrics")
+    assert answer.status_code == 200
+    assert "slurm_image_aliases" in answer.text

@@ -265,14 +265,14 @@ def create_app(gateway: Gateway) -> FastAPI:
         return {"ok": True}
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    def metrics() -> PlainTextResponse:
-        """The store's figures in Prometheus's text format (as ``slurm-image metrics``): counts
-        and sizes, no alias names, so no identity is needed."""
+    def metrics(lifecycles: Verbs) -> PlainTextResponse:
+        """The store's figures in Prometheus's text format (as ``slurm-image metrics``), for
+        the admins: they count the private aliases and events too."""
         from prometheus_client import CONTENT_TYPE_LATEST
 
         from slurm_image.entrypoints.metrics_exposition import exposition
 
-        text = exposition(gateway.lifecycles.metrics())
+        text = exposition(lifecycles.metrics())
         return PlainTextResponse(text, media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/resolve")
