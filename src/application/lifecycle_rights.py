@@ -19,6 +19,7 @@ from slurm_image.application.orders import Orders
 from slurm_image.application.records import attempt_directory, unknown_lifecycle
 from slurm_image.domain.access import Access, Ownership
 from slurm_image.domain.errors import Forbidden
+from slurm_image.domain.history import HistoryEvent
 from slurm_image.ports.workspace import Workspace
 
 
@@ -37,6 +38,7 @@ class LifecycleRights:
         self._access = access
         self._sees = sees
         self._orders = orders
+        self._hidden_ids: dict[str, bool] = {}
 
     def ownership(self, lifecycle_id: str) -> Ownership:
         """What the lifecycle's plan says of whom it belongs to; the store owner's when there
@@ -49,6 +51,21 @@ class LifecycleRights:
         if self._sees is None:
             return False
         return not self._sees(self.ownership(lifecycle_id))
+
+    def hides(self, event: HistoryEvent) -> bool:
+        """Whether the reader may not read ``event``: one of a private lifecycle or alias of a
+        group they may not see, as the event records it, or as its lifecycle's plan says (an
+        event recorded before events said so)."""
+        if self._sees is None:
+            return False
+        if event.private and not self._sees(Ownership(group=event.group, private=True)):
+            return True
+        lifecycle_id = event.lifecycle_id
+        if lifecycle_id is None:
+            return False
+        if lifecycle_id not in self._hidden_ids:
+            self._hidden_ids[lifecycle_id] = self.hidden(lifecycle_id)
+        return self._hidden_ids[lifecycle_id]
 
     def require_seen(self, lifecycle_id: str) -> None:
         """Answer as for an id no attempt has when the reader may not know of the lifecycle."""

@@ -20,6 +20,7 @@ from slurm_image.application.history import (
     RecordHistory,
     attempt_fields,
     entry_fields,
+    privacy_fields,
 )
 from slurm_image.application.lifecycle_rights import LifecycleRights
 from slurm_image.application.records import attempt_directory, read_submission
@@ -109,7 +110,8 @@ class Maintain:
             self._store.remove_file(self._layout.alias(name))
             if self._history is not None:
                 for entry in document.entries:
-                    self._history("unregistered", **entry_fields(entry))
+                    fields = entry_fields(entry) | privacy_fields(document.ownership)
+                    self._history("unregistered", **fields)
         return name
 
     def cleanup(self, lifecycle_id: str) -> str:

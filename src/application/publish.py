@@ -48,6 +48,7 @@ from slurm_image.application.history import (
     binding_event,
     entry_fields,
     latency_seconds,
+    privacy_fields,
 )
 from slurm_image.application.lifecycle_rights import LifecycleRights
 from slurm_image.application.orders import Orders, import_lock
@@ -74,7 +75,6 @@ from slurm_image.domain.publication import (
     SourceRecord,
 )
 from slurm_image.domain.request import Request
-from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
@@ -205,7 +205,7 @@ class Publish:
             status = self._verify.require_success(lifecycle_id)
             record, digest, sources = self._verify(plan, status)
             document = next_document(existing, record, replace, plan.request.ownership)
-            event = self._event(existing, record, plan, status, plan.request.requester)
+            event = self._event(existing, record, plan, status, plan.request)
             self._checkpoint("verified")
             self._commit(plan, document, record, digest, sources, event)
             if self._history is not None and event is not None:
@@ -289,7 +289,7 @@ class Publish:
                 return Publication(current, changed=False)
             self._require_owner(request, existing)
             self._records.write_alias(next_document(existing, record, replace, request.ownership))
-            event = self._event(existing, record, None, None, request.requester)
+            event = self._event(existing, record, None, None, request)
             if self._history is not None and event is not None:
                 self._history.append(event)
             log.info(
@@ -316,17 +316,19 @@ class Publish:
         record: AliasRecord,
         plan: Plan | None,
         status: LifecycleStatus | None,
-        requester: Requester | None,
+        request: Request,
     ) -> HistoryEvent | None:
-        """The history event of binding ``record`` (``published`` or ``replaced``), recorded
-        still under the alias's lock: with the job, how long it ran (``status``) and the
-        latency of ``plan``'s publication, none for an answer from the store, naming
-        ``requester`` (a request through the gateway) when given. None without a history, or
-        when it cannot be built (``RecordHistory.event`` warns)."""
+        """The history event of binding ``record`` (``published`` or ``replaced``) for
+        ``request``, recorded still under the alias's lock: with the job, how long it ran
+        (``status``) and the latency of ``plan``'s publication, none for an answer from the
+        store, naming the request's requester (a request through the gateway) when given, and
+        the group of a private one. None without a history, or when it cannot be built
+        (``RecordHistory.event`` warns)."""
         if self._history is None:
             return None
         kind, previous = binding_event(existing, record)
-        fields = entry_fields(record) | {"previous_artifact": previous}
+        fields = entry_fields(record) | privacy_fields(request.ownership)
+        fields["previous_artifact"] = previous
         if plan is not None:
             try:
                 submission = read_submission(self._store, plan.lifecycle_id)
@@ -335,7 +337,7 @@ class Publish:
             fields["job_id"] = submission.job_id if submission is not None else None
             fields["publish_latency_seconds"] = latency_seconds(plan, record)
             fields["job_seconds"] = status.job_seconds if status is not None else None
-        return self._history.event(kind, requester=requester, **fields)
+        return self._history.event(kind, requester=request.requester, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:

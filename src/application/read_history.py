@@ -17,21 +17,24 @@ FOLLOW_INTERVAL_S = 1.0
 is read only when it grew)."""
 
 Hidden = Callable[[str], bool]
-"""Whether an alias (or a lifecycle) is one the requester may not see (through the gateway: a
-private one of another group)."""
+"""Whether an alias is one the requester may not see (through the gateway: a private alias of
+another group)."""
+Unseen = Callable[[HistoryEvent], bool]
+"""Whether an event is one of a private lifecycle or alias the requester may not see
+(``application.lifecycle_rights``)."""
 
 
 class _Shown:
     """Which events a reader gets: those of the alias ``name`` (all when None), none of an
-    alias ``hidden`` from it nor of a lifecycle ``unseen`` by it; a hidden alias named is
-    unknown. Checks ``name`` and ``since``."""
+    alias ``hidden`` from it nor any ``unseen`` by it; a hidden alias named is unknown. Checks
+    ``name`` and ``since``."""
 
     def __init__(
         self,
         hidden: Hidden | None,
         name: str | None,
         since: datetime | None,
-        unseen: Hidden | None = None,
+        unseen: Unseen | None = None,
     ) -> None:
         if name is not None:
             paths.name(name)
@@ -47,20 +50,15 @@ class _Shown:
         self._unseen = unseen
         self._name = name
         self._seen: dict[str, bool] = {}
-        self._seen_lifecycles: dict[str, bool] = {}
 
     def _visible(self, event: HistoryEvent) -> bool:
-        alias, lifecycle_id = event.alias, event.lifecycle_id
+        alias = event.alias
         if alias is not None and self._hidden is not None:
             if alias not in self._seen:
                 self._seen[alias] = not self._hidden(alias)
             if not self._seen[alias]:
                 return False
-        if lifecycle_id is None or self._unseen is None:
-            return True
-        if lifecycle_id not in self._seen_lifecycles:
-            self._seen_lifecycles[lifecycle_id] = not self._unseen(lifecycle_id)
-        return self._seen_lifecycles[lifecycle_id]
+        return self._unseen is None or not self._unseen(event)
 
     def __call__(self, read: HistoryRead) -> HistoryRead:
         return HistoryRead(
@@ -78,12 +76,12 @@ class ReadHistory:
     after ``since``; with the count of lines that were no event (a torn last line). ``hidden``:
     whether an alias is one the requester may not see (through the gateway: a private alias of
     another group), whose events are then left out, and which is unknown when named;
-    ``unseen``: whether a lifecycle is one the requester may not know of (a private import of
-    another group, ``application.lifecycle_rights``), whose events are left out whatever became
-    of it, a failed job's included."""
+    ``unseen``: whether an event is one of a lifecycle or alias the requester may not know of
+    (a private import of another group, ``application.lifecycle_rights``), left out whatever
+    became of it: a failed job's, a removed attempt's, an unregistered alias's."""
 
     def __init__(
-        self, history: History, hidden: Hidden | None = None, unseen: Hidden | None = None
+        self, history: History, hidden: Hidden | None = None, unseen: Unseen | None = None
     ) -> None:
         self._history = history
         self._hidden = hidden

@@ -213,7 +213,7 @@ class Container(containers.DeclarativeContainer):
             make.hidden_aliases, catalog_reader=catalog_reader, caller=caller, anyone=anyone
         ),
         unseen=providers.Callable(
-            make.hidden_lifecycles, rights=lifecycle_rights, caller=caller, anyone=anyone
+            make.unseen_events, rights=lifecycle_rights, caller=caller, anyone=anyone
         ),
     )
     # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history,

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.queue import Queue
-    from slurm_image.application.read_history import FollowHistory, ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory, Unseen
     from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.settle import Settle
     from slurm_image.application.signature_check import CheckSignature
@@ -143,7 +143,7 @@ def record_refusals(**wiring: Any) -> RecordRefusals:
 def read_history(
     history: History,
     hidden: Callable[[str], bool] | None = None,
-    unseen: Callable[[str], bool] | None = None,
+    unseen: Unseen | None = None,
 ) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
@@ -158,13 +158,12 @@ def hidden_aliases(
     return catalog_reader.hidden if caller is not None or anyone else None
 
 
-def hidden_lifecycles(
+def unseen_events(
     rights: LifecycleRights, caller: Requester | None, anyone: bool = False
-) -> Callable[[str], bool] | None:
-    """For a requester, or a reader with no identity (``anyone``), whether a lifecycle is one
-    they may not know of (its events are then not theirs to read); None for this process's own
-    account."""
-    return rights.hidden if caller is not None or anyone else None
+) -> Unseen | None:
+    """For a requester, or a reader with no identity (``anyone``), whether an event is one of a
+    private lifecycle or alias they may not know of; None for this process's own account."""
+    return rights.hides if caller is not None or anyone else None
 
 
 def follow_history(history: History) -> FollowHistory:

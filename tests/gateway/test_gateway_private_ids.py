@@ -271,6 +271,31 @@ def test_a_private_import_in_flight_is_in_no_one_elses_history_nor_queue(
         assert lifecycle_id not in rows.text and "secret" not in rows.text
 
 
+def test_a_private_imports_events_stay_hidden_once_its_attempt_and_alias_are_gone(
+    lab: GatewayLab,
+) -> None:
+    failed_id = failed(lab)
+    lab.client("alice").cleanup(failed_id)
+    published_id = succeeded(lab)
+    alice = lab.client("alice")
+    alice.publish(published_id)
+    alice.unregister("secret")
+    alice.cleanup(published_id)
+    events = [(e.event, e.group, e.private) for e in alice.history().events]
+    assert events == [
+        ("job_failed", PRIVATE_GROUP, True),
+        ("cleaned_up", PRIVATE_GROUP, True),
+        ("published", PRIVATE_GROUP, True),
+        ("unregistered", PRIVATE_GROUP, True),
+        ("cleaned_up", PRIVATE_GROUP, True),
+    ]
+    assert len(lab.client("carol").history().events) == len(events)
+    for outsider in OUTSIDERS:
+        assert not lab.client(outsider).history().events
+        assert ask(lab, outsider, "GET", "/v1/history?name=secret").status_code == 404
+        assert "secret" not in ask(lab, outsider, "GET", "/requests.json").text
+
+
 def test_a_private_alias_is_unknown_to_an_outsider_by_name_on_every_route(
     lab: GatewayLab,
 ) -> None:
