@@ -25,7 +25,8 @@ from slurm_image.ports.workspace import Workspace
 
 class LifecycleRights:
     """The rule for one reader (``sees``: None for the store's own account, which sees every
-    lifecycle) and one requester's rights (``access``: None for the store's own account)."""
+    lifecycle) and one requester's rights (``access``: None for the store's own account), for
+    one use case's call (what each plan says is read once)."""
 
     def __init__(
         self,
@@ -38,13 +39,17 @@ class LifecycleRights:
         self._access = access
         self._sees = sees
         self._orders = orders
-        self._hidden_ids: dict[str, bool] = {}
+        self._ownerships: dict[str, Ownership] = {}
 
     def ownership(self, lifecycle_id: str) -> Ownership:
         """What the lifecycle's plan says of whom it belongs to; the store owner's when there
         is no plan to read (an id no attempt has answers for itself)."""
-        plan = attempt_plan(self._workspace, lifecycle_id)
-        return plan.request.ownership if plan is not None else Ownership()
+        known = self._ownerships.get(lifecycle_id)
+        if known is None:
+            plan = attempt_plan(self._workspace, lifecycle_id)
+            known = plan.request.ownership if plan is not None else Ownership()
+            self._ownerships[lifecycle_id] = known  # a plan never changes once staged
+        return known
 
     def hidden(self, lifecycle_id: str) -> bool:
         """Whether the reader may not know the lifecycle exists."""
@@ -60,12 +65,7 @@ class LifecycleRights:
             return False
         if event.private and not self._sees(Ownership(group=event.group, private=True)):
             return True
-        lifecycle_id = event.lifecycle_id
-        if lifecycle_id is None:
-            return False
-        if lifecycle_id not in self._hidden_ids:
-            self._hidden_ids[lifecycle_id] = self.hidden(lifecycle_id)
-        return self._hidden_ids[lifecycle_id]
+        return event.lifecycle_id is not None and self.hidden(event.lifecycle_id)
 
     def require_seen(self, lifecycle_id: str) -> None:
         """Answer as for an id no attempt has when the reader may not know of the lifecycle."""
