@@ -40,14 +40,21 @@ def ask(
     )
 
 
-def import_as(lab: GatewayLab, user: str = "alice", *, private: bool, submit: bool = True) -> str:
-    """``user`` imports ``SOURCE`` as ``secret`` (``private``: with their own registry
+def import_as(
+    lab: GatewayLab,
+    user: str = "alice",
+    *,
+    private: bool,
+    submit: bool = True,
+    name: str = "secret",
+) -> str:
+    """``user`` imports ``SOURCE`` as ``name`` (``private``: with their own registry
     credentials, for the private group); the lifecycle's id."""
     options: dict[str, Any] = {"submit": submit}
     if private:
         login = RegistryCredentials(host="registry.example.org", login=user, password="pw")
         options |= {"group": PRIVATE_GROUP, "credentials": login}
-    outcome = lab.client(user).import_image(SOURCE, name="secret", role="client", **options)
+    outcome = lab.client(user).import_image(SOURCE, name=name, role="client", **options)
     return outcome.lifecycle_id
 
 
@@ -294,6 +301,27 @@ def test_a_private_imports_events_stay_hidden_once_its_attempt_and_alias_are_gon
         assert not lab.client(outsider).history().events
         assert ask(lab, outsider, "GET", "/v1/history?name=secret").status_code == 404
         assert "secret" not in ask(lab, outsider, "GET", "/requests.json").text
+
+
+def test_a_failed_private_import_is_not_on_the_public_requests_page() -> None:
+    with gateway_lab('public_catalog = true\nadmins = ["carol"]') as lab:
+        lifecycle_id = failed(lab)
+        public = import_as(lab, "dave", private=False, name="open")
+        lab.run_job(public, exit_code=1)
+        lab.client("dave").status([public])
+        rows = httpx.get(lab.url + "/requests.json", timeout=30)
+        assert rows.status_code == 200
+        assert public in rows.text, "a public failure is anyone's to read"
+        assert lifecycle_id not in rows.text and "secret" not in rows.text
+
+
+def test_another_users_attempt_is_theirs_to_clean_up(lab: GatewayLab) -> None:
+    lifecycle_id = failed(lab, private=False)
+    refused = ask(lab, "bob", "POST", f"/v1/lifecycles/{lifecycle_id}/cleanup")
+    assert (refused.status_code, refused.json()["error"]["field"]) == (403, "lifecycle_id")
+    assert "alice" in refused.json()["error"]["rule"]
+    assert (Path(lab.layout.jobs) / lifecycle_id).is_dir()
+    assert ask(lab, "alice", "POST", f"/v1/lifecycles/{lifecycle_id}/cleanup").status_code == 200
 
 
 def test_a_private_alias_is_unknown_to_an_outsider_by_name_on_every_route(
