@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from slurm_image.application.errors import ApplicationError
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import LifecycleStatus, is_final, succeeded
+from slurm_image.domain.access import Ownership
 from slurm_image.domain.errors import DomainError, SlurmImageError
 from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
@@ -71,6 +72,12 @@ def operation_word(operation: str) -> str:
     return "import" if operation == "import_oci" else "inspect"
 
 
+def privacy_fields(ownership: Ownership) -> dict[str, Any]:
+    """What an event of something private records: the group it is private to
+    (``ReadHistory`` leaves the event out for whoever may not see it)."""
+    return {"group": ownership.group, "private": True} if ownership.private else {}
+
+
 def plan_fields(plan: Plan) -> dict[str, Any]:
     """What a plan tells every event of its lifecycle."""
     return {
@@ -80,7 +87,7 @@ def plan_fields(plan: Plan) -> dict[str, Any]:
         "operation": operation_word(plan.operation),
         "role": plan.request.role,
         "source_digest": plan.source_digest,
-    }
+    } | privacy_fields(plan.request.ownership)
 
 
 def entry_fields(entry: AliasRecord) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from slurm_image.domain.request import Request, make_request
 from slurm_image.domain.store_layout import StoreLayout
 
 if TYPE_CHECKING:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
     from slurm_image.application.signature_check import CheckSignature
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,10 @@ class Lifecycle:
         check_signature: Callable[[], CheckSignature] | None = None,
         coalesce: Callable[[], Coalesce] | None = None,
         permissions: Callable[[], Permissions] | None = None,
+        rights: Callable[[], LifecycleRights] | None = None,
     ) -> None:
         self._prepare = prepare
+        self._rights = rights
         self._submit = submit
         self._wait = wait
         self._publish = publish
@@ -155,6 +158,7 @@ class Lifecycle:
             require_allowed_source(parse_reference(request.source), profile.policy)
             target = coalesce.target(request, profile) if coalesce is not None else None
             if coalesce is not None and target is not None and target.architecture is not None:
+                self._prepare().require_credentials(request, profile, credentials)
                 return self._coalesced(
                     coalesce,
                     target,
@@ -292,7 +296,12 @@ class Lifecycle:
         """Publish the lifecycle whose job succeeded, for ``request``: the lifecycle's own
         request is published as ``Publish`` does; a request that joined it is bound to the
         artifact once it is published (with the replace its own order holds for the
-        lifecycle's alias)."""
+        lifecycle's alias). To a requester who may not know of the lifecycle it is unknown;
+        one who neither owns nor joined it binds only what the store holds from it, and
+        publishes nothing (``application.lifecycle_rights``)."""
+        rights = self._rights() if self._rights is not None else None
+        if rights is not None:
+            rights.require_seen(lifecycle_id)
         publisher = self._publish()
         plan = publisher.plan(lifecycle_id)
         if _same_order(plan.request, request):
@@ -315,14 +324,17 @@ class Lifecycle:
                 rule=f"{lifecycle_id} does not import {request.source} for a known architecture",
             )
         access = self._may_request(request)
-        built = publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
-        if built.record.architecture != target.architecture:
-            raise VerificationFailed(
-                field="architecture",
-                rule=f"the import {lifecycle_id} built {built.record.architecture}, not the"
-                f" {target.architecture} this request is for: import it again",
-            )
+        if rights is None or rights.may_publish(lifecycle_id):
+            built = publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
+            if built.record.architecture != target.architecture:
+                raise VerificationFailed(
+                    field="architecture",
+                    rule=f"the import {lifecycle_id} built {built.record.architecture}, not the"
+                    f" {target.architecture} this request is for: import it again",
+                )
         source = publisher.stored_source(digest, target.architecture)
+        if source is None and rights is not None:
+            rights.require_publisher(lifecycle_id)
         if source is None or not may_use_source(source, request.ownership, access):
             raise VerificationFailed(
                 field="source",

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from slurm_image.application.errors import NotSubmitted, VerificationFailed
 from slurm_image.application.records import attempt_directory, read_submission, submission_claimed
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.ports.log_files import LogFiles
 from slurm_image.ports.workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
 
 CHUNK = 1 << 16
 FOLLOW_POLL_S = 2.0
@@ -31,15 +35,20 @@ class Logs:
         *,
         sleep: Callable[[float], None] = time.sleep,
         poll_s: float = FOLLOW_POLL_S,
+        rights: LifecycleRights | None = None,
     ) -> None:
         self._workspace = workspace
+        self._rights = rights
         self._files = files
         self._observe = observe
         self._sleep = sleep
         self._poll = poll_s
 
     def paths(self, lifecycle_id: str) -> Sequence[str]:
-        """The attempt's two logs. Raises ``UnknownLifecycle`` and ``NotSubmitted``."""
+        """The attempt's two logs. Raises ``UnknownLifecycle`` (also for one ``rights`` hides)
+        and ``NotSubmitted``."""
+        if self._rights is not None:
+            self._rights.require_seen(lifecycle_id)
         layout, _ = attempt_directory(self._workspace, lifecycle_id)
         record = read_submission(self._workspace, lifecycle_id)
         if record is None:

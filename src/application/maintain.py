@@ -19,9 +19,10 @@ from slurm_image.application.errors import (
 from slurm_image.application.history import (
     RecordHistory,
     attempt_fields,
-    attempt_plan,
     entry_fields,
+    privacy_fields,
 )
+from slurm_image.application.lifecycle_rights import LifecycleRights
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
@@ -71,8 +72,12 @@ class Maintain:
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         history: RecordHistory | None = None,
         access: Access | None = None,
+        rights: LifecycleRights | None = None,
     ) -> None:
         self._store = store
+        self._rights = rights
+        """Who may know of and change a lifecycle (``application.lifecycle_rights``); None:
+        the store's own account."""
         self._history = history
         self._access = access
         """The requester's rights (``domain.access``); None: the store's own account."""
@@ -105,7 +110,8 @@ class Maintain:
             self._store.remove_file(self._layout.alias(name))
             if self._history is not None:
                 for entry in document.entries:
-                    self._history("unregistered", **entry_fields(entry))
+                    fields = entry_fields(entry) | privacy_fields(document.ownership)
+                    self._history("unregistered", **fields)
         return name
 
     def cleanup(self, lifecycle_id: str) -> str:
@@ -121,12 +127,8 @@ class Maintain:
         """Remove the attempt unless its job may still run (``StillRunning``), and record
         ``event`` with what its records said of it."""
         layout, identity = attempt_directory(self._store, lifecycle_id)
-        if self._access is not None:
-            plan = attempt_plan(self._store, lifecycle_id)
-            ownership = plan.request.ownership if plan is not None else Ownership()
-            self._access.require_owner(
-                ownership, field="lifecycle_id", what=f"removing the attempt {lifecycle_id}"
-            )
+        if self._rights is not None:
+            self._rights.require_owner(lifecycle_id, what=f"removing the attempt {lifecycle_id}")
         (status,) = self._observe([lifecycle_id])
         if status.state is LifecycleState.SUBMISSION_UNKNOWN or (
             status.state is not LifecycleState.STAGED and not is_final(status)

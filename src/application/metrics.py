@@ -18,6 +18,7 @@ from typing import get_args
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import NoStore, UnknownAlias, VerificationFailed
 from slurm_image.domain import layer_cache, paths
+from slurm_image.domain.access import Access
 from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.errors import REFUSAL_RULES, DomainError
 from slurm_image.domain.history import EventKind, HistoryEvent
@@ -223,12 +224,17 @@ class StoreMetrics:
 
 
 class CollectMetrics:
-    """Take a ``StoreMetrics`` snapshot (see the module docstring)."""
+    """Take a ``StoreMetrics`` snapshot (see the module docstring); with ``access``, only for
+    the store's owner and the admins: the figures count every alias and event, the private
+    ones included."""
 
-    def __init__(self, store: Store, history: History, clock: Clock) -> None:
+    def __init__(
+        self, store: Store, history: History, clock: Clock, *, access: Access | None = None
+    ) -> None:
         self._store = store
         self._history = history
         self._clock = clock
+        self._access = access
         self._reader = CatalogReader(store)
         self._layout = self._reader.layout
 
@@ -238,6 +244,8 @@ class CollectMetrics:
         """The snapshot, the store named ``store_name`` (default: its workspace root);
         ``NoStore`` when the workspace root has no ``images/`` (zeros there would hide a
         profile naming the wrong root)."""
+        if self._access is not None:
+            self._access.require_admin("metrics", "reading the store's figures (/metrics)")
         generated_at = self._clock.now()
         if self._store.entry_kind(self._layout.images) != "directory":
             raise NoStore(

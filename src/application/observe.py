@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from slurm_image.application.errors import SubmitterMismatch, VerificationFailed
 from slurm_image.application.progress import ReadProgress
@@ -16,6 +17,9 @@ from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.script import EXIT_CODES
 from slurm_image.ports.submitter import BatchSubmitter
 from slurm_image.ports.workspace import Workspace
+
+if TYPE_CHECKING:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
 
 
 def require_same_submitter(record: SubmissionRecord, submitter: BatchSubmitter) -> None:
@@ -34,17 +38,27 @@ def explain_exit(exit_code: int | None) -> str | None:
 
 
 class Observe:
-    """State of many lifecycles with ONE scheduler call for all their jobs."""
+    """State of many lifecycles with ONE scheduler call for all their jobs; with ``rights``,
+    a lifecycle the reader may not know of is unknown, as an id no attempt has."""
 
-    def __init__(self, workspace: Workspace, submitter: BatchSubmitter) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        submitter: BatchSubmitter,
+        *,
+        rights: LifecycleRights | None = None,
+    ) -> None:
         self._workspace = workspace
         self._submitter = submitter
         self._progress = ReadProgress(workspace)
+        self._rights = rights
 
     def __call__(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
         records: dict[str, SubmissionRecord | None] = {}
         for lifecycle_id in lifecycle_ids:
             paths.name(lifecycle_id, "lifecycle_id")
+            if self._rights is not None:
+                self._rights.require_seen(lifecycle_id)
             record = read_submission(self._workspace, lifecycle_id)
             if record is not None:
                 require_same_submitter(record, self._submitter)

@@ -120,6 +120,14 @@ class PlanLifecycle:
         self._home = home
         self._check_signature = check_signature
 
+    def require_credentials(
+        self, request: Request, profile: SiteProfile, given: RegistryCredentials | None
+    ) -> None:
+        """Refuse now what planning ``request`` would refuse of the profile's credentials file
+        (its modes, its size, its entry), reading nothing else."""
+        if given is None or request.operation != "import_oci":
+            registry_credentials(request, profile, self._credentials)
+
     def __call__(
         self,
         request: Request,
@@ -210,6 +218,12 @@ class Prepare:
         self._planner = PlanLifecycle(clock, runtime, credentials, home, check_signature)
         self._runtime = runtime
         self._workspace = workspace
+
+    def require_credentials(
+        self, request: Request, profile: SiteProfile, given: RegistryCredentials | None
+    ) -> None:
+        """``PlanLifecycle.require_credentials``: before anything of the store is touched."""
+        self._planner.require_credentials(request, profile, given)
 
     def __call__(
         self,

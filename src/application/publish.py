@@ -49,7 +49,9 @@ from slurm_image.application.history import (
     binding_event,
     entry_fields,
     latency_seconds,
+    privacy_fields,
 )
+from slurm_image.application.lifecycle_rights import LifecycleRights
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
@@ -74,7 +76,6 @@ from slurm_image.domain.publication import (
     SourceRecord,
 )
 from slurm_image.domain.request import Request
-from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.lock import Locks
@@ -119,8 +120,10 @@ class Publish:
         history: RecordHistory | None = None,
         permissions: Permissions | None = None,
         orders: Orders | None = None,
+        rights: LifecycleRights | None = None,
     ) -> None:
         self._store = store
+        self._rights = rights
         self._permissions = permissions
         self._orders = orders
         self._history = history
@@ -134,7 +137,10 @@ class Publish:
 
     def __call__(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
         """Publish the lifecycle (see the module docstring), then bind the orders that joined
-        it (``fulfil``)."""
+        it (``fulfil``). With ``rights``: only the lifecycle's owner, its group, a request that
+        joined it and the admins may; to anyone who may not know of it, it is unknown."""
+        if self._rights is not None:
+            self._rights.require_publisher(lifecycle_id)
         publication = self._publish(lifecycle_id, replace=replace)
         self.fulfil(lifecycle_id, publication.record.architecture)
         return publication
@@ -214,7 +220,7 @@ class Publish:
             status = self._verify.require_success(lifecycle_id)
             record, digest, sources = self._verify(plan, status)
             document = next_document(existing, record, replace, plan.request.ownership)
-            event = self._event(existing, record, plan, status, plan.request.requester)
+            event = self._event(existing, record, plan, status, plan.request)
             self._checkpoint("verified")
             self._commit(plan, document, record, digest, sources, event)
             if self._history is not None and event is not None:
@@ -303,7 +309,7 @@ class Publish:
             except WorkspaceError as error:
                 raise VerificationFailed(field=error.field, rule=error.rule) from None
             self._records.write_alias(document)
-            event = self._event(existing, record, None, None, request.requester)
+            event = self._event(existing, record, None, None, request)
             if self._history is not None and event is not None:
                 self._history.append(event)
             log.info(
@@ -330,17 +336,19 @@ class Publish:
         record: AliasRecord,
         plan: Plan | None,
         status: LifecycleStatus | None,
-        requester: Requester | None,
+        request: Request,
     ) -> HistoryEvent | None:
-        """The history event of binding ``record`` (``published`` or ``replaced``), recorded
-        still under the alias's lock: with the job, how long it ran (``status``) and the
-        latency of ``plan``'s publication, none for an answer from the store, naming
-        ``requester`` (a request through the gateway) when given. None without a history, or
-        when it cannot be built (``RecordHistory.event`` warns)."""
+        """The history event of binding ``record`` (``published`` or ``replaced``) for
+        ``request``, recorded still under the alias's lock: with the job, how long it ran
+        (``status``) and the latency of ``plan``'s publication, none for an answer from the
+        store, naming the request's requester (a request through the gateway) when given, and
+        the group of a private one. None without a history, or when it cannot be built
+        (``RecordHistory.event`` warns)."""
         if self._history is None:
             return None
         kind, previous = binding_event(existing, record)
-        fields = entry_fields(record) | {"previous_artifact": previous}
+        fields = entry_fields(record) | privacy_fields(request.ownership)
+        fields["previous_artifact"] = previous
         if plan is not None:
             try:
                 submission = read_submission(self._store, plan.lifecycle_id)
@@ -349,7 +357,7 @@ class Publish:
             fields["job_id"] = submission.job_id if submission is not None else None
             fields["publish_latency_seconds"] = latency_seconds(plan, record)
             fields["job_seconds"] = status.job_seconds if status is not None else None
-        return self._history.event(kind, requester=requester, **fields)
+        return self._history.event(kind, requester=request.requester, **fields)
 
     @contextmanager
     def _alias_held(self, name: str) -> Iterator[None]:

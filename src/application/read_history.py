@@ -19,13 +19,23 @@ is read only when it grew)."""
 Hidden = Callable[[str], bool]
 """Whether an alias is one the requester may not see (through the gateway: a private alias of
 another group)."""
+Unseen = Callable[[HistoryEvent], bool]
+"""Whether an event is one of a private lifecycle or alias the requester may not see
+(``application.lifecycle_rights``)."""
 
 
 class _Shown:
     """Which events a reader gets: those of the alias ``name`` (all when None), none of an
-    alias ``hidden`` from it; a hidden alias named is unknown. Checks ``name`` and ``since``."""
+    alias ``hidden`` from it nor any ``unseen`` by it; a hidden alias named is unknown. Checks
+    ``name`` and ``since``."""
 
-    def __init__(self, hidden: Hidden | None, name: str | None, since: datetime | None) -> None:
+    def __init__(
+        self,
+        hidden: Hidden | None,
+        name: str | None,
+        since: datetime | None,
+        unseen: Unseen | None = None,
+    ) -> None:
         if name is not None:
             paths.name(name)
         if since is not None and since.utcoffset() is None:
@@ -37,22 +47,25 @@ class _Shown:
 
             raise UnknownAlias.named(name)
         self._hidden = hidden
+        self._unseen = unseen
         self._name = name
         self._seen: dict[str, bool] = {}
 
-    def _visible(self, alias: str | None) -> bool:
-        if alias is None or self._hidden is None:
-            return True
-        if alias not in self._seen:
-            self._seen[alias] = not self._hidden(alias)
-        return self._seen[alias]
+    def _visible(self, event: HistoryEvent) -> bool:
+        alias = event.alias
+        if alias is not None and self._hidden is not None:
+            if alias not in self._seen:
+                self._seen[alias] = not self._hidden(alias)
+            if not self._seen[alias]:
+                return False
+        return self._unseen is None or not self._unseen(event)
 
     def __call__(self, read: HistoryRead) -> HistoryRead:
         return HistoryRead(
             events=tuple(
                 event
                 for event in read.events
-                if (self._name is None or event.alias == self._name) and self._visible(event.alias)
+                if (self._name is None or event.alias == self._name) and self._visible(event)
             ),
             skipped=read.skipped,
         )
@@ -62,19 +75,26 @@ class ReadHistory:
     """The store's history, oldest first: every event, or those of the alias ``name``, at or
     after ``since``; with the count of lines that were no event (a torn last line). ``hidden``:
     whether an alias is one the requester may not see (through the gateway: a private alias of
-    another group), whose events are then left out, and which is unknown when named."""
+    another group), whose events are then left out, and which is unknown when named;
+    ``unseen``: whether an event is one of a lifecycle or alias the requester may not know of
+    (a private import of another group, ``application.lifecycle_rights``), left out whatever
+    became of it: a failed job's, a removed attempt's, an unregistered alias's."""
 
-    def __init__(self, history: History, hidden: Hidden | None = None) -> None:
+    def __init__(
+        self, history: History, hidden: Hidden | None = None, unseen: Unseen | None = None
+    ) -> None:
         self._history = history
         self._hidden = hidden
+        self._unseen = unseen
 
     def __call__(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         """Through the gateway (``hidden``), a named alias with no event the requester may see
         is unknown, as a hidden one is: an empty answer for a name that never existed beside a
         refusal for a private one would tell that the private one exists."""
-        shown = _Shown(self._hidden, name, since)
+        shown = _Shown(self._hidden, name, since, self._unseen)
         read = shown(self._history.read(since))
-        if name is not None and self._hidden is not None and not read.events:
+        hiding = self._hidden is not None or self._unseen is not None
+        if name is not None and hiding and not read.events:
             from slurm_image.application.errors import UnknownAlias
 
             raise UnknownAlias.named(name)

@@ -10,6 +10,14 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.workspace import NotFound, Workspace, WorkspaceError
 
 
+def unknown_lifecycle(workspace: Workspace, lifecycle_id: str) -> UnknownLifecycle:
+    """What every use case answers for an id no attempt has, and for one the requester may
+    not know of (``application.lifecycle_rights``): the same words, so that neither tells."""
+    return UnknownLifecycle(
+        field="lifecycle_id", rule=f"no staged attempt {lifecycle_id} in {workspace.root}"
+    )
+
+
 def attempt_directory(
     workspace: Workspace, lifecycle_id: str
 ) -> tuple[paths.AttemptLayout, FileIdentity]:
@@ -22,9 +30,7 @@ def attempt_directory(
     try:
         return layout, workspace.directory_identity(layout.job_dir)
     except NotFound:
-        raise UnknownLifecycle(
-            field="lifecycle_id", rule=f"no staged attempt {lifecycle_id} in {workspace.root}"
-        ) from None
+        raise unknown_lifecycle(workspace, lifecycle_id) from None
     except WorkspaceError as error:
         raise VerificationFailed(field=error.field, rule=error.rule) from None
 

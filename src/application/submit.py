@@ -52,6 +52,7 @@ from slurm_image.ports.submitter import BatchSubmitter, SchedulerAuthError, Sche
 from slurm_image.ports.workspace import AlreadyExists, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
     from slurm_image.application.prepare import PreparedLifecycle
 
 log = logging.getLogger(__name__)
@@ -81,13 +82,22 @@ class Submit:
     """Verify a staged attempt and submit its script (see the module docstring).
 
     Raises ``VerificationFailed`` (the scheduler receives nothing), ``AlreadySubmitted``,
-    ``UnknownLifecycle``, and the submitter's own errors.
+    ``UnknownLifecycle``, and the submitter's own errors; with ``rights``, ``Forbidden`` for a
+    lifecycle staged earlier that is not the requester's (``staged``).
     """
 
-    def __init__(self, workspace: Workspace, submitter: BatchSubmitter, clock: Clock) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        submitter: BatchSubmitter,
+        clock: Clock,
+        *,
+        rights: LifecycleRights | None = None,
+    ) -> None:
         self._workspace = workspace
         self._submitter = submitter
         self._clock = clock
+        self._rights = rights
 
     def __call__(self, prepared: PreparedLifecycle) -> Submission:
         """Submit an attempt prepared in this process, against the record it holds."""
@@ -95,7 +105,10 @@ class Submit:
         return self._submit(layout, prepared.staged, expected=prepared.plan)
 
     def staged(self, lifecycle_id: str) -> Submission:
-        """Submit an attempt staged earlier (``--no-submit``), found by its id alone."""
+        """Submit an attempt staged earlier (``--no-submit``), found by its id alone: only its
+        owner, its group and the admins may (``rights``)."""
+        if self._rights is not None:
+            self._rights.require_owner(lifecycle_id, what=f"submitting {lifecycle_id}")
         layout, identity = attempt_directory(self._workspace, lifecycle_id)
         data = self._read(layout.staged_record, RECORD_MAX_BYTES, identity)
         try:

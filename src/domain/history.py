@@ -24,10 +24,11 @@ from slurm_image.domain.model_config import FROZEN
 from slurm_image.domain.roles import Role
 from slurm_image.domain.store_layout import HISTORY_MONTH_FILE
 
-HISTORY_SCHEMA_VERSION: Literal[2] = 2
+HISTORY_SCHEMA_VERSION: Literal[3] = 3
 """The version events are written in. Version 2 adds the events ``cleaned_up``, ``gc_removed``
 and ``refused`` and the fields ``recovered``, ``rule``, ``source``, ``reason``, ``removed``,
-``count`` and ``bytes``; version 1 lines (none of them) are read as they are."""
+``count`` and ``bytes``; version 3 the fields ``group`` and ``private``; lines of the earlier
+versions (none of them) are read as they are."""
 
 HISTORY_LINE_MAX_BYTES = 16 * 1024
 """A longer line is no event of ours: it is skipped when read, and never written."""
@@ -94,7 +95,7 @@ class HistoryEvent(BaseModel):
 
     model_config = FROZEN
 
-    schema_version: Literal[1, 2] = HISTORY_SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = HISTORY_SCHEMA_VERSION
     event: EventKind
     time: AwareDatetime
     user: str
@@ -108,6 +109,11 @@ class HistoryEvent(BaseModel):
     role: Role | None = None
     source_digest: str | None = None
     """The pinned source's digest (``sha256:<hex>``) of an import."""
+    group: str | None = None
+    """An event of a private lifecycle or alias: the group it is private to."""
+    private: Literal[True] | None = None
+    """An event of a private lifecycle or alias (an import with the requester's own registry
+    login): through the gateway, only its group and the admins read it."""
     artifact: str | None = None
     """The SHA-256 (hex) of the ``.sqsh`` bound, removed or unbound."""
     previous_artifact: str | None = None
@@ -144,7 +150,9 @@ class HistoryEvent(BaseModel):
             raise ValueError("must be in UTC")
         return value
 
-    @field_validator("user", "host", "lifecycle_id", "job_id", "alias", "architecture", "state")
+    @field_validator(
+        "user", "host", "lifecycle_id", "job_id", "alias", "architecture", "state", "group"
+    )
     @classmethod
     def _printable(cls, value: str | None) -> str | None:
         if value is not None and not _NAME_TEXT.fullmatch(value):

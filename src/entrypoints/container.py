@@ -98,7 +98,6 @@ class Container(containers.DeclarativeContainer):
         home=home,
         check_signature=check_signature.provider,
     )
-    submit = providers.Factory(make.submit, workspace=workspace, submitter=submitter, clock=clock)
 
     # Who may do what (docs/gateway.md): the [gateway] rules over the site's accounts, for the
     # account this process runs as, which owns the store and may do everything itself.
@@ -134,14 +133,27 @@ class Container(containers.DeclarativeContainer):
     sees = providers.Callable(make.sees, access=access, caller=caller, anyone=anyone)
     # One job for many requests of one image (docs/gateway.md, "Many users at once").
     orders = providers.Singleton(make.orders, store=store, clock=clock)
+    # Who may know of a lifecycle by its id and change it: every use case taking an id asks.
+    lifecycle_rights = providers.Factory(
+        make.lifecycle_rights, workspace=workspace, access=access, sees=sees, orders=orders
+    )
+    submit = providers.Factory(
+        make.submit, workspace=workspace, submitter=submitter, clock=clock, rights=lifecycle_rights
+    )
     # A refusal of what was asked on the site's word (its policy, its keys, a registry's answer
     # that does not hold): the API records it with the exit code the command ends with.
     record_refusals = providers.Factory(make.record_refusals, record=record_history)
 
     observe = providers.Factory(
-        make.noticing_observe, workspace=workspace, submitter=submitter, record=record_history
+        make.noticing_observe,
+        workspace=workspace,
+        submitter=submitter,
+        record=record_history,
+        rights=lifecycle_rights,
     )
-    logs = providers.Factory(make.logs, workspace=workspace, observe=observe)
+    logs = providers.Factory(
+        make.logs, workspace=workspace, observe=observe, rights=lifecycle_rights
+    )
     wait = providers.Factory(make.wait, observe=observe, clock=clock)
     publish = providers.Factory(
         make.publish,
@@ -155,6 +167,7 @@ class Container(containers.DeclarativeContainer):
         history=record_history,
         permissions=permissions,
         orders=orders,
+        rights=lifecycle_rights,
     )
     coalesce = providers.Factory(
         make.coalesce,
@@ -175,6 +188,7 @@ class Container(containers.DeclarativeContainer):
         history=record_history,
         access=access,
         coalesce=coalesce,
+        rights=lifecycle_rights,
     )
     lifecycle = providers.Factory(
         make.lifecycle,
@@ -186,6 +200,7 @@ class Container(containers.DeclarativeContainer):
         check_signature=check_signature.provider,
         coalesce=coalesce.provider,
         permissions=permissions.provider,
+        rights=lifecycle_rights.provider,
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader, sees=sees)
@@ -197,11 +212,14 @@ class Container(containers.DeclarativeContainer):
         hidden=providers.Callable(
             make.hidden_aliases, catalog_reader=catalog_reader, caller=caller, anyone=anyone
         ),
+        unseen=providers.Callable(
+            make.unseen_events, rights=lifecycle_rights, caller=caller, anyone=anyone
+        ),
     )
-    # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history
-    # as anyone reads them, nothing of the scheduler.
+    # The figures a site graphs (docs/operations.md, "Metrics"): the store and its history,
+    # nothing of the scheduler; for the store's owner and the admins (they count what is private).
     metrics = providers.Factory(
-        make.metrics, store=store_reader, history=history_reader, clock=clock
+        make.metrics, store=store_reader, history=history_reader, clock=clock, access=access
     )
 
     resolve_tag = providers.Factory(
@@ -217,6 +235,7 @@ class Container(containers.DeclarativeContainer):
         lock_timeout_s=lock_timeout_s,
         history=record_history,
         access=access,
+        rights=lifecycle_rights,
     )
 
 

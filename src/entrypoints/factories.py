@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RecordRefusals,
     )
     from slurm_image.application.lifecycle import Lifecycle
+    from slurm_image.application.lifecycle_rights import LifecycleRights
     from slurm_image.application.logs import Logs
     from slurm_image.application.maintain import Maintain
     from slurm_image.application.metrics import CollectMetrics
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from slurm_image.application.prepare import PlanLifecycle, Prepare
     from slurm_image.application.publish import Publish
     from slurm_image.application.queue import Queue
-    from slurm_image.application.read_history import FollowHistory, ReadHistory
+    from slurm_image.application.read_history import FollowHistory, ReadHistory, Unseen
     from slurm_image.application.resolve import ResolveTag
     from slurm_image.application.settle import Settle
     from slurm_image.application.signature_check import CheckSignature
@@ -139,10 +140,14 @@ def record_refusals(**wiring: Any) -> RecordRefusals:
     return RecordRefusals(**wiring)
 
 
-def read_history(history: History, hidden: Callable[[str], bool] | None = None) -> ReadHistory:
+def read_history(
+    history: History,
+    hidden: Callable[[str], bool] | None = None,
+    unseen: Unseen | None = None,
+) -> ReadHistory:
     from slurm_image.application.read_history import ReadHistory
 
-    return ReadHistory(history, hidden)
+    return ReadHistory(history, hidden, unseen)
 
 
 def hidden_aliases(
@@ -151,6 +156,14 @@ def hidden_aliases(
     """For a requester, or a reader with no identity (``anyone``), whether an alias is one they
     may not see (its history is then not theirs to read); None for this process's own account."""
     return catalog_reader.hidden if caller is not None or anyone else None
+
+
+def unseen_events(
+    rights: LifecycleRights, caller: Requester | None, anyone: bool = False
+) -> Unseen | None:
+    """For a requester, or a reader with no identity (``anyone``), whether an event is one of a
+    private lifecycle or alias they may not know of; None for this process's own account."""
+    return rights.hides if caller is not None or anyone else None
 
 
 def follow_history(history: History) -> FollowHistory:
@@ -341,6 +354,12 @@ def sees(access: Access, caller: Requester | None, anyone: bool = False) -> Sees
 
         return seen_by_anyone
     return access.sees if caller is not None else None
+
+
+def lifecycle_rights(**wiring: Any) -> LifecycleRights:
+    from slurm_image.application.lifecycle_rights import LifecycleRights
+
+    return LifecycleRights(**wiring)
 
 
 def settle(**wiring: Any) -> Settle:

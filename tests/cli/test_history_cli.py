@@ -152,8 +152,11 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
         "removed",
         "count",
         "bytes",
+        "group",
+        "private",
     }
-    assert events[0]["schema_version"] == 2
+    assert events[0]["schema_version"] == 3
+    assert (events[0]["group"], events[0]["private"]) == (None, None), "a public image's"
 
 
 def test_status_and_show_print_when_the_job_ran_and_the_event_how_long(

@@ -78,7 +78,7 @@ def test_events_read_back_whole_in_the_order_appended(
     assert read.skipped == 0
     lines = workspace_harness.read(f"{directory}/2026-03.jsonl").splitlines(keepends=True)
     assert lines == [event_line(each) for each in appended]
-    assert json.loads(lines[0])["schema_version"] == 2
+    assert json.loads(lines[0])["schema_version"] == 3
 
 
 def test_one_file_per_utc_month_read_oldest_month_first(

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from gateway_lab import SOURCE, GatewayLab, gateway_lab
+from gateway_lab import PRIVATE_GROUP, SOURCE, GatewayLab, gateway_lab
 from slurm_image.application.lifecycle import Outcome
+from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.job import JobState
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.entrypoints.errors import exit_code_for
@@ -168,6 +169,52 @@ def test_an_import_another_owns_is_refused_alike(lab: GatewayLab, verbs: Any) ->
     assert exit_code_of(verbs.import_image, OTHER, name="b", role="client", replace=True) == (
         EXIT_FORBIDDEN
     )
+
+
+@pytest.fixture(params=KINDS)
+def outsider(request: pytest.FixtureRequest, lab: GatewayLab) -> Any:
+    """bob's verbs, one way or the other: bob is not in the private group."""
+    return lab.local("bob") if request.param == "local" else lab.client("bob")
+
+
+def refusal_of(call: Any, *args: Any, **kwargs: Any) -> tuple[int, str, str]:
+    with pytest.raises(Exception) as raised:
+        call(*args, **kwargs)
+    error: Any = raised.value
+    return exit_code_for(error), error.field, error.rule
+
+
+PRIVATE_ID_VERBS: list[tuple[str, Any]] = [
+    ("status", lambda verbs, i: verbs.status([i])),
+    ("wait", lambda verbs, i: verbs.wait([i], timeout_s=0)),
+    ("logs", lambda verbs, i: verbs.logs(i, lambda _path, _data: None)),
+    ("submit", lambda verbs, i: verbs.submit(i)),
+    ("cancel", lambda verbs, i: verbs.cancel(i)),
+    ("publish", lambda verbs, i: verbs.publish(i)),
+    ("cleanup", lambda verbs, i: verbs.cleanup(i)),
+]
+
+
+@pytest.mark.parametrize("verb", PRIVATE_ID_VERBS, ids=[name for name, _ in PRIVATE_ID_VERBS])
+def test_a_private_lifecycle_is_to_an_outsider_an_id_no_attempt_has(
+    lab: GatewayLab, outsider: Any, verb: tuple[str, Any]
+) -> None:
+    login = RegistryCredentials(host="registry.example.org", login="alice", password="pw")
+    outcome = lab.client("alice").import_image(
+        SOURCE, name="s", role="client", group=PRIVATE_GROUP, credentials=login
+    )
+    lifecycle_id = outcome.lifecycle_id
+    made_up = "img-" + "0" * 32
+    _, call = verb
+    code, field, rule = refusal_of(call, outsider, lifecycle_id)
+    assert (code, field, rule.replace(lifecycle_id, "ID")) == (
+        EXIT_INVALID,
+        "lifecycle_id",
+        f"no staged attempt ID in {lab.root}",
+    )
+    assert refusal_of(call, outsider, made_up) == (code, field, rule.replace(lifecycle_id, made_up))
+    (status,) = lab.client("alice").status([lifecycle_id])
+    assert status.state is JobState.PENDING, "nothing changed"
 
 
 def test_logs_are_handed_over_piece_by_piece(lab: GatewayLab, verbs: Any) -> None:

@@ -271,8 +271,8 @@ def finish_as(lab: GatewayLab, user: str, lifecycle_id: str, **request: Any) -> 
 def test_finishing_anothers_private_import_binds_nothing(lab: GatewayLab) -> None:
     lifecycle_id = private_import(lab)
     answer = finish_as(lab, "bob", lifecycle_id)
-    assert answer.status_code == 422, answer.text
-    assert answer.json()["error"]["field"] == "source"
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["error"]["field"] == "lifecycle_id"
     assert not Path(lab.layout.alias("mine")).exists()
     public = finish_as(lab, "carol", lifecycle_id)
     assert public.status_code == 422, "not even an admin's public alias names the group's file"

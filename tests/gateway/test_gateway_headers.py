@@ -40,7 +40,8 @@ ANSWERS = [
     ("GET", "/v1/aliases/%FF", "alice", 400, {}),
     ("GET", "/v2/nothing", "alice", 404, {}),
     ("GET", "/healthz", None, 200, {}),
-    ("GET", "/metrics", None, 200, {}),
+    ("GET", "/metrics", None, 401, {}),
+    ("GET", "/metrics", "service", 200, {}),  # the store's owner: an admin
     ("GET", "/static/nothing.js", None, 404, {}),
 ]
 

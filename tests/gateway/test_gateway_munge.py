@@ -41,7 +41,7 @@ def test_the_command_line_restricts_each_credential_to_the_gateways_uid(lab: Gat
             return made[-1]
 
     client = RemoteLifecycles(Gateway(lab.url), credential_source=Recording())
-    assert client.catalog_list() == []
+    assert client.catalog_summaries() == []
     assert client.queue() == []
     assert len(made) == 2
     elsewhere = MemoryMunge(clock=SystemClock(), key=lab.munge.key, decoder=(4242, 4242))

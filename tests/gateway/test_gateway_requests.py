@@ -208,9 +208,12 @@ def test_an_internal_error_is_no_traceback(
     assert error_of(answer)["exit_code"] == 1
 
 
-def test_healthz_and_metrics_need_no_identity(lab: GatewayLab) -> None:
+def test_healthz_needs_no_identity_and_metrics_the_store_owners(lab: GatewayLab) -> None:
     assert httpx.get(f"{lab.url}/healthz").json() == {"ok": True}
-    metrics = httpx.get(f"{lab.url}/metrics")
+    assert httpx.get(f"{lab.url}/metrics").status_code == 401
+    metrics = httpx.get(
+        f"{lab.url}/metrics", headers={"Authorization": f"Munge {lab.credential(lab.service)}"}
+    )
     assert metrics.status_code == 200
     assert "slurm_image_aliases" in metrics.text
 
@@ -275,7 +278,10 @@ def test_a_401_is_a_refusal_in_the_history_and_a_flood_of_them_is_bounded() -> N
             ("unauthenticated", EXIT_NOT_AUTHENTICATED, lab.service)
         }
         assert "127.0.0.1" in refused[0]["reason"]
-        metrics = httpx.get(f"{lab.url}/metrics").text.splitlines()
+        metrics = httpx.get(
+            f"{lab.url}/metrics",
+            headers={"Authorization": f"Munge {lab.credential(lab.service)}"},
+        ).text.splitlines()
         (counted,) = [line for line in metrics if 'rule="unauthenticated"' in line]
         assert counted.startswith("slurm_image_refusals_total{") and counted.endswith(" 3.0")
 
@@ -323,6 +329,7 @@ def test_a_tag_the_policy_refuses_to_resolve_or_check_is_a_refusal_in_the_histor
         ("source_not_allowed", "bob", tag, None),
         ("source_not_allowed", "alice", tag, "app"),
     ]
-    metrics = httpx.get(f"{lab.url}/metrics").text.splitlines()
+    admin = {"Authorization": f"Munge {lab.credential(lab.service)}"}
+    metrics = httpx.get(f"{lab.url}/metrics", headers=admin).text.splitlines()
     (counted,) = [line for line in metrics if 'rule="source_not_allowed"' in line]
     assert counted.startswith("slurm_image_refusals_total{") and counted.endswith(" 2.0")

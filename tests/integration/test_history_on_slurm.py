@@ -193,7 +193,7 @@ def test_each_change_of_the_store_is_in_its_history_in_order(
             os.getuid(),
             socket.gethostname(),
         )
-        assert event["schema_version"] == 2 and event["time"].endswith("Z")
+        assert event["schema_version"] == 3 and event["time"].endswith("Z")
     times = [datetime.fromisoformat(e["time"]) for e in events]
     assert times == sorted(times)
 

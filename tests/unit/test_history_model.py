@@ -68,7 +68,9 @@ def test_a_line_is_compact_sorted_json_with_its_newline_and_reads_back() -> None
         {"count": -1},
         {"bytes": -1},
         {"recovered": False},
-        {"schema_version": 3},
+        {"schema_version": 4},
+        {"private": False},
+        {"group": "a\nb"},
     ],
 )
 def test_an_event_breaking_a_rule_is_refused(fields: dict[str, Any]) -> None:
@@ -93,7 +95,7 @@ def test_a_version_1_line_reads_as_the_event_it_was() -> None:
         None,
         None,
     )
-    assert event().schema_version == 2
+    assert event().schema_version == 3
 
 
 def test_a_refusal_and_a_gc_count_are_events_of_their_own() -> None:

@@ -305,16 +305,16 @@ def create_app(gateway: Gateway) -> FastAPI:
         return {"uid": os.geteuid()}
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics() -> PlainTextResponse:
-        """The store's figures in Prometheus's text format (as ``slurm-image metrics``): counts
-        and sizes, no alias names, so no identity is needed; and the gateway's own gauges (its
-        open streams, connections, and busy threads)."""
+    async def metrics(lifecycles: Verbs) -> PlainTextResponse:
+        """The store's figures in Prometheus's text format (as ``slurm-image metrics``), for
+        the admins: they count the private aliases and events too; and the gateway's own gauges
+        (its open streams, connections, and busy threads)."""
         from anyio import to_thread
         from prometheus_client import CONTENT_TYPE_LATEST
 
         from slurm_image.entrypoints.metrics_exposition import exposition, gateway_exposition
 
-        store_metrics = await run_in_threadpool(gateway.lifecycles.metrics)
+        store_metrics = await run_in_threadpool(lifecycles.metrics)
         connections = gateway.connections
         own = {
             "gateway_open_streams": gateway.answers.open,
