@@ -41,6 +41,7 @@ from cosign_real import (
     split,
 )
 from slurm_image.domain.signatures import load_public_key
+from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.entrypoints.exit_codes import EXIT_UNSIGNED
 from support import run_cli
 
@@ -110,7 +111,9 @@ class Site:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
+    """A site whose workspace root is made and still empty, as a new site's is."""
     workspace = tmp_path / "ws"
+    workspace.mkdir(mode=0o755)
     return Site(tmp_path, workspace)
 
 
@@ -134,12 +137,25 @@ def test_an_image_signed_by_cosign_with_the_site_key_is_planned_with_its_fingerp
     assert json.loads(done.stdout)["plan"]["schema_version"] == 4
 
 
-def assert_refused(done: subprocess.CompletedProcess[str], digest: str, words: str) -> None:
+def assert_refused(
+    done: subprocess.CompletedProcess[str], digest: str, words: str, site: Site, rule: str
+) -> None:
+    """Refused with one line, nothing staged, and the refusal the store's first history
+    event (the workspace was new and empty)."""
     assert done.returncode == EXIT_UNSIGNED, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"slurm-image: error: {digest}: "), lines[0]
     assert words in lines[0]
+    layout = StoreLayout(str(site.workspace))
+    assert not Path(layout.jobs).exists() or not any(Path(layout.jobs).iterdir())
+    assert not Path(layout.artifacts).exists() or not any(Path(layout.artifacts).iterdir())
+    events = [
+        json.loads(line)
+        for month in sorted(Path(layout.history).glob("*.jsonl"))
+        for line in month.read_text().splitlines()
+    ]
+    assert [(e["event"], e["rule"]) for e in events] == [("refused", rule)]
 
 
 def test_the_image_signed_with_another_key_is_refused_before_anything_is_staged(
@@ -151,8 +167,9 @@ def test_the_image_signed_with_another_key_is_refused_before_anything_is_staged(
     cosign.sign("other", source, legacy=False, extra=("--allow-http-registry",))
     cosign.sign("other", source, legacy=True, extra=("--allow-http-registry",))
     done = site.imports(site.profile(key), source)
-    assert_refused(done, repository.client, "not signed by a policy key")
-    assert not site.workspace.exists() or not any(site.workspace.rglob("*"))
+    assert_refused(
+        done, repository.client, "not signed by a policy key", site, "signature_other_key"
+    )
 
 
 def test_an_unsigned_image_is_refused_before_anything_is_staged(
@@ -160,8 +177,7 @@ def test_an_unsigned_image_is_refused_before_anything_is_staged(
 ) -> None:
     key = cosign.key_pair("site")
     done = site.imports(site.profile(key), repository.ref(repository.serving))
-    assert_refused(done, repository.serving, "is not signed")
-    assert not site.workspace.exists() or not any(site.workspace.rglob("*"))
+    assert_refused(done, repository.serving, "is not signed", site, "signature_missing")
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["bundle", "legacy"])
@@ -183,8 +199,9 @@ def test_a_signature_copied_from_another_digest_is_refused(
         )
     done = site.imports(site.profile(key), repository.ref(repository.serving))
     words = "a replayed signature" if legacy else "signature of another digest"
-    assert_refused(done, repository.serving, words)
-    assert not site.workspace.exists() or not any(site.workspace.rglob("*"))
+    # a bundle answered for another digest is refused as malformed before any key is tried
+    rule = "signature_replayed" if legacy else "signature_invalid"
+    assert_refused(done, repository.serving, words, site, rule)
 
 
 def test_the_htpasswd_registry_s_signature_lookup_uses_the_netrc_credentials(
