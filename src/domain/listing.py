@@ -39,7 +39,9 @@ class KeyFacts:
     vllm: str | None
 
 
-def _at(mapping: object, *keys: str) -> object:
+def at_path(mapping: object, *keys: str) -> object:
+    """What an untrusted record holds at ``keys``, nested; None where any step is missing or
+    not a mapping."""
     for key in keys:
         if not isinstance(mapping, Mapping):
             return None
@@ -47,15 +49,16 @@ def _at(mapping: object, *keys: str) -> object:
     return mapping
 
 
-def _text(value: object) -> str | None:
+def text_value(value: object) -> str | None:
+    """``value`` when it is a string, else None."""
     return value if isinstance(value, str) else None
 
 
 def _distribution(facts: object, name: str) -> str | None:
-    found = _at(facts, "distributions")
+    found = at_path(facts, "distributions")
     for entry in found if isinstance(found, list) else []:
-        if _at(entry, "name") == name:
-            return _text(_at(entry, "version"))
+        if at_path(entry, "name") == name:
+            return text_value(at_path(entry, "version"))
     return None
 
 
@@ -64,9 +67,9 @@ def key_facts(record: Mapping[str, Any]) -> KeyFacts:
     the installed distribution's), None where the inspection found none."""
     facts = record.get("facts")
     return KeyFacts(
-        python=_text(_at(facts, "python", "version")),
-        pip=_text(_at(facts, "installer", "version")) or _distribution(facts, "pip"),
-        vllm=_text(_at(facts, "server", "version")) or _distribution(facts, "vllm"),
+        python=text_value(at_path(facts, "python", "version")),
+        pip=text_value(at_path(facts, "installer", "version")) or _distribution(facts, "pip"),
+        vllm=text_value(at_path(facts, "server", "version")) or _distribution(facts, "vllm"),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from slurm_image.domain.architecture import from_machine
 from slurm_image.domain.errors import DomainError, InvalidReference, NoImageForArchitecture
 from slurm_image.domain.history import HistoryEvent
-from slurm_image.domain.listing import key_facts
+from slurm_image.domain.listing import at_path, key_facts, text_value
 from slurm_image.domain.published import PublishedAlias, choose_entry
 from slurm_image.domain.reference import parse_reference, parse_tag_reference
 from slurm_image.domain.shell import quote
@@ -36,18 +36,6 @@ there instead)."""
 def this_machine() -> str | None:
     """This host's architecture as the store names it (None: one the product builds none for)."""
     return from_machine(platform.machine())
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _at(mapping: object, *keys: str) -> object:
-    for key in keys:
-        if not isinstance(mapping, Mapping):
-            return None
-        mapping = mapping.get(key)
-    return mapping
 
 
 def _short(digest: str | None, length: int = 12) -> str:
@@ -116,8 +104,8 @@ def _tag_of(resolved: str | None) -> str | None:
 
 
 def source_of(record: Mapping[str, Any]) -> Source:
-    text = _text(record.get("source")) or ""
-    resolved_tag = _tag_of(_text(_at(record, "resolved_from", "tag")))
+    text = text_value(record.get("source")) or ""
+    resolved_tag = _tag_of(text_value(at_path(record, "resolved_from", "tag")))
     try:
         reference = parse_reference(text)
     except InvalidReference:
@@ -155,7 +143,7 @@ def _list(value: object) -> list[object]:
 
 
 def signer_of(record: Mapping[str, Any]) -> str:
-    return _text(_at(record, "signed_by", "key_fingerprint")) or UNSIGNED
+    return text_value(at_path(record, "signed_by", "key_fingerprint")) or UNSIGNED
 
 
 @dataclass(frozen=True)
@@ -211,7 +199,7 @@ def catalog_rows(entries: Iterable[PublishedAlias], machine: str | None) -> list
         record = published.record
         size = record.get("size")
         size = size if isinstance(size, int) else 0
-        published_at = _text(record.get("published_at")) or ""
+        published_at = text_value(record.get("published_at")) or ""
         rows.append(
             CatalogRow(
                 name=name,
@@ -267,14 +255,14 @@ class Entry:
 
     @property
     def distributions(self) -> list[tuple[str, str]]:
-        return _pairs(_at(self.all_facts, "distributions"), "name", "version")
+        return _pairs(at_path(self.all_facts, "distributions"), "name", "version")
 
     @property
     def shadowed(self) -> list[tuple[str, str]]:
         return [
             (f"{name} {version}", location)
             for name, version, location in _triples(
-                _at(self.all_facts, "shadowed"), "name", "version", "location"
+                at_path(self.all_facts, "shadowed"), "name", "version", "location"
             )
         ]
 
@@ -283,38 +271,38 @@ class Entry:
         """The interpreter, installer and server the inspection found: (what, version, path)."""
         facts = self.all_facts
         found = []
-        python = _at(facts, "python")
+        python = at_path(facts, "python")
         if isinstance(python, Mapping):
-            implementation = _text(python.get("implementation")) or "python"
-            abi = _text(python.get("abi"))
-            version = _text(python.get("version")) or "-"
+            implementation = text_value(python.get("implementation")) or "python"
+            abi = text_value(python.get("abi"))
+            version = text_value(python.get("version")) or "-"
             found.append(
                 (
                     f"{implementation} ({abi})" if abi else implementation,
                     version,
-                    _text(python.get("executable")) or "-",
+                    text_value(python.get("executable")) or "-",
                 )
             )
         for key in ("installer", "server"):
-            program = _at(facts, key)
+            program = at_path(facts, key)
             if isinstance(program, Mapping):
                 found.append(
                     (
-                        _text(program.get("name")) or key,
-                        _text(program.get("version")) or "-",
-                        _text(program.get("path")) or "-",
+                        text_value(program.get("name")) or key,
+                        text_value(program.get("version")) or "-",
+                        text_value(program.get("path")) or "-",
                     )
                 )
         return found
 
 
 def _pairs(value: object, first: str, second: str) -> list[tuple[str, str]]:
-    return [(str(_at(item, first)), str(_at(item, second))) for item in _list(value)]
+    return [(str(at_path(item, first)), str(at_path(item, second))) for item in _list(value)]
 
 
 def _triples(value: object, first: str, second: str, third: str) -> list[tuple[str, str, str]]:
     return [
-        (str(_at(item, first)), str(_at(item, second)), str(_at(item, third)))
+        (str(at_path(item, first)), str(at_path(item, second)), str(at_path(item, third)))
         for item in _list(value)
     ]
 
@@ -368,7 +356,7 @@ class AliasPage:
     def here(self) -> Entry | None:
         """The entry ``show`` resolves on this machine (``published.choose_entry``), whose
         ``srun`` line the page offers; None when the alias has none for it."""
-        recorded = [_text(entry.record.get("architecture")) for entry in self.entries]
+        recorded = [text_value(entry.record.get("architecture")) for entry in self.entries]
         try:
             index = choose_entry(self.name, recorded, asked=None, machine=self.machine)
         except NoImageForArchitecture:
@@ -391,17 +379,17 @@ def alias_page(
     shown = []
     for published in entries:
         record = published.record
-        path = _text(record.get("path")) or ""
+        path = text_value(record.get("path")) or ""
         size = record.get("size")
         shown.append(
             Entry(
-                architecture=_text(record.get("architecture")) or UNKNOWN,
+                architecture=text_value(record.get("architecture")) or UNKNOWN,
                 record=record,
                 source=source_of(record),
                 signer=signer_of(record),
                 facts=facts_of(record),
                 size_text=for_person(size) if isinstance(size, int) else "-",
-                published_text=_time(_text(record.get("published_at"))),
+                published_text=_time(text_value(record.get("published_at"))),
                 srun=srun_line(path),
             )
         )
