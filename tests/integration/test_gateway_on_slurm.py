@@ -256,7 +256,7 @@ def test_forged_replayed_expired_and_missing_munge_credentials_are_refused(
     fresh = _credential(alice, good)
     expiring = _credential(alice, good, "--ttl", "1")
     accepted = ask(fresh)
-    assert (accepted.status_code, accepted.json()) == (200, {"images": []})
+    assert (accepted.status_code, accepted.json()) == (200, {"images": [], "next": None})
 
     refused = {
         "replayed": ask(fresh),
