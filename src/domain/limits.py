@@ -35,37 +35,40 @@ def take(bucket: Bucket | None, now: float, per_minute: int) -> tuple[Bucket, in
 
 @dataclass
 class Slots:
-    """How many long answers (log streams, long polls) are open, per requester and in all:
-    ``open`` refuses one past ``per_key`` for its requester or past ``total`` in all, naming
-    the setting; ``close`` gives one back. Pure counting: whoever holds it serialises the
-    calls."""
+    """How many of something one gateway holds open (log streams and long polls; connections),
+    per key (a requester, a peer) and in all: ``open`` refuses one past ``per_key`` for its key
+    or past ``total`` in all, naming the setting (``per_key_field``, ``total_field``); ``close``
+    gives one back. Pure counting: whoever holds it serialises the calls."""
 
     per_key: int
     total: int
+    what: str = "log streams and waits"
+    per_key_field: str = "max_streams_per_user"
+    total_field: str = "max_streams"
     retry_after_s: int = 5
-    counts: dict[int | str, int] = field(default_factory=dict)
+    counts: dict[object, int] = field(default_factory=dict)
 
     @property
     def in_use(self) -> int:
         return sum(self.counts.values())
 
-    def open(self, key: int | str, who: str) -> None:
+    def open(self, key: object, who: str) -> None:
         mine = self.counts.get(key, 0)
         if mine >= self.per_key:
             raise Busy(
-                field="max_streams_per_user",
-                rule=f"{who} has {mine} log streams and waits open, the limit is {self.per_key}",
+                field=self.per_key_field,
+                rule=f"{who} has {mine} {self.what} open, the limit is {self.per_key}",
                 retry_after_s=self.retry_after_s,
             )
         if self.in_use >= self.total:
             raise Busy(
-                field="max_streams",
-                rule=f"the gateway has {self.total} log streams and waits open, its limit",
+                field=self.total_field,
+                rule=f"the gateway has {self.total} {self.what} open, its limit",
                 retry_after_s=self.retry_after_s,
             )
         self.counts[key] = mine + 1
 
-    def close(self, key: int | str) -> None:
+    def close(self, key: object) -> None:
         left = self.counts.get(key, 0) - 1
         if left > 0:
             self.counts[key] = left

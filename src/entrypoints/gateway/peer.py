@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from slurm_image.domain.errors import Busy
+from slurm_image.domain.limits import Slots
 
 PEER_STATE = "peer"
 """The key of the peer's credentials in a request's ``state`` (absent over TCP)."""
@@ -51,50 +54,49 @@ class PeerCredentialsProtocol(H11Protocol):
             self.app_state = {**self.app_state, PEER_STATE: peer_credentials(sock)}
 
 
-@dataclass
 class ConnectionLimits:
     """The connections one gateway keeps open (``[gateway] max_connections``, and
-    ``max_connections_per_peer``: per uid on a unix socket, per address over TCP), and how long
-    a connection may take to send a request's head (``header_timeout_s``). Touched only from
-    the event loop."""
+    ``max_connections_per_peer``: per uid on a unix socket, per address over TCP; counted by
+    ``domain.limits.Slots``), and how long a connection may take to send a request's head
+    (``header_timeout_s``). Touched only from the event loop."""
 
-    total: int
-    per_peer: int
-    header_timeout_s: float
-    open: dict[object, int] = field(default_factory=dict)
+    def __init__(self, *, total: int, per_peer: int, header_timeout_s: float) -> None:
+        self.slots = Slots(
+            per_key=per_peer,
+            total=total,
+            what="connections",
+            per_key_field="max_connections_per_peer",
+            total_field="max_connections",
+        )
+        self.header_timeout_s = header_timeout_s
 
     @property
     def in_use(self) -> int:
-        return sum(self.open.values())
+        return self.slots.in_use
 
-    def admit(self, peer: object) -> str | None:
-        """Count a new connection of ``peer``, or say which limit refuses it."""
-        if self.open.get(peer, 0) >= self.per_peer:
-            return "max_connections_per_peer"
-        if self.in_use >= self.total:
-            return "max_connections"
-        self.open[peer] = self.open.get(peer, 0) + 1
+    def admit(self, peer: object) -> Busy | None:
+        """Count a new connection of ``peer``, or the refusal that names the limit."""
+        try:
+            self.slots.open(peer, f"peer {peer}")
+        except Busy as refused:
+            return refused
         return None
 
     def release(self, peer: object) -> None:
-        left = self.open.get(peer, 0) - 1
-        if left > 0:
-            self.open[peer] = left
-        else:
-            self.open.pop(peer, None)
+        self.slots.close(peer)
 
 
-def refusal(limit: str, retry_after_s: int = 5) -> bytes:
-    """What a connection past ``limit`` is told before it is closed: the gateway's one error
+def refusal(refused: Busy) -> bytes:
+    """What a connection past a limit is told before it is closed: the gateway's one error
     body, 429 with ``Retry-After``."""
     from slurm_image.entrypoints import wire
     from slurm_image.entrypoints.exit_codes import EXIT_BUSY
 
-    rule = f"too many connections open ([gateway] {limit}): ask again later"
-    body = json.dumps(wire.error_json(limit, rule, EXIT_BUSY)).encode()
+    rule = f"too many connections open ([gateway] {refused.field}): ask again later"
+    body = json.dumps(wire.error_json(refused.field, rule, EXIT_BUSY)).encode()
     head = (
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n"
-        f"retry-after: {retry_after_s}\r\ncontent-length: {len(body)}\r\n"
+        f"retry-after: {refused.retry_after_s}\r\ncontent-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
     )
     return head.encode() + body

@@ -79,10 +79,12 @@ class LongAnswers:
             raise _stopping()
         key = asker.account.uid
         self.slots.open(key, asker.account.user)
-        held = [True]
+        held = True
 
         def release() -> None:
-            if held.pop() if held else False:
+            nonlocal held
+            if held:
+                held = False
                 self.slots.close(key)
 
         return release
