@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import threading
 from pathlib import Path
 
 from slurm_image.adapters.munge import AcceptedCredentials
+from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.ports.clock import Clock
 
@@ -73,13 +73,10 @@ class AcceptedCredentialsFile(AcceptedCredentials):
                 field=FIELD, rule=f"{self._path} cannot be opened: {error.strerror or error}"
             ) from None
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        problem = paths.secret_file_problem(info.st_mode, info.st_uid, os.geteuid())
+        if problem is not None:
             os.close(fd)
-            raise InvalidRequest(
-                field=FIELD,
-                rule=f"{self._path} must be a regular file of this account's, closed to others"
-                " (0600)",
-            )
+            raise InvalidRequest(field=FIELD, rule=f"{self._path} {problem}")
         return fd
 
     def _read(self) -> list[tuple[bytes, float]]:
