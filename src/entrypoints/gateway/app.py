@@ -7,7 +7,6 @@ errors as ``http_errors`` maps them.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -152,16 +151,20 @@ class Gateway:
         return built
 
 
-def error_response(error: BaseException) -> JSONResponse:
-    """The product's one error body for ``error``; anything not the product's own is an
-    internal error whose text is not shown."""
+def error_body(error: BaseException) -> tuple[dict[str, Any], int]:
+    """The product's one error body for ``error``, and its HTTP status; anything not the
+    product's own is an internal error whose text is not shown."""
     if isinstance(error, SlurmImageError):
         code = exit_code_for(error)
-        status = status_for(error, code)
         body = wire.error_json(error.field, " ".join(error.rule.split()), code)
-    else:
-        code, status = EXIT_INTERNAL, 500
-        body = wire.error_json("gateway", "internal error (see the gateway's log)", code)
+        return body, status_for(error, code)
+    return wire.error_json("gateway", "internal error (see the gateway's log)", EXIT_INTERNAL), 500
+
+
+def error_response(error: BaseException) -> JSONResponse:
+    """``error_body`` as an answer, with ``Retry-After`` when the error says when to ask
+    again."""
+    body, status = error_body(error)
     headers = {}
     wait_s = retry_after(error)
     if wait_s is not None:
@@ -418,7 +421,7 @@ def create_app(gateway: Gateway) -> FastAPI:
         except BaseException:
             release()
             raise
-        events = log_events(gateway.answers, cursor, _error_body)
+        events = log_events(gateway.answers, cursor, lambda error: error_body(error)[0])
         return HeldStream(events, release, media_type="text/event-stream")
 
     @app.get("/v1/aliases")
@@ -489,8 +492,3 @@ def create_app(gateway: Gateway) -> FastAPI:
     app.add_middleware(RequestLine, refuse=error_response)
     app.add_middleware(SecurityHeaders)
     return app
-
-
-def _error_body(error: BaseException) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(bytes(error_response(error).body))
-    return body
