@@ -33,6 +33,7 @@ from slurm_image.domain.profile import ProfileSelection, SiteProfile, parse_prof
 from slurm_image.domain.request import Request, make_request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.ports.workspace import Workspace, WorkspaceError
+from suites import add_suite_option, select_suite
 from support import unavailable
 
 # CI runs derandomized so a failure reproduces from the log alone; locally examples vary.
@@ -49,8 +50,13 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_suite_option(parser)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     check_cluster_ids(items)
+    select_suite(config, items)
     clusters_first(items)
 
 
