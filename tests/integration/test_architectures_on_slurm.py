@@ -18,7 +18,7 @@ import pytest
 from multiarch import MultiImage, elf_machine, multi_image, require_machine
 from support import install_enroot_standin, run_cli, unavailable
 
-pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]
 
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

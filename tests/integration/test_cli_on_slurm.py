@@ -131,6 +131,7 @@ TEST_IMAGES = Path(
 )
 
 
+@pytest.mark.full_only
 def test_an_import_completes_on_the_node_with_the_enroot_standin(
     tmp_path: Path, world_readable_tmp: Path, local_slurm: Any
 ) -> None:

@@ -146,6 +146,7 @@ def _submitter_line(done: subprocess.CompletedProcess[str]) -> str:
     return next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["submitter"])
 
 
+@pytest.mark.full_only
 def test_doctor_tells_a_refused_token_from_a_controller_that_is_down(
     tmp_path: Path, local_slurm: Any
 ) -> None:

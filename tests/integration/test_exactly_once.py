@@ -67,7 +67,11 @@ class ControllerOutage:
 
 
 @pytest.mark.parametrize(
-    "outage", [False, True], ids=["answer-lost", "answer-lost-controller-down"]
+    "outage",
+    [
+        pytest.param(False, id="answer-lost"),
+        pytest.param(True, id="answer-lost-controller-down", marks=pytest.mark.full_only),
+    ],
 )
 def test_rest_submit_whose_answer_is_lost_makes_one_job(
     local_slurm, tmp_path: Path, outage: bool
@@ -117,7 +121,11 @@ def _flaky_sbatch(tmp_path: Path, flag: Path, local_slurm) -> Path:  # type: ign
 
 
 @pytest.mark.parametrize(
-    "outage", [False, True], ids=["answer-lost", "answer-lost-controller-down"]
+    "outage",
+    [
+        pytest.param(False, id="answer-lost"),
+        pytest.param(True, id="answer-lost-controller-down", marks=pytest.mark.full_only),
+    ],
 )
 def test_sbatch_submit_whose_answer_is_lost_makes_one_job(
     local_slurm, tmp_path: Path, outage: bool

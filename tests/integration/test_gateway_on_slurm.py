@@ -148,6 +148,7 @@ def test_an_alias_is_its_requester_s_and_the_job_the_service_account_s(
     assert job["JobState"] == "COMPLETED", job
 
 
+@pytest.mark.full_only
 def test_ten_users_importing_one_digest_at_once_get_one_job_and_ten_aliases(
     slurm_2205: Cluster, site_on: Any, people: People, images: dict[str, str]
 ) -> None:
@@ -184,6 +185,7 @@ def test_ten_users_importing_one_digest_at_once_get_one_job_and_ten_aliases(
     assert site.open_books() == []
 
 
+@pytest.mark.full_only
 def test_a_gateway_killed_during_an_import_loses_and_repeats_nothing(
     slurm_2205: Cluster, site_on: Any, people: People, images: dict[str, str]
 ) -> None:

@@ -37,7 +37,7 @@ from lying_registry import Answer, LyingRegistry
 from metrics_support import samples, series
 from support import run_cli
 
-pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]
 
 ARCH = platform.machine()
 

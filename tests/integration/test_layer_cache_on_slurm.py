@@ -22,7 +22,7 @@ from harness import registry_images  # noqa: F401
 from lying_registry import CLIENT, LyingRegistry, blob_gets, derived_image, lying_registry
 from support import install_enroot_standin, run_cli
 
-pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]
 
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

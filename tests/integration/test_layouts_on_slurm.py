@@ -28,7 +28,7 @@ from slurm_image.domain.inspection import InspectionRecord, validate_inspection
 from slurm_image.domain.job import JobState
 from support import install_enroot_standin, run_cli
 
-pytestmark = [pytest.mark.slurm, pytest.mark.debian_roots]
+pytestmark = [pytest.mark.slurm, pytest.mark.debian_roots, pytest.mark.full_only]
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = Path(

@@ -100,6 +100,7 @@ def import_(site: Site, source: str) -> tuple[dict[str, Any], Path]:
     return status, job_dir
 
 
+@pytest.mark.full_only
 def test_import_with_credentials_on_the_cluster_succeeds_and_leaks_nothing(
     tmp_path: Path, world_readable_tmp: Path, local_slurm: Any, request: pytest.FixtureRequest
 ) -> None:

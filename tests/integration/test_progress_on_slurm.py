@@ -24,7 +24,7 @@ import pytest
 from slurm_image.domain.paths import AttemptLayout
 from support import install_enroot_standin
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.full_only]
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_IMAGES = Path(

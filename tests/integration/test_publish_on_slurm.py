@@ -103,7 +103,7 @@ def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("kind", ["sbatch", "rest-tcp"])
+@pytest.mark.parametrize("kind", ["sbatch", pytest.param("rest-tcp", marks=pytest.mark.full_only)])
 def test_import_wait_publishes_and_show_resolves(
     world_readable_tmp: Path, kind: str, local_slurm: Any, images: dict[str, str]
 ) -> None:
@@ -144,6 +144,7 @@ def test_import_wait_publishes_and_show_resolves(
     assert copy_shown["sqsh_sha256"] == shown["sqsh_sha256"] == _digest(str(copy))
 
 
+@pytest.mark.full_only
 def test_four_processes_inspecting_one_sqsh_under_one_alias(
     world_readable_tmp: Path, local_slurm: Any, images: dict[str, str]
 ) -> None:

@@ -28,7 +28,7 @@ from harness import registry_images  # noqa: F401  (the fixture, registered by i
 from resolve_site import ResolveSite
 from support import install_enroot_standin, unavailable
 
-pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]
 
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPOSITORY = "localhost:5000/slurm-image-test/resolve-e2e"

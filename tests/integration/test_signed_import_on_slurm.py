@@ -31,7 +31,7 @@ from slurm_image.domain.signatures import load_public_key
 from slurm_image.entrypoints.exit_codes import EXIT_UNSIGNED
 from support import install_enroot_standin
 
-pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
+pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]
 
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HTTP = ("--allow-http-registry",)

@@ -18,7 +18,7 @@ from test_publish_on_slurm import Site, images  # noqa: F401 (the registry's tes
 
 from support import unavailable
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.full_only]
 
 OTHER_UID = 4242
 

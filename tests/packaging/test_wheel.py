@@ -289,6 +289,7 @@ BENCH_KEYS = {
 }
 
 
+@pytest.mark.full_only
 def test_the_bench_runs_from_an_install_without_the_test_extra(wheel: Path, tmp_path: Path) -> None:
     """bench/run.py needs the product as installed and the repository's Enroot stand-in, not
     the test harness: here pytest is not even importable."""
