@@ -2,10 +2,11 @@
 Server-Sent Events, and the long poll of ``/v1/lifecycles/wait``. Neither holds a thread while
 it waits: each pass of the use case (``application.logs.LogCursor``, one ``Lifecycles.wait``
 observation) runs in a thread and returns, and the pauses between passes are the event loop's.
-A pass that asks the scheduler is one of its calls (``gateway.outside``): the first is refused
-at once past ``max_scheduler_calls``, a later one waits for the next pass. Each is counted
-against ``[gateway] max_streams_per_user`` and ``max_streams`` while it is open, ends when its
-client goes away (Starlette cancels the stream at the disconnect) and when the gateway stops.
+A pass that asks the scheduler is one of its calls (``gateway.outside``): while
+``max_scheduler_calls`` are under way, a long poll's first pass waits its turn (within its
+timeout, then 429) and a later pass waits for the next. Each is counted against ``[gateway]
+max_streams_per_user`` and ``max_streams`` while it is open, ends when its client goes away
+(Starlette cancels the stream at the disconnect) and when the gateway stops.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ FOLLOW_POLL_S = 2.0
 """How long a followed log rests between two passes while its job runs."""
 STEP_BYTES = 1 << 20
 """The most of a log one pass hands on (the rest follows at once, in the next)."""
+TURN_S = 0.2
+"""How often a long poll that has not yet observed anything looks for a free scheduler call."""
 
 
 class LongAnswers:
@@ -179,12 +182,17 @@ async def long_poll(
 ) -> WaitResult:
     """``Lifecycles.wait`` for at most ``timeout_s``, one observation per pass (``pauses``), the
     event loop resting between them; the gateway's stop answers what the last pass saw. Each
-    pass is a call to the scheduler (``gateway.outside``): the first is refused at once past
-    its limit (``Busy``), a later one is skipped while none is left."""
+    pass is a call to the scheduler (``gateway.outside``): the first waits for a free one,
+    holding no thread, within ``timeout_s`` (then ``Busy``); a later one is skipped while none
+    is free."""
     observe = partial(lifecycles.wait, ids, timeout_s=0)
     async with answers.slot(asker):
         start = time.monotonic()
         schedule = pauses()
+        while not outside.free(SCHEDULER) and time.monotonic() - start < timeout_s:
+            left = timeout_s - (time.monotonic() - start)
+            if await answers.rest(min(TURN_S, left)):
+                raise _stopping()
         result = await outside.call(SCHEDULER, observe)
         while True:
             elapsed = time.monotonic() - start
