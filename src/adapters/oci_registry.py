@@ -37,18 +37,16 @@ environment (``https_proxy``, ``no_proxy``) as they do for curl.
 from __future__ import annotations
 
 import logging
-import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import tenacity
 
+from slurm_image.adapters.deadline import Watchdog
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.errors import InvalidRegistryAnswer
 from slurm_image.domain.registry_auth import (
@@ -125,52 +123,6 @@ class _Token:
     """Whether the realm was given the netrc entry for it."""
 
 
-class _Watchdog:
-    """Shuts a conversation's connections down ``seconds`` after it began (module docstring).
-    It learns of each connection through httpcore's ``trace`` extension, the moment the TCP
-    connection (or its TLS) is made; a read blocked on a connection shut down returns at once,
-    and the conversation sees its deadline has passed (``expired``)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.expired = False
-        self._streams: list[Any] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self._expire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        if not event.endswith(("connect_tcp.complete", "start_tls.complete")):
-            return
-        stream = info.get("return_value")
-        with self._lock:
-            self._streams.append(stream)
-            expired = self.expired
-        if expired:
-            _shut_down(stream)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            streams = list(self._streams)
-        for stream in streams:
-            _shut_down(stream)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-def _shut_down(stream: Any) -> None:
-    """Shut down the socket under an httpcore network stream (TLS or not), waking a read
-    blocked on it in another thread; closing is left to the thread that owns it."""
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if isinstance(sock, socket.socket):
-        # OSError: closed already, or detached when TLS wrapped it. The plain socket's
-        # shutdown, also for a TLS one: no TLS state is touched from this thread.
-        with suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
 class _Transient(Exception):
     """One try failed in a way a later one may not; never leaves this module."""
 
@@ -222,7 +174,7 @@ class HttpRegistry:
         return self._context
 
     def fetch_manifest(self, request: ManifestRequest) -> ManifestAnswer:
-        watchdog = _Watchdog(request.timeout_s)
+        watchdog = Watchdog(request.timeout_s)
         try:
             with self._client() as client:
                 return _Call(self, client, request, watchdog).manifest()
@@ -250,7 +202,7 @@ class _Call:
         owner: HttpRegistry,
         client: httpx.Client,
         request: ManifestRequest,
-        watchdog: _Watchdog,
+        watchdog: Watchdog,
     ):
         self.owner = owner
         self.client = client

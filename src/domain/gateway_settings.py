@@ -145,7 +145,9 @@ class GatewaySettings(BaseModel):
     ``max_connections``, or past ``max_connections_per_peer`` from one uid on the socket or one
     address over TCP, is answered 429 and closed); the connections' clocks (a request's head
     within ``header_timeout_s``, an idle connection closed after ``idle_timeout_s``, a SIGTERM
-    drained within ``shutdown_timeout_s``); ``trusted_proxies``: the reverse proxies whose
+    drained within ``shutdown_timeout_s``); the requests that ask a registry or the scheduler,
+    each part's at once within ``max_registry_calls`` and ``max_scheduler_calls`` (429 past
+    it, at once); ``trusted_proxies``: the reverse proxies whose
     forwarded headers name the client (none: the connection's own address is the client's,
     whatever a request says); ``url``: the gateway a client asks (``unix:PATH`` or
     ``https://HOST:PORT``)."""
@@ -167,6 +169,8 @@ class GatewaySettings(BaseModel):
     header_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
     idle_timeout_s: Annotated[int, Field(ge=1, le=600)] = 5
     shutdown_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
+    max_registry_calls: Annotated[int, Field(ge=1, le=1024)] = 32
+    max_scheduler_calls: Annotated[int, Field(ge=1, le=1024)] = 32
     trusted_proxies: Proxies = ()
 
     @field_validator("admins", "importers", "trusted_proxies", mode="before")

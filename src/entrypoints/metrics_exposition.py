@@ -212,7 +212,11 @@ def exposition(metrics: StoreMetrics) -> bytes:
 GATEWAY_GAUGES = {
     "gateway_open_streams": "Log streams and long polls the gateway has open now.",
     "gateway_open_connections": "Connections the gateway has open now.",
-    "gateway_busy_threads": "The gateway's thread-pool threads at work now (the rest are idle).",
+    "gateway_busy_threads": "The gateway's threads at work now (the rest are idle), the"
+    " calls to a registry or the scheduler included.",
+    "gateway_registry_calls": "Calls to registries under way now ([gateway] max_registry_calls).",
+    "gateway_scheduler_calls": "Calls to the scheduler under way now"
+    " ([gateway] max_scheduler_calls).",
 }
 
 

@@ -30,6 +30,9 @@ FailureKind = Literal["transient", "ambiguous", "permanent", "auth"]
 """
 
 Operation = Literal["submit", "states", "cancel", "find_by_marker", "ping", "partition"]
+HANG_MAX_S = 300.0
+"""The longest a call waits while the fake scheduler does not answer (``hang``): then it fails
+transiently, as a real command's timeout ends it."""
 
 
 @dataclass
@@ -108,6 +111,10 @@ class FakeSubmitter(Submitter):
         self.reachable = True
         """False: no request reaches the scheduler (connection refused): every call fails
         transiently."""
+        self._answering = threading.Event()
+        self._answering.set()
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
 
     # -- test controls -------------------------------------------------------------------
 
@@ -117,6 +124,32 @@ class FakeSubmitter(Submitter):
         """Make the next ``times`` scheduler calls of ``operation`` fail as ``kind``."""
         with self._lock:
             self._failures.setdefault(operation, []).extend([kind] * times)
+
+    def hang(self) -> None:
+        """Stop answering: every scheduler call waits until ``answer`` (at most
+        ``HANG_MAX_S``)."""
+        self._answering.clear()
+
+    def answer(self) -> None:
+        """Answer again: the calls waiting go on."""
+        self._answering.set()
+
+    @property
+    def waiting(self) -> int:
+        """Scheduler calls waiting now for an answer (``hang``)."""
+        with self._waiting_lock:
+            return self._waiting
+
+    def _wait_for_an_answer(self) -> None:
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            answered = self._answering.wait(HANG_MAX_S)
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+        if not answered:
+            raise TransientFailure("the scheduler did not answer", "controller", ambiguous=False)
 
     @property
     def jobs(self) -> Mapping[str, FakeJob]:
@@ -191,6 +224,7 @@ class FakeSubmitter(Submitter):
             raise SchedulerAuthError(field="submitter", rule="credentials refused (injected)")
 
     def submit_once(self, script: bytes, spec: JobSpec) -> str:
+        self._wait_for_an_answer()
         with self._lock:
             kind = self._injected("submit")
             self._raise_unless_accepted(kind)
@@ -211,6 +245,7 @@ class FakeSubmitter(Submitter):
             return job_id
 
     def states_once(self, job_ids: Sequence[str]) -> Mapping[str, JobStatus]:
+        self._wait_for_an_answer()
         with self._lock:
             kind = self._injected("states")
             self._raise_unless_accepted(kind)
@@ -220,6 +255,7 @@ class FakeSubmitter(Submitter):
             return found
 
     def cancel_once(self, job_id: str) -> None:
+        self._wait_for_an_answer()
         with self._lock:
             kind = self._injected("cancel")
             self._raise_unless_accepted(kind)
@@ -233,6 +269,7 @@ class FakeSubmitter(Submitter):
                 raise TransientFailure("response lost after cancel (injected)", ambiguous=True)
 
     def ping_once(self) -> str:
+        self._wait_for_an_answer()
         with self._lock:
             self._raise_unless_accepted(self._injected("ping"))
             if not self.controller_up:
@@ -240,6 +277,7 @@ class FakeSubmitter(Submitter):
             return "fake controller UP"
 
     def partition_once(self, name: str) -> PartitionLimits | None:
+        self._wait_for_an_answer()
         with self._lock:
             self._raise_unless_accepted(self._injected("partition"))
             if not self.controller_up:
@@ -251,6 +289,7 @@ class FakeSubmitter(Submitter):
             return PartitionLimits(name=name, state="UP", max_cpus_per_node=self._max_cpus)
 
     def find_once(self, marker: str) -> str | None:
+        self._wait_for_an_answer()
         with self._lock:
             kind = self._injected("find_by_marker")
             self._raise_unless_accepted(kind)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from slurm_image.adapters.deadline import Watchdog
 from slurm_image.adapters.slurm_fields import bounded
 from slurm_image.domain import paths
 from slurm_image.ports.submitter import SchedulerAuthError
@@ -94,7 +95,10 @@ def _read_token_file(path: Path) -> str:
 
 
 class RestClient:
-    """One slurmrestd endpoint. ``url`` is ``http://host:port`` or ``unix:///path.sock``."""
+    """One slurmrestd endpoint. ``url`` is ``http://host:port`` or ``unix:///path.sock``.
+    ``timeout_s`` bounds each exchange whole (connecting, sending, every read of the answer):
+    a slurmrestd that answers a byte at a time holds a call no longer than one that does not
+    answer at all."""
 
     def __init__(
         self,
@@ -121,6 +125,7 @@ class RestClient:
             self._user, self._token = user, token
         else:
             raise ValueError(f"unsupported slurmrestd URL scheme {parts.scheme!r}")
+        self._timeout_s = timeout_s
         self._timeout = httpx.Timeout(timeout_s)
 
     def __repr__(self) -> str:
@@ -145,11 +150,18 @@ class RestClient:
         if payload is not None:
             headers["Content-Type"] = "application/json"
             content = json.dumps(payload).encode("utf-8")
+        watchdog = Watchdog(self._timeout_s)
         try:
             with httpx.Client(
                 base_url=self._base, transport=self._transport, timeout=self._timeout
             ) as client:
-                response = client.request(method, path, headers=headers, content=content)
+                response = client.request(
+                    method,
+                    path,
+                    headers=headers,
+                    content=content,
+                    extensions={"trace": watchdog.trace},
+                )
                 raw = response.read()
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise TransientFailure(
@@ -158,11 +170,18 @@ class RestClient:
                 ambiguous=False,
             ) from None
         except httpx.TransportError as exc:
+            why = (
+                f"did not answer within {self._timeout_s:g}s"
+                if watchdog.expired
+                else f"did not answer: {_describe(exc)}"
+            )
             raise TransientFailure(
-                f"{method} {path}: slurmrestd did not answer: {_describe(exc)}",
+                f"{method} {path}: slurmrestd {why}",
                 "slurmrestd",
                 ambiguous=sent,
             ) from None
+        finally:
+            watchdog.cancel()
         text = raw[:MAX_BODY].decode("utf-8", "replace")
         body = None
         try:

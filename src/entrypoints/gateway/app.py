@@ -48,6 +48,13 @@ from slurm_image.entrypoints.gateway.inputs import (
     UntrustedJsonRoute,
     http_refusal,
 )
+from slurm_image.entrypoints.gateway.outside import (
+    REGISTRY,
+    SCHEDULER,
+    STORE,
+    OutsideParts,
+    parts_of_start,
+)
 from slurm_image.entrypoints.gateway.peer import ConnectionLimits
 from slurm_image.entrypoints.gateway.streams import HeldStream, LongAnswers, log_events, long_poll
 from slurm_image.entrypoints.gateway.who import Asker, Who
@@ -65,8 +72,8 @@ MAX_FIELD_NAME = 128
 
 @dataclass
 class Gateway:
-    """What the routes share: the service account's verbs, who asks, the request rate, and
-    each recent requester's verbs."""
+    """What the routes share: the service account's verbs, who asks, the request rate, each
+    recent requester's verbs, and the calls under way to a registry or the scheduler."""
 
     lifecycles: Lifecycles
     who: Who
@@ -75,12 +82,14 @@ class Gateway:
     clock: Callable[[], float] = time.monotonic
     verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
     answers: LongAnswers = field(init=False)
+    outside: OutsideParts = field(init=False)
     connections: ConnectionLimits | None = None
     """The connections' limits and counts of the servers serving this gateway (``serve``)."""
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.answers = LongAnswers(settings.max_streams_per_user, settings.max_streams)
+        self.outside = OutsideParts(settings.max_registry_calls, settings.max_scheduler_calls)
 
     @property
     def settings(self) -> Any:
@@ -294,13 +303,15 @@ def create_app(gateway: Gateway) -> FastAPI:
         logging.getLogger(log_name).error("internal error", exc_info=error)
         return error_response(error)
 
+    outside = gateway.outside
+
     @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
         """Whether the gateway answers (no identity needed; nothing of the store is read)."""
         return {"ok": True}
 
     @app.get("/v1/about")
-    def about() -> dict[str, Any]:
+    async def about() -> dict[str, Any]:
         """The uid the gateway decodes MUNGE credentials as (no identity needed): a client
         restricts each credential to it (``munge --restrict-uid``)."""
         import os
@@ -311,7 +322,8 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def metrics(lifecycles: Verbs) -> PlainTextResponse:
         """The store's figures in Prometheus's text format (as ``slurm-image metrics``), for
         the admins: they count the private aliases and events too; and the gateway's own gauges
-        (its open streams, connections, and busy threads)."""
+        (its open streams, connections, busy threads, and calls under way to each outside
+        part)."""
         from anyio import to_thread
         from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -322,42 +334,55 @@ def create_app(gateway: Gateway) -> FastAPI:
         own = {
             "gateway_open_streams": gateway.answers.open,
             "gateway_open_connections": connections.in_use if connections else 0,
-            "gateway_busy_threads": to_thread.current_default_thread_limiter().borrowed_tokens,
+            "gateway_busy_threads": to_thread.current_default_thread_limiter().borrowed_tokens
+            + outside.busy_threads,
+            "gateway_registry_calls": outside.under_way("registry"),
+            "gateway_scheduler_calls": outside.under_way("scheduler"),
         }
         text = exposition(store_metrics) + gateway_exposition(store_metrics.store, own)
         return PlainTextResponse(text, media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/resolve")
-    def resolve(body: ResolveBody, lifecycles: Verbs) -> dict[str, Any]:
-        resolution = lifecycles.resolve_tag(
-            body.reference,
-            arch=body.arch,
-            timeout_s=body.timeout_s,
-            credentials=registry_credentials(body.credentials),
+    async def resolve(body: ResolveBody, lifecycles: Verbs) -> dict[str, Any]:
+        resolution = await outside.call(
+            REGISTRY,
+            lambda: lifecycles.resolve_tag(
+                body.reference,
+                arch=body.arch,
+                timeout_s=body.timeout_s,
+                credentials=registry_credentials(body.credentials),
+            ),
         )
         return wire.resolution_json(resolution)
 
     @app.post("/v1/plans")
-    def plan(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
+    async def plan(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
         """``--dry-run``: the plan and script, nothing created."""
-        planned = lifecycles.plan(body.operation, body.source, **body.asked())
+        planned = await outside.call(
+            REGISTRY if body.resolve else STORE,
+            lambda: lifecycles.plan(body.operation, body.source, **body.asked()),
+        )
         return wire.planned_json(planned)
 
     @app.post("/v1/lifecycles")
-    def start(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
+    async def start(body: LifecycleBody, lifecycles: Verbs) -> dict[str, Any]:
         """``import``/``inspect`` without waiting: the answer from the store, the lifecycle
         joined or submitted, or staged (``submit: false``). A client waits with
         ``/v1/lifecycles/wait`` and then ``/finish``, echoing ``request``."""
         asked = body.asked()
-        request = lifecycles.request(body.operation, body.source, **asked)
-        outcome = lifecycles.run(
-            request,
-            submit=body.submit,
-            replace=body.replace,
-            force=body.force,
-            credentials=asked["credentials"],
-        )
-        return wire.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
+
+        def started() -> dict[str, Any]:
+            request = lifecycles.request(body.operation, body.source, **asked)
+            outcome = lifecycles.run(
+                request,
+                submit=body.submit,
+                replace=body.replace,
+                force=body.force,
+                credentials=asked["credentials"],
+            )
+            return wire.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
+
+        return await outside.call(parts_of_start(body.operation, submit=body.submit), started)
 
     @app.post("/v1/lifecycles/wait")
     async def wait(body: WaitBody, who: Asking, lifecycles: Verbs) -> dict[str, Any]:
@@ -365,21 +390,23 @@ def create_app(gateway: Gateway) -> FastAPI:
         25 s) with ``timed_out``; the client asks again to wait longer."""
         timeout_s = min(body.timeout_s, MAX_WAIT_S)
         ids = body.lifecycle_ids
-        result = await long_poll(gateway.answers, who, lifecycles, ids, timeout_s)
+        result = await long_poll(gateway.answers, outside, who, lifecycles, ids, timeout_s)
         return wire.wait_json(result)
 
     @app.get("/v1/lifecycles")
-    def status(
+    async def status(
         lifecycles: Verbs, ids: Annotated[list[str], Query(min_length=1, max_length=1000)]
     ) -> dict[str, Any]:
-        return {"lifecycles": [wire.status_json(s) for s in lifecycles.status(ids)]}
+        statuses = await outside.call(SCHEDULER, lambda: lifecycles.status(ids))
+        return {"lifecycles": [wire.status_json(s) for s in statuses]}
 
     @app.post("/v1/lifecycles/{lifecycle_id}/submit")
-    def submit(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
-        return wire.submission_json(lifecycles.submit(lifecycle_id))
+    async def submit(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        submission = await outside.call(SCHEDULER, lambda: lifecycles.submit(lifecycle_id))
+        return wire.submission_json(submission)
 
     @app.post("/v1/lifecycles/{lifecycle_id}/finish")
-    def finish(lifecycle_id: str, body: FinishBody, lifecycles: Verbs) -> dict[str, Any]:
+    async def finish(lifecycle_id: str, body: FinishBody, lifecycles: Verbs) -> dict[str, Any]:
         """Publish a lifecycle whose job succeeded, for the request that started or joined it
         (the requester is always the one asking)."""
         from pydantic import ValidationError
@@ -394,19 +421,28 @@ def create_app(gateway: Gateway) -> FastAPI:
                 field="request." + ".".join(str(p) for p in first["loc"]), rule=first["msg"]
             ) from None
         request = request.model_copy(update={"requester": lifecycles.requester})
-        return wire.outcome_json(lifecycles.finish(lifecycle_id, request, replace=body.replace))
+        outcome = await outside.call(
+            SCHEDULER, lambda: lifecycles.finish(lifecycle_id, request, replace=body.replace)
+        )
+        return wire.outcome_json(outcome)
 
     @app.post("/v1/lifecycles/{lifecycle_id}/publish")
-    def publish(lifecycle_id: str, body: PublishBody, lifecycles: Verbs) -> dict[str, Any]:
-        return wire.alias_record_json(lifecycles.publish(lifecycle_id, replace=body.replace))
+    async def publish(lifecycle_id: str, body: PublishBody, lifecycles: Verbs) -> dict[str, Any]:
+        record = await outside.call(
+            SCHEDULER, lambda: lifecycles.publish(lifecycle_id, replace=body.replace)
+        )
+        return wire.alias_record_json(record)
 
     @app.post("/v1/lifecycles/{lifecycle_id}/cancel")
-    def cancel(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
-        return wire.status_json(lifecycles.cancel(lifecycle_id))
+    async def cancel(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        return wire.status_json(
+            await outside.call(SCHEDULER, lambda: lifecycles.cancel(lifecycle_id))
+        )
 
     @app.post("/v1/lifecycles/{lifecycle_id}/cleanup")
-    def cleanup(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
-        return {"lifecycle_id": lifecycles.cleanup(lifecycle_id)}
+    async def cleanup(lifecycle_id: str, lifecycles: Verbs) -> dict[str, Any]:
+        cleaned = await outside.call(SCHEDULER, lambda: lifecycles.cleanup(lifecycle_id))
+        return {"lifecycle_id": cleaned}
 
     @app.get("/v1/lifecycles/{lifecycle_id}/logs")
     async def logs(
@@ -421,7 +457,10 @@ def create_app(gateway: Gateway) -> FastAPI:
         except BaseException:
             release()
             raise
-        events = log_events(gateway.answers, cursor, lambda error: error_body(error)[0])
+        passes = SCHEDULER if follow else STORE
+        events = log_events(
+            gateway.answers, outside, passes, cursor, lambda error: error_body(error)[0]
+        )
         return HeldStream(events, release, media_type="text/event-stream")
 
     @app.get("/v1/aliases")
@@ -456,12 +495,14 @@ def create_app(gateway: Gateway) -> FastAPI:
         return {"name": lifecycles.unregister(name)}
 
     @app.get("/v1/outdated")
-    def outdated(
+    async def outdated(
         lifecycles: Verbs,
         names: Annotated[list[str] | None, Query(max_length=10000)] = None,
         timeout_s: Annotated[float, Query(gt=0, le=3600)] = 60.0,
     ) -> dict[str, Any]:
-        entries = lifecycles.outdated(names or (), timeout_s=timeout_s)
+        entries = await outside.call(
+            REGISTRY, lambda: lifecycles.outdated(names or (), timeout_s=timeout_s)
+        )
         return {"entries": [wire.outdated_json(entry) for entry in entries]}
 
     @app.get("/v1/history")
@@ -473,17 +514,20 @@ def create_app(gateway: Gateway) -> FastAPI:
         return wire.history_json(lifecycles.history(name, since=since))
 
     @app.post("/v1/gc")
-    def gc(body: GcBody, lifecycles: Verbs) -> dict[str, Any]:
+    async def gc(body: GcBody, lifecycles: Verbs) -> dict[str, Any]:
         from slurm_image.domain.publication import parse_age
 
-        removed = lifecycles.gc(older_than=parse_age(body.older_than), dry_run=body.dry_run)
+        older_than = parse_age(body.older_than)
+        removed = await outside.call(
+            SCHEDULER, lambda: lifecycles.gc(older_than=older_than, dry_run=body.dry_run)
+        )
         return {"removed": [wire.removed_json(item) for item in removed], "dry_run": body.dry_run}
 
     @app.get("/v1/queue")
-    def queue(lifecycles: Verbs) -> dict[str, Any]:
+    async def queue(lifecycles: Verbs) -> dict[str, Any]:
         """Who waits for what (Shifter's ``queue``): every lifecycle in flight the requester
         may see, with its orders."""
-        return {"queue": lifecycles.queue()}
+        return {"queue": await outside.call(SCHEDULER, lifecycles.queue)}
 
     from slurm_image.entrypoints.gateway.pages import SecurityHeaders, add_pages
 

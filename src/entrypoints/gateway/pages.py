@@ -1,7 +1,8 @@
 """The catalog's pages served by the gateway (docs/gateway.md, "The catalog page"): ``/``,
 ``/aliases/NAME``, ``/requests`` and the rows it polls (``/requests.json``), and their stylesheet
 and scripts (``/static/NAME``). Read-only: every route is a GET and reads through
-``entrypoints.api.Reading``.
+``entrypoints.api.Reading``. The requests' pages ask the scheduler how each lifecycle stands:
+they are calls to it (``gateway.outside``).
 
 Who reads: the requester ``who`` tells, reading what they may see; or, for a request that
 carries no identity at all, anyone, when ``[gateway] public_catalog`` is true
@@ -19,9 +20,10 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request as HttpRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from slurm_image.domain.errors import NotAuthenticated, SlurmImageError
+from slurm_image.domain.errors import Busy, NotAuthenticated, SlurmImageError
 from slurm_image.entrypoints.errors import exit_code_for
 from slurm_image.entrypoints.gateway.http_errors import status_for
+from slurm_image.entrypoints.gateway.outside import SCHEDULER
 from slurm_image.entrypoints.pages import render, views
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
     from slurm_image.entrypoints.api import Reading
     from slurm_image.entrypoints.gateway.app import Gateway
+    from slurm_image.entrypoints.gateway.outside import OutsideParts
 
 SITE = render.Site(static=False)
 SECURITY_HEADERS = {
@@ -94,16 +97,26 @@ def _page(request: HttpRequest, build: Callable[[Reading], str], root: str) -> H
     try:
         return HTMLResponse(build(reading(request)))
     except SlurmImageError as error:
-        status = status_for(error, exit_code_for(error))
-        html = render.render(
-            "error.html",
-            site=SITE,
-            root=root,
-            title=TITLES.get(status, "Cannot show this page"),
-            field=error.field,
-            rule=" ".join(error.rule.split()),
-        )
-        return HTMLResponse(html, status_code=status)
+        return _refusal_page(error, root)
+
+
+def _refusal_page(error: SlurmImageError, root: str) -> HTMLResponse:
+    status = status_for(error, exit_code_for(error))
+    html = render.render(
+        "error.html",
+        site=SITE,
+        root=root,
+        title=TITLES.get(status, "Cannot show this page"),
+        field=error.field,
+        rule=" ".join(error.rule.split()),
+    )
+    headers = {"Retry-After": str(error.retry_after_s)} if isinstance(error, Busy) else None
+    return HTMLResponse(html, status_code=status, headers=headers)
+
+
+def _outside(request: HttpRequest) -> OutsideParts:
+    gateway: Gateway = request.app.state.gateway
+    return gateway.outside
 
 
 def requests_view(lifecycles: Reading) -> views.RequestsView:
@@ -136,17 +149,22 @@ def add_pages(app: FastAPI) -> None:
         return _page(request, build, "../")
 
     @app.get("/requests", response_class=HTMLResponse, include_in_schema=False)
-    def requests(request: HttpRequest) -> HTMLResponse:
+    async def requests(request: HttpRequest) -> HTMLResponse:
         def build(lifecycles: Reading) -> str:
             view = requests_view(lifecycles)
             return render.render("requests.html", site=SITE, root="", view=view)
 
-        return _page(request, build, "")
+        try:
+            return await _outside(request).call(SCHEDULER, lambda: _page(request, build, ""))
+        except SlurmImageError as error:
+            return _refusal_page(error, "")
 
     @app.get("/requests.json", include_in_schema=False)
-    def requests_rows(request: HttpRequest) -> JSONResponse:
-        body: dict[str, Any] = requests_view(reading(request)).as_json()
-        return JSONResponse(body)
+    async def requests_rows(request: HttpRequest) -> JSONResponse:
+        def rows() -> dict[str, Any]:
+            return requests_view(reading(request)).as_json()
+
+        return JSONResponse(await _outside(request).call(SCHEDULER, rows))
 
     @app.get("/static/{name}", include_in_schema=False)
     def asset(name: str) -> Response:

@@ -1,10 +1,12 @@
 """The gateway's long answers (docs/gateway.md, "Limits"): a job's logs followed as
 Server-Sent Events, and the long poll of ``/v1/lifecycles/wait``. Neither holds a thread while
 it waits: each pass of the use case (``application.logs.LogCursor``, one ``Lifecycles.wait``
-observation) runs in the thread pool and returns, and the pauses between passes are the event
-loop's. Each is counted against ``[gateway] max_streams_per_user`` and ``max_streams`` while it is
-open, ends when its client goes away (Starlette cancels the stream at the disconnect) and when
-the gateway stops.
+observation) runs in a thread and returns, and the pauses between passes are the event loop's.
+A pass that asks the scheduler is one of its calls (``gateway.outside``): while
+``max_scheduler_calls`` are under way, a long poll's first pass waits its turn (within its
+timeout, then 429) and a later pass waits for the next. Each is counted against ``[gateway]
+max_streams_per_user`` and ``max_streams`` while it is open, ends when its client goes away
+(Starlette cancels the stream at the disconnect) and when the gateway stops.
 """
 
 from __future__ import annotations
@@ -13,27 +15,31 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from slurm_image.application.wait import WaitResult, pauses
 from slurm_image.domain.errors import GatewayStopping
 from slurm_image.domain.limits import Slots
+from slurm_image.entrypoints.gateway.outside import SCHEDULER
 
 if TYPE_CHECKING:
     from slurm_image.application.logs import LogCursor
     from slurm_image.entrypoints.api import Lifecycles
+    from slurm_image.entrypoints.gateway.outside import OutsideParts, Part
     from slurm_image.entrypoints.gateway.who import Asker
 
 FOLLOW_POLL_S = 2.0
 """How long a followed log rests between two passes while its job runs."""
 STEP_BYTES = 1 << 20
 """The most of a log one pass hands on (the rest follows at once, in the next)."""
+TURN_S = 0.2
+"""How often a long poll that has not yet observed anything looks for a free scheduler call."""
 
 
 class LongAnswers:
@@ -126,11 +132,14 @@ def _event(kind: str, data: Any) -> bytes:
 
 async def log_events(
     answers: LongAnswers,
+    outside: OutsideParts,
+    parts: Collection[Part],
     cursor: LogCursor,
     error_body: Callable[[BaseException], dict[str, Any]],
 ) -> AsyncIterator[bytes]:
     """The events of one log stream: ``log`` (``{"path", "data_b64"}``) as the logs grow, then
-    one ``end``, or one ``error`` with the error body (a failure, or the gateway stopping)."""
+    one ``end``, or one ``error`` with the error body (a failure, or the gateway stopping). Each
+    pass needs ``parts`` (``gateway.outside``); one that finds them all taken rests."""
     pieces: list[bytes] = []
 
     def collect(path: str, data: bytes) -> None:
@@ -139,8 +148,13 @@ async def log_events(
 
     while True:
         pieces.clear()
+        if not outside.free(parts):
+            if await answers.rest(FOLLOW_POLL_S):
+                yield _event("error", error_body(_stopping()))
+                return
+            continue
         try:
-            done = await run_in_threadpool(cursor.read, collect, budget=STEP_BYTES)
+            done = await outside.call(parts, partial(cursor.read, collect, budget=STEP_BYTES))
         except Exception as error:  # every failure reaches the client as one error event
             for piece in pieces:
                 yield piece
@@ -159,17 +173,32 @@ async def log_events(
 
 
 async def long_poll(
-    answers: LongAnswers, asker: Asker, lifecycles: Lifecycles, ids: Sequence[str], timeout_s: float
+    answers: LongAnswers,
+    outside: OutsideParts,
+    asker: Asker,
+    lifecycles: Lifecycles,
+    ids: Sequence[str],
+    timeout_s: float,
 ) -> WaitResult:
     """``Lifecycles.wait`` for at most ``timeout_s``, one observation per pass (``pauses``), the
-    event loop resting between them; the gateway's stop answers what the last pass saw."""
+    event loop resting between them; the gateway's stop answers what the last pass saw. Each
+    pass is a call to the scheduler (``gateway.outside``): the first waits for a free one,
+    holding no thread, within ``timeout_s`` (then ``Busy``); a later one is skipped while none
+    is free."""
+    observe = partial(lifecycles.wait, ids, timeout_s=0)
     async with answers.slot(asker):
         start = time.monotonic()
         schedule = pauses()
+        while not outside.free(SCHEDULER) and time.monotonic() - start < timeout_s:
+            left = timeout_s - (time.monotonic() - start)
+            if await answers.rest(min(TURN_S, left)):
+                raise _stopping()
+        result = await outside.call(SCHEDULER, observe)
         while True:
-            result = await run_in_threadpool(lifecycles.wait, ids, timeout_s=0)
             elapsed = time.monotonic() - start
             if not result.timed_out or elapsed >= timeout_s:
                 return WaitResult(result.lifecycles, result.timed_out, elapsed)
             if await answers.rest(min(next(schedule), timeout_s - elapsed)):
                 return WaitResult(result.lifecycles, True, time.monotonic() - start)
+            if outside.free(SCHEDULER):
+                result = await outside.call(SCHEDULER, observe)
