@@ -19,7 +19,7 @@ from harness import Standin, need_squashfs_tools
 from lying_registry import LyingRegistry, digest_of, index_of, lying_registry
 from multiarch import MULTI_MACHINES, MultiImage, elf_machine, multi_image, require_machine
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.full_only]
 
 REGISTRY = "127.0.0.1:5000"
 MULTI_REPOSITORY = "slurm-image-test/multi"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,3 +52,17 @@ def test_the_quick_suite_deselects_and_says_so_the_full_suite_keeps_all() -> Non
     items = list(every)
     select_suite(full, items)
     assert items == every and full.deselected == []
+
+
+def test_every_file_holding_a_full_only_test_is_named_in_docs_testing() -> None:
+    tests = Path(__file__).resolve().parents[1]
+    docs = (tests.parent / "docs" / "testing.md").read_text()
+    section = docs[docs.index("## What the quick suite leaves to CI") :]
+    section = section[: section.index("\n## ", 1)]
+    holding = sorted(
+        path.relative_to(tests.parent).as_posix()
+        for path in tests.rglob("test_*.py")
+        if "mark.full_only" in path.read_text() and path.name != "test_suites.py"
+    )
+    assert len(holding) >= 15
+    assert [name for name in holding if f"`{name}`" not in section] == []
