@@ -1,7 +1,7 @@
-"""The commands of the store and the workspace: ``publish`` a finished attempt, ``show`` and
-``list`` the published aliases (through the catalog reader alone, unless ``show --verify``),
-``catalog --html`` writes them as web pages, ``unregister`` an alias, remove an attempt
-(``cleanup``) or what nothing refers to (``gc``)."""
+"""The commands of the store and the workspace: ``publish`` a finished attempt, ``show``,
+``path`` and ``list`` the published aliases (through the catalog reader alone, unless
+``show --verify``), ``catalog --html`` writes them as web pages, ``unregister`` an alias, remove
+an attempt (``cleanup``) or what nothing refers to (``gc``)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,21 @@ def show_command(options: Options, args: Namespace) -> None:
         f"{details['name']}{checked}\n{describe_record(details)}",
         str(details["path"]),
     )
+
+
+def path_command(options: Options, args: Namespace) -> None:
+    """The stable path of an alias's image for this machine's architecture unless --arch: it
+    always names the alias's current artifact (--pinned: that artifact's own path)."""
+    from slurm_image.domain.architecture import check_architecture
+
+    try:
+        paths.name(args.name)
+        arch = None if args.arch is None else check_architecture(args.arch)
+        found = catalog_reader(options).stable_path(args.name, arch=arch)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    printed = found.pinned if args.pinned else found.path
+    emit(options, found.as_dict(), printed, printed)
 
 
 def list_command(options: Options, args: Namespace) -> None:
