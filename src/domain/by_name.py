@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from slurm_image.domain import paths
 from slurm_image.domain.account_names import account_name
 from slurm_image.domain.architecture import ARCHITECTURES
-from slurm_image.domain.errors import InvalidRecord
+from slurm_image.domain.errors import DomainError, InvalidRecord
 from slurm_image.domain.store_layout import StoreLayout, hex_digest
 
 BY_NAME = "by-name"
@@ -97,6 +97,24 @@ class NameLayout:
 
     def released_record(self, sqsh_sha256: str) -> str:
         return f"{self.released}/{hex_digest(sqsh_sha256, 'sqsh_sha256')}.json"
+
+
+def stable_path_of(
+    name: str, artifact: str, architecture: str | None, private_group: str | None
+) -> str | None:
+    """The stable path of alias ``name``'s entry whose artifact is ``artifact``, in the store
+    that holds it (what ``show`` prints and the page's ``srun`` line runs); None when
+    ``artifact`` is no store's (``path NAME`` also checks that the link is there)."""
+    images, found, _ = artifact.rpartition("/artifacts/")
+    if not found or not images.endswith("/images"):
+        return None
+    try:
+        layout = StoreLayout(images.removesuffix("/images"))
+        if layout.in_store(artifact) is None:
+            return None
+        return NameLayout(layout).link(name, architecture, private_group)
+    except DomainError:
+        return None
 
 
 def link_target(link: str, artifact: str) -> str:

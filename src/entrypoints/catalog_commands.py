@@ -27,6 +27,7 @@ def publish_command(options: Options, args: Namespace) -> None:
             record.details()
             | api.catalog_show(record.name, arch=record.architecture).owned.fields()
         )
+        details["stable_path"] = _stable_path(record.name, details)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     emit(
@@ -34,6 +35,19 @@ def publish_command(options: Options, args: Namespace) -> None:
         details,
         f"published {record.name}\n{describe_record(details)}",
         record.path,
+    )
+
+
+def _stable_path(name: str, details: dict[str, object]) -> str | None:
+    """The stable path of the entry ``details`` describes (``show``'s and ``publish``'s)."""
+    from slurm_image.domain.by_name import stable_path_of
+
+    group, architecture = details.get("group"), details.get("architecture")
+    return stable_path_of(
+        name,
+        str(details["path"]),
+        architecture if isinstance(architecture, str) else None,
+        group if isinstance(group, str) and details.get("private") else None,
     )
 
 
@@ -62,6 +76,7 @@ def show_command(options: Options, args: Namespace) -> None:
             )
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
+    details["stable_path"] = _stable_path(args.name, details)
     checked = " (artifact re-hashed: matches)" if verify else ""
     emit(
         options,

@@ -103,6 +103,9 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
     assert human[0] == "app"
     assert site.run("show", "app", "--verify")[1].splitlines()[1:] == human[1:]
     assert any(line.split()[:2] == ["path", published["path"]] for line in human)
+    stable = f"{site.layout.images}/by-name/x86_64/app.sqsh"
+    assert shown["stable_path"] == stable
+    assert any(line.split() == ["by", "name", stable] for line in human)
 
 
 def test_show_of_a_damaged_record_exits_5_naming_the_record(site: Site) -> None:
