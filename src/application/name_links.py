@@ -6,7 +6,9 @@ for the jobs that started with it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from slurm_image.domain.by_name import (
     LINK_DIRECTORY_MODE,
@@ -132,14 +134,23 @@ class NameLinks:
                 current = self._store.read_link(link)
             except WorkspaceError:
                 current = None
-            if current != target:
-                self._set(link, target, document)
+            if current != target and self._tried(self._set, link, target, document):
                 changed.append(link)
         for link in self._present():
-            if link not in wanted:
-                self._store.remove_file(link)
+            if link not in wanted and self._tried(self._store.remove_file, link):
                 changed.append(link)
         return changed
+
+    @staticmethod
+    def _tried(change: Callable[..., None], link: str, *arguments: Any) -> bool:
+        """Whether ``change`` of ``link`` was made; one that cannot be (a directory in its
+        place) is left, with a warning, and the others are still made."""
+        try:
+            change(link, *arguments)
+        except (WorkspaceError, DomainError) as error:
+            log.warning("the stable path %s is left as it is: %s", link, error.rule)
+            return False
+        return True
 
     def _present(self) -> list[str]:
         """Every entry of the links directories that is not a directory."""

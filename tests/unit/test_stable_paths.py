@@ -168,3 +168,18 @@ def test_path_of_an_alias_published_before_stable_paths_says_gc_makes_it(
         CatalogReader(lab.store).stable_path("app", arch="x86_64")
     _maintain(lab).gc(older_than=timedelta(days=7))
     assert CatalogReader(lab.store).stable_path("app", arch="x86_64").path == _link(lab)
+
+
+def test_gc_leaves_a_directory_in_a_links_place_and_still_repairs_the_others(
+    lab: PublishLab,
+) -> None:
+    lab.finished(A)
+    lab.publish(A)
+    lab.finished(B, name="other", sqsh=SQSH_BYTES + b"2")
+    other = lab.publish(B).record
+    lab.harness.remove(_link(lab))
+    lab.harness.mkdir(_link(lab))
+    lab.harness.remove(_link(lab, "other"))
+    _maintain(lab).gc(older_than=timedelta(days=7))
+    assert lab.harness.kind_of(_link(lab)) == "directory"
+    assert _names(lab, _link(lab, "other")) == other.path
