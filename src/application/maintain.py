@@ -114,11 +114,14 @@ class Maintain:
                     document.ownership, field="name", what=f"unregistering {name}"
                 )
             self._store.remove_file(self._layout.alias(name))
-            self._links.bind(document, None, now=self._clock.now())
             if self._history is not None:
                 for entry in document.entries:
                     fields = entry_fields(entry) | privacy_fields(document.ownership)
                     self._history("unregistered", **fields)
+            try:
+                self._links.bind(document, None, now=self._clock.now())
+            except (WorkspaceError, DomainError) as error:
+                log.warning("the stable path of %s stays until gc: %s", name, error.rule)
         return name
 
     def cleanup(self, lifecycle_id: str) -> str:
