@@ -214,21 +214,21 @@ def test_path_prints_the_stable_path_that_follows_a_replace(site: Site) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "message"),
+    ("arguments", "message"),
     [
-        ("missing", "name: no alias missing is published"),
-        ("../app", "name: "),
-        ("-x", "name: "),
+        (["missing"], "name: no alias missing is published"),
+        (["../app"], "name: "),
+        (["--", "-x"], "name: "),
+        (["app", "--arch", "sparc"], "arch: "),
+        (["app", "--arch", "aarch64"], "arch: alias app has no image for aarch64"),
     ],
 )
-def test_path_of_an_unknown_alias_or_a_bad_name_exits_2_and_creates_nothing(
-    site: Site, name: str, message: str
+def test_path_of_an_unknown_alias_a_bad_name_or_architecture_exits_2_and_creates_nothing(
+    site: Site, arguments: list[str], message: str
 ) -> None:
     site.json("publish", site.finished_import())
     before = sorted(str(path) for path in Path(site.layout.images).rglob("*"))
-    code, out, err = (
-        site.run("path", "--", name) if name.startswith("-") else site.run("path", name)
-    )
+    code, out, err = site.run("path", *arguments)
     assert (code, out) == (2, "")
     assert err.startswith(f"slurm-image: error: {message}"), err
     assert sorted(str(path) for path in Path(site.layout.images).rglob("*")) == before
