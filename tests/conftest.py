@@ -138,6 +138,14 @@ class LocalHarness:
     def mode(self, path: str) -> int:
         return stat.S_IMODE(os.lstat(path).st_mode)
 
+    def readlink(self, path: str) -> str:
+        return os.readlink(path)
+
+    def group_of(self, path: str) -> str:
+        import grp
+
+        return grp.getgrgid(os.lstat(path).st_gid).gr_name
+
     def kind_of(self, path: str) -> str:
         mode = os.lstat(path).st_mode
         if stat.S_ISLNK(mode):
@@ -275,6 +283,16 @@ class MemoryHarness:
         node = self.filesystem.lookup(path)
         assert node is not None, path
         return node.mode
+
+    def readlink(self, path: str) -> str:
+        node = self.filesystem.lookup(path)
+        assert node is not None and node.kind == "symlink", path
+        return node.target
+
+    def group_of(self, path: str) -> str | None:
+        node = self.filesystem.lookup(path)
+        assert node is not None, path
+        return node.group
 
     def kind_of(self, path: str) -> str:
         node = self.filesystem.lookup(path)

@@ -170,12 +170,44 @@ class LocalStore(LocalWorkspace):
                 raise port_error(error, directory) from None
         return dict(sorted(sizes.items()))
 
-    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+    def ensure_directory(self, path: str, *, mode: int, group: str | None = None) -> FileIdentity:
+        gid = -1 if group is None else group_id(group, path)
         try:
             with self._directory(self._components(path), create=True, mode=mode, widen=True) as fd:
+                if group is not None:
+                    os.fchown(fd, -1, gid)
+                    os.fchmod(fd, mode)
                 return identity_of(os.fstat(fd))
         except OSError as error:
             raise port_error(error, path) from None
+
+    def set_link(self, path: str, target: str) -> None:
+        with self._parent(path, None) as (parent, name):
+            temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+            try:
+                os.symlink(target, temporary, dir_fd=parent)
+            except OSError as error:
+                raise port_error(error, path) from None
+            try:
+                os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except OSError as error:
+                with suppress(OSError):
+                    os.unlink(temporary, dir_fd=parent)
+                if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                    raise WorkspaceError(field=path, rule="is a directory") from None
+                raise port_error(error, path) from None
+            os.fsync(parent)
+
+    def read_link(self, path: str) -> str | None:
+        with self._parent(path, None) as (parent, name):
+            try:
+                return os.readlink(name, dir_fd=parent)
+            except FileNotFoundError:
+                return None
+            except OSError as error:
+                if error.errno == errno.EINVAL:
+                    raise NotRegularFile(field=path, rule="is not a symlink") from None
+                raise port_error(error, path) from None
 
     def install(
         self,

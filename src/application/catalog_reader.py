@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
+from slurm_image.domain.by_name import NameLayout, StablePath
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.listing import ListQuery, SummaryPage, summary_of
 from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
@@ -119,6 +120,29 @@ class CatalogReader:
         published = self.entries(name).resolve(asked=arch, machine=machine or platform.machine())
         require_unchangeable(self._store, published.record["path"])
         return published
+
+    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
+        """``path NAME``: the stable path of ``name``'s entry for ``arch`` (else this
+        machine's; ``show``'s choice) and the artifact it names now. ``VerificationFailed``
+        when the store has no link there yet (``gc`` makes the links an older store lacks)."""
+        entries = self.entries(name)
+        published = entries.resolve(asked=arch, machine=platform.machine())
+        pinned = published.record["path"]
+        require_unchangeable(self._store, pinned)
+        architecture = published.record.get("architecture")
+        group = entries.owned.group if entries.owned.private else None
+        link = NameLayout(self.layout).link(name, architecture, group)
+        try:
+            kind = self._store.entry_kind(link)
+        except WorkspaceError as error:
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
+        if kind != "symlink":
+            raise VerificationFailed(
+                field=link,
+                rule="is no stable path yet: the store's owner makes it with gc (meanwhile,"
+                " path --pinned)",
+            )
+        return StablePath(name=name, architecture=architecture, path=link, pinned=pinned)
 
     def each(
         self, read: Callable[[str], Record], names: Sequence[str] | None = None

@@ -23,18 +23,20 @@ from slurm_image.application.history import (
     privacy_fields,
 )
 from slurm_image.application.lifecycle_rights import LifecycleRights
+from slurm_image.application.name_links import NameLinks
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import Statuses, is_final
 from slurm_image.application.store_records import STORE_LOCK, StoreRecords, alias_lock
 from slurm_image.domain import layer_cache, paths
 from slurm_image.domain.access import Access, Ownership
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE, within_grace
 from slurm_image.domain.credentials import staged_credentials_path
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.history import GC_KINDS, EventKind
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.lifecycle_state import LifecycleState
 from slurm_image.domain.plan import PLAN_MAX_BYTES, load_plan
-from slurm_image.domain.publication import load_marker
+from slurm_image.domain.publication import AliasDocument, load_marker
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES
 from slurm_image.ports.clock import Clock
 from slurm_image.ports.lock import Locks
@@ -73,8 +75,12 @@ class Maintain:
         history: RecordHistory | None = None,
         access: Access | None = None,
         rights: LifecycleRights | None = None,
+        release_grace: timedelta = DEFAULT_RELEASE_GRACE,
     ) -> None:
         self._store = store
+        self._links = NameLinks(store)
+        self._grace = release_grace
+        """How long ``gc`` keeps an artifact after its last alias let go of it."""
         self._rights = rights
         """Who may know of and change a lifecycle (``application.lifecycle_rights``); None:
         the store's own account."""
@@ -112,6 +118,10 @@ class Maintain:
                 for entry in document.entries:
                     fields = entry_fields(entry) | privacy_fields(document.ownership)
                     self._history("unregistered", **fields)
+            try:
+                self._links.bind(document, None, now=self._clock.now())
+            except (WorkspaceError, DomainError) as error:
+                log.warning("the stable path of %s stays until gc: %s", name, error.rule)
         return name
 
     def cleanup(self, lifecycle_id: str) -> str:
@@ -169,6 +179,7 @@ class Maintain:
                     name = entry.removesuffix(".json")
                     if entry.endswith(".json") and paths.NAME_PATTERN.fullmatch(name):
                         self._records.recover(name)
+                self._repair_links()
             removed = self._temporaries()
             removed += self._unreferenced()
             removed += self._attempts(self._clock.now() - older_than)
@@ -323,16 +334,47 @@ class Maintain:
             )
         return found
 
-    def _unreferenced(self) -> list[Removed]:
-        referenced: set[str] = set()
+    def _documents(self) -> dict[str, AliasDocument] | None:
+        """Every alias's document, by name; None when one is unreadable (what it names is
+        unknown)."""
+        documents = {}
         for entry in self._names(self._layout.aliases):
             try:
-                record = self._records.alias(entry.removesuffix(".json"))
+                document = self._records.alias(entry.removesuffix(".json"))
             except (DomainError, VerificationFailed):
-                log.warning("an alias record is unreadable (%s): no artifact is collected", entry)
-                return []
-            if record is not None:
-                referenced.update(entry.path for entry in record.entries)
+                log.warning("an alias record is unreadable (%s)", entry)
+                return None
+            if document is not None:
+                documents[document.name] = document
+        return documents
+
+    def _repair_links(self) -> None:
+        """Make every stable path agree with the catalog (a crash between an alias file and
+        its link, a link removed by hand)."""
+        documents = self._documents()
+        if documents is None:
+            log.warning("no stable path is repaired while an alias record is unreadable")
+            return
+        for link in self._links.repair(documents):
+            log.info("gc repaired the stable path %s", link)
+
+    def _released_lately(self, path: str) -> bool:
+        """Whether the artifact at ``path`` lost its last alias less than the grace ago."""
+        digest = self._layout.in_store(path)
+        released = self._links.released(digest) if digest is not None else None
+        if not within_grace(released, self._clock.now(), self._grace):
+            return False
+        log.info("gc kept %s: released at %s, within the grace", path, released)
+        return True
+
+    def _unreferenced(self) -> list[Removed]:
+        referenced: set[str] = set()
+        documents = self._documents()
+        if documents is None:
+            log.warning("no artifact is collected while an alias record is unreadable")
+            return []
+        for document in documents.values():
+            referenced.update(entry.path for entry in document.entries)
         for entry in self._names(self._layout.markers):
             try:
                 data = self._store.read_stable(
@@ -349,7 +391,7 @@ class Maintain:
         source_sizes = self._sizes(self._layout.sources)
         for entry in self._names(self._layout.artifacts):
             path = f"{self._layout.artifacts}/{entry}"
-            if path not in referenced:
+            if path not in referenced and not self._released_lately(path):
                 removed.append(Removed("artifact", path, artifact_sizes.get(entry)))
                 digest = self._layout.in_store(path)
                 removed.extend(
@@ -367,8 +409,10 @@ class Maintain:
         elif self._store.entry_kind(item.path) is not None:
             self._store.remove_file(item.path)
             digest = self._layout.in_store(item.path)
-            if item.kind == "artifact" and self._history is not None and digest is not None:
-                self._history("gc_artifact", artifact=digest, bytes=item.size)
+            if item.kind == "artifact" and digest is not None:
+                self._links.forget(digest)
+                if self._history is not None:
+                    self._history("gc_artifact", artifact=digest, bytes=item.size)
         else:
             return False
         log.info("gc removed %s %s", item.kind, item.path)

@@ -52,6 +52,7 @@ from slurm_image.application.history import (
     privacy_fields,
 )
 from slurm_image.application.lifecycle_rights import LifecycleRights
+from slurm_image.application.name_links import NameLinks
 from slurm_image.application.orders import Orders, import_lock
 from slurm_image.application.permissions import Permissions
 from slurm_image.application.records import read_submission
@@ -129,6 +130,7 @@ class Publish:
         self._history = history
         self._records = StoreRecords(store, history=history)
         self._layout = self._records.layout
+        self._links = NameLinks(store)
         self._locks = locks
         self._clock = clock
         self._verify = VerifyResult(store, self._records, statuses, clock)
@@ -225,6 +227,7 @@ class Publish:
             self._commit(plan, document, record, digest, sources, event)
             if self._history is not None and event is not None:
                 self._history.append(event)
+            self._bind_links(existing, document)
             bound = existing.entry(record.architecture) if existing is not None else None
             if bound is not None:
                 log.info(
@@ -312,6 +315,7 @@ class Publish:
             event = self._event(existing, record, None, None, request)
             if self._history is not None and event is not None:
                 self._history.append(event)
+            self._bind_links(existing, document)
             log.info(
                 "%s answered from the store: %s (sha256 %s), no job",
                 request.name,
@@ -320,6 +324,19 @@ class Publish:
                 extra={"lifecycle_id": facts.lifecycle_id},
             )
             return Publication(record, changed=True)
+
+    def _bind_links(self, existing: AliasDocument | None, document: AliasDocument) -> None:
+        """Swap the alias's stable paths to the artifacts it is bound to now (the publication
+        stands either way: a link left behind is one ``gc`` repairs)."""
+        try:
+            self._links.bind(existing, document, now=self._clock.now())
+        except (WorkspaceError, DomainError) as error:
+            log.warning(
+                "the stable path of %s is left as it was (gc repairs it): %s: %s",
+                document.name,
+                error.field,
+                error.rule,
+            )
 
     def _require_owner(self, request: Request, existing: AliasDocument | None) -> None:
         """Only the alias's owner, its group and the admins may change a published alias

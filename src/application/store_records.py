@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from slurm_image.application.catalog_reader import read_record
 from slurm_image.application.errors import VerificationFailed
+from slurm_image.application.name_links import NameLinks
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.publication import (
     AliasDocument,
@@ -254,4 +255,8 @@ class StoreRecords:
         for source in marker.source_records:
             self.write_source(source)
         self.write_alias(marker.alias_document)
+        try:
+            NameLinks(self.store).bind(None, marker.alias_document)
+        except (WorkspaceError, DomainError) as error:
+            log.warning("the stable path is left as it was (gc repairs it): %s", error.rule)
         return True

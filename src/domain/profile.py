@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import (
@@ -19,12 +20,14 @@ from pydantic import (
 
 from slurm_image.domain import layer_cache, paths, sizes
 from slurm_image.domain.architecture import check_architecture
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
 from slurm_image.domain.canonical import canonical_json, sha256_hex
 from slurm_image.domain.errors import DomainError, InvalidProfile
 from slurm_image.domain.gateway_settings import GatewaySettings
 from slurm_image.domain.model_config import FROZEN, FROZEN_OPEN, absent_when_none
 from slurm_image.domain.policy import Policy, strictest
 from slurm_image.domain.profile_catalog import How, choose_profile
+from slurm_image.domain.publication import parse_age
 from slurm_image.domain.rest_api import AUTO, REST_API_VERSIONS
 
 TIME_PATTERN = re.compile(r"([0-9]+):([0-5][0-9]):([0-5][0-9])")
@@ -223,6 +226,30 @@ def _store_name(value: str) -> str:
     return value
 
 
+def _age(value: str) -> str:
+    try:
+        parse_age(value, "store.release_grace")
+    except DomainError as error:
+        raise ValueError(error.rule) from None
+    return value
+
+
+class StoreSettings(BaseModel):
+    """``[store]`` (docs/operations.md, "Run by name"): how the store keeps what it replaced."""
+
+    model_config = FROZEN
+
+    release_grace: Annotated[str, AfterValidator(_age)] | None = None
+    """How long ``gc`` keeps an artifact after its last alias let go of it (``30m``, ``12h``,
+    ``2d``); None: ``domain.by_name.DEFAULT_RELEASE_GRACE``."""
+
+    @property
+    def grace(self) -> timedelta:
+        if self.release_grace is None:
+            return DEFAULT_RELEASE_GRACE
+        return parse_age(self.release_grace, "store.release_grace")
+
+
 class MetricsSettings(BaseModel):
     """``[metrics]`` (docs/operations.md, "Metrics"): what ``metrics`` calls the store."""
 
@@ -395,6 +422,12 @@ class SiteProfile(BaseModel):
     an admin)."""
     metrics: MetricsSettings | None = absent_when_none()
     """``[metrics]`` (docs/operations.md); None: every default."""
+    store: StoreSettings | None = absent_when_none()
+    """``[store]`` (docs/operations.md, "Run by name"); None: every default."""
+
+    @property
+    def release_grace(self) -> timedelta:
+        return (self.store or StoreSettings()).grace
 
     @property
     def store_name(self) -> str:

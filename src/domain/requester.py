@@ -9,31 +9,18 @@ do what read (``domain.access``) and which are never recorded.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel, field_validator
 
+from slurm_image.domain.account_names import ACCOUNT_NAME, account_name
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.model_config import FROZEN
 
-ACCOUNT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
-"""A user or group name as useradd and groupadd accept them (POSIX's portable characters, at
-most 32, a trailing ``$`` for machine accounts)."""
+__all__ = ["ACCOUNT_NAME", "MAX_ID", "Account", "Requester", "account_id", "account_name"]
+
 MAX_ID = 2**32 - 2
 """The largest uid or gid (``(uid_t) -1`` means "none")."""
-
-
-def account_name(value: str, field: str) -> str:
-    """``value`` if it is a user or group name, else ``InvalidRequest`` naming ``field``."""
-    if not ACCOUNT_NAME.fullmatch(value):
-        raise InvalidRequest(
-            field=field,
-            rule="must be a user or group name: a letter or _, then letters, digits, _ . -"
-            " (at most 32)",
-            value=value,
-        )
-    return value
 
 
 def account_id(value: int, field: str) -> int:

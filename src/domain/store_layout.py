@@ -11,6 +11,8 @@ reader opens one file and publishers of different aliases never touch the same f
   ``sources/<source digest hex>.json``: the same, recorded before architectures were;
 - ``history/YYYY-MM.jsonl`` (0644, the directory 0755): the store's history, one JSON line
   per event, one file per month (``domain.history``), appended to, never rewritten;
+- ``by-name/`` and ``released/``: the aliases' stable paths and when an artifact lost an alias
+  (``domain.by_name``);
 - ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
   publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
   under ``.tmp/`` is ever read as published state.

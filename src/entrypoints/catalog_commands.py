@@ -1,7 +1,7 @@
-"""The commands of the store and the workspace: ``publish`` a finished attempt, ``show`` and
-``list`` the published aliases (through the catalog reader alone, unless ``show --verify``),
-``catalog --html`` writes them as web pages, ``unregister`` an alias, remove an attempt
-(``cleanup``) or what nothing refers to (``gc``)."""
+"""The commands of the store and the workspace: ``publish`` a finished attempt, ``show``,
+``path`` and ``list`` the published aliases (through the catalog reader alone, unless
+``show --verify``), ``catalog --html`` writes them as web pages, ``unregister`` an alias, remove
+an attempt (``cleanup``) or what nothing refers to (``gc``)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def publish_command(options: Options, args: Namespace) -> None:
             record.details()
             | api.catalog_show(record.name, arch=record.architecture).owned.fields()
         )
+        details["stable_path"] = _stable_path(record.name, details)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     emit(
@@ -34,6 +35,19 @@ def publish_command(options: Options, args: Namespace) -> None:
         details,
         f"published {record.name}\n{describe_record(details)}",
         record.path,
+    )
+
+
+def _stable_path(name: str, details: dict[str, object]) -> str | None:
+    """The stable path of the entry ``details`` describes (``show``'s and ``publish``'s)."""
+    from slurm_image.domain.by_name import stable_path_of
+
+    group, architecture = details.get("group"), details.get("architecture")
+    return stable_path_of(
+        name,
+        str(details["path"]),
+        architecture if isinstance(architecture, str) else None,
+        group if isinstance(group, str) and details.get("private") else None,
     )
 
 
@@ -62,6 +76,7 @@ def show_command(options: Options, args: Namespace) -> None:
             )
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
+    details["stable_path"] = _stable_path(args.name, details)
     checked = " (artifact re-hashed: matches)" if verify else ""
     emit(
         options,
@@ -69,6 +84,21 @@ def show_command(options: Options, args: Namespace) -> None:
         f"{details['name']}{checked}\n{describe_record(details)}",
         str(details["path"]),
     )
+
+
+def path_command(options: Options, args: Namespace) -> None:
+    """The stable path of an alias's image for this machine's architecture unless --arch: it
+    always names the alias's current artifact (--pinned: that artifact's own path)."""
+    from slurm_image.domain.architecture import check_architecture
+
+    try:
+        paths.name(args.name)
+        arch = None if args.arch is None else check_architecture(args.arch)
+        found = catalog_reader(options).stable_path(args.name, arch=arch)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error
+    printed = found.pinned if args.pinned else found.path
+    emit(options, found.as_dict(), printed, printed)
 
 
 def list_command(options: Options, args: Namespace) -> None:

@@ -63,6 +63,8 @@ def describe_record(details: Mapping[str, Any]) -> str:
             "lifecycle_id",
         )
     ]
+    if details.get("stable_path"):
+        rows.insert(3, ("by name", details["stable_path"]))
     resolved_from = details.get("resolved_from")
     if isinstance(resolved_from, Mapping):
         tag = f"{resolved_from.get('tag')} (resolved {resolved_from.get('resolved_at')})"

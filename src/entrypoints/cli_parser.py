@@ -22,6 +22,7 @@ from slurm_image.entrypoints.catalog_commands import (
     cleanup_command,
     gc_command,
     list_command,
+    path_command,
     publish_command,
     show_command,
     unregister_command,
@@ -168,6 +169,14 @@ def build() -> arguments.Parser:
         "--verify", action="store_true", help="Re-hash the artifact against its digest."
     )
     _arch(shown, "The alias's image for A (default: this machine's architecture).")
+    stable = _command(commands, "path", path_command, _doc(path_command))
+    _alias(stable)
+    _arch(stable, "The alias's image for A (default: this machine's architecture).")
+    stable.add_argument(
+        "--pinned",
+        action="store_true",
+        help="Print the digest-pinned artifact's path instead (for reproducibility).",
+    )
     _command(commands, "list", list_command, _doc(list_command))
     pages = _command(commands, "catalog", catalog_command, _doc(catalog_command))
     pages.add_argument(

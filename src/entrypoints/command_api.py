@@ -1,6 +1,6 @@
 """What a command calls, built from the global options: the Python API (``Lifecycles``) or, for
-``show`` and ``list``, the catalog reader alone, for ``history`` the history's reader alone
-(``entrypoints.lookup``); or, with a gateway (``--gateway``, ``$SLURM_IMAGE_GATEWAY``, the
+``show``, ``path`` and ``list``, the catalog reader alone, for ``history`` the history's reader
+alone (``entrypoints.lookup``); or, with a gateway (``--gateway``, ``$SLURM_IMAGE_GATEWAY``, the
 profile's ``[gateway] url``), the same verbs asked of it (``entrypoints.remote``). Each is
 imported when first asked for, so that a command loads only its own side."""
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from slurm_image.application.catalog_reader import CatalogReader
     from slurm_image.application.read_history import FollowHistory, ReadHistory
+    from slurm_image.domain.by_name import StablePath
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.listing import ListQuery, SummaryPage
@@ -29,6 +30,8 @@ LOCAL = "local"
 
 class Catalog(Protocol):
     def show(self, name: str, *, arch: str | None = None) -> PublishedAlias: ...
+
+    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath: ...
 
     def page(self, query: ListQuery) -> SummaryPage: ...
 
@@ -66,6 +69,11 @@ class _RemoteCatalog:
 
     def show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
         return self._lifecycles.catalog_show(name, arch=arch)
+
+    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
+        from slurm_image.entrypoints.stable_paths import remote_stable_path
+
+        return remote_stable_path(self._lifecycles, name, arch=arch)
 
     def page(self, query: ListQuery) -> SummaryPage:
         return self._lifecycles.catalog_page(query)

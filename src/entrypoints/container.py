@@ -236,6 +236,7 @@ class Container(containers.DeclarativeContainer):
         history=record_history,
         access=access,
         rights=lifecycle_rights,
+        release_grace=providers.Callable(make.release_grace, profile),
     )
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from slurm_image.adapters.credentials_file import LocalCredentialsFile
     from slurm_image.adapters.fcntl_lock import FcntlLocks
     from slurm_image.adapters.local_history import LocalHistory
@@ -67,6 +69,7 @@ def runtime_files() -> RuntimeFiles:
 
 
 def clock() -> SystemClock:
+
     from slurm_image.adapters.system_clock import SystemClock
 
     return SystemClock()
@@ -319,6 +322,12 @@ def gateway_settings(profile: SiteProfile | None) -> GatewaySettings:
     if profile is not None and profile.gateway is not None:
         return profile.gateway
     return GatewaySettings()
+
+
+def release_grace(profile: SiteProfile | None) -> timedelta:
+    from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
+
+    return DEFAULT_RELEASE_GRACE if profile is None else profile.release_grace
 
 
 def permissions(accounts: Accounts, settings: GatewaySettings, actor: Actor) -> Permissions:

@@ -53,10 +53,24 @@ class Store(Workspace, Protocol):
         does not exist, and the walk's errors."""
         ...
 
-    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+    def ensure_directory(self, path: str, *, mode: int, group: str | None = None) -> FileIdentity:
         """Make ``path`` and the missing directories on the way (each ``mode``) and give
         every directory from ``images/`` down to ``path`` at least ``mode``'s read and search
-        bits, so that others can resolve what is published. Existing directories must be safe."""
+        bits, so that others can resolve what is published. Existing directories must be safe.
+        With ``group`` (one the store's owner is in, as ``install``), ``path`` itself gets that
+        group and exactly ``mode``: a directory only that group may search."""
+        ...
+
+    def set_link(self, path: str, target: str) -> None:
+        """Make ``path`` the symlink ``target`` atomically: a fresh symlink made beside it is
+        renamed over whatever symlink or file is there, and the directory fsynced, so that a
+        reader resolving ``path`` meanwhile finds the old target or the new, never nothing.
+        ``WorkspaceError`` when a directory is at ``path``; nothing is left beside it."""
+        ...
+
+    def read_link(self, path: str) -> str | None:
+        """The target of the symlink at ``path`` (not followed), None when nothing is there;
+        ``NotRegularFile`` (a ``WorkspaceError``) when something other than a symlink is."""
         ...
 
     def install(

@@ -134,7 +134,7 @@ def test_the_filter_narrows_the_rows_and_a_column_sorts_them(
     assert [row[0] for row in rows(browser)] == ["vllm-serve", "torch", "hostile"]
 
 
-def test_the_alias_page_shows_the_chain_and_an_srun_line_of_the_published_path(
+def test_the_alias_page_shows_the_chain_and_an_srun_line_of_the_stable_path(
     browser: Any, site: CatalogSite, screenshots: Path
 ) -> None:
     from selenium.webdriver.common.by import By
@@ -143,7 +143,8 @@ def test_the_alias_page_shows_the_chain_and_an_srun_line_of_the_published_path(
     browser.find_element(By.LINK_TEXT, "torch").click()
     wait_for(browser, lambda: browser.current_url == served(site, "/aliases/torch"))
     srun = browser.find_element(By.ID, "srun").text
-    assert srun == f"srun --container-image={site.paths['torch']} --pty bash"
+    stable = f"{site.lab.layout.images}/by-name/x86_64/torch.sqsh"
+    assert srun == f"srun --container-image={stable} --pty bash"
     chain = browser.find_element(By.CSS_SELECTOR, "table.chain").text
     assert f"Pin {TORCH_DIGEST}" in chain
     assert "Config sha256:" + "c" * 64 in chain

@@ -103,6 +103,9 @@ def test_show_prints_what_show_verify_and_publish_print(site: Site) -> None:
     assert human[0] == "app"
     assert site.run("show", "app", "--verify")[1].splitlines()[1:] == human[1:]
     assert any(line.split()[:2] == ["path", published["path"]] for line in human)
+    stable = f"{site.layout.images}/by-name/x86_64/app.sqsh"
+    assert shown["stable_path"] == stable
+    assert any(line.split() == ["by", "name", stable] for line in human)
 
 
 def test_show_of_a_damaged_record_exits_5_naming_the_record(site: Site) -> None:
@@ -191,12 +194,55 @@ def test_a_source_recorded_before_the_chain_runs_an_import_job_that_records_it(
     assert answered["from_store"] is True and answered["chain"] == published["chain"]
 
 
+def test_path_prints_the_stable_path_that_follows_a_replace(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    stable = f"{site.layout.images}/by-name/x86_64/app.sqsh"
+    assert site.run("path", "app", "--arch", "x86_64") == (0, f"{stable}\n", "")
+    assert site.run("path", "app", "--arch", "x86_64", "--pinned")[1] == (
+        f"{site.layout.artifact(SHA)}\n"
+    )
+    assert site.json("path", "app", "--arch", "x86_64") == {
+        "name": "app",
+        "architecture": "x86_64",
+        "path": stable,
+        "pinned": site.layout.artifact(SHA),
+    }
+    assert Path(stable).read_bytes() == SQSH_BYTES
+    site.json("publish", site.finished_import(sqsh=SQSH_BYTES + b" v2"), "--replace")
+    assert site.run("path", "app", "--arch", "x86_64")[1] == f"{stable}\n"
+    assert Path(stable).read_bytes() == SQSH_BYTES + b" v2"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["missing"], "name: no alias missing is published"),
+        (["../app"], "name: "),
+        (["--", "-x"], "name: "),
+        (["app", "--arch", "sparc"], "arch: "),
+        (["app", "--arch", "aarch64"], "arch: alias app has no image for aarch64"),
+    ],
+)
+def test_path_of_an_unknown_alias_a_bad_name_or_architecture_exits_2_and_creates_nothing(
+    site: Site, arguments: list[str], message: str
+) -> None:
+    site.json("publish", site.finished_import())
+    before = sorted(str(path) for path in Path(site.layout.images).rglob("*"))
+    code, out, err = site.run("path", *arguments)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"slurm-image: error: {message}"), err
+    assert sorted(str(path) for path in Path(site.layout.images).rglob("*")) == before
+
+
 def test_cleanup_and_gc_through_the_cli(site: Site) -> None:
     lifecycle_id = site.finished_import()
     site.json("publish", lifecycle_id)
     site.json("unregister", "app")
-    planned = site.json("gc", "--dry-run")
     artifact = {"kind": "artifact", "path": site.layout.artifact(SHA), "bytes": len(SQSH_BYTES)}
+    assert artifact not in site.json("gc", "--dry-run")["removed"]  # released within the grace
+    with (site.root.parent / "slurm-image.toml").open("a") as profile:
+        profile.write('[store]\nrelease_grace = "0s"\n')
+    planned = site.json("gc", "--dry-run")
     assert artifact in planned["removed"]
     assert Path(site.layout.artifact(SHA)).exists()
     assert site.json("cleanup", lifecycle_id) == {"lifecycle_id": lifecycle_id}

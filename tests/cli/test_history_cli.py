@@ -96,6 +96,8 @@ def test_each_command_that_changes_the_store_is_recorded_in_order(site: Site) ->
     cancelled = site.submitted("stopped")
     site.json("cancel", cancelled["lifecycle_id"])
     site.json("unregister", "app")
+    with (site.root.parent / "slurm-image.toml").open("a") as profile:
+        profile.write('[store]\nrelease_grace = "0s"\n')  # no grace: gc takes both artifacts
     site.json("gc")
 
     events = site.events()

@@ -25,6 +25,7 @@ from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.profile import parse_profile
 from slurm_image.domain.request import make_request
+from support import PACKAGE_DIR
 
 SOURCE = "registry.example.org/team/app:1@sha256:" + "5" * 64
 SQSH = b"hsqs" + bytes(60) + b"the image"
@@ -93,7 +94,7 @@ def run_probe(tmp_path: Path, *args: str) -> tuple[set[str], subprocess.Complete
     """The modules ``slurm-image ARGS`` loaded, and its process (its exit code, its stderr)."""
     report = tmp_path / "modules.json"
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_IMAGE_")}
-    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = PACKAGE_DIR
     env["REPORT"] = str(report)
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
@@ -171,7 +172,14 @@ def test_help_loads_no_model_no_container_and_no_use_case(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "command", [["show", "app", "--json"], ["list", "--json"], ["--quiet", "show", "app"]]
+    "command",
+    [
+        ["show", "app", "--json"],
+        ["list", "--json"],
+        ["--quiet", "show", "app"],
+        ["path", "app", "--json"],
+        ["path", "app"],
+    ],
 )
 def test_show_and_list_load_no_model_library_no_container_and_nothing_of_the_scheduler(
     tmp_path: Path, site: dict[str, Path], command: list[str]

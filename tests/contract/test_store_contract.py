@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from publish_support import during_read, store_for
+from slurm_image.adapters.local_store import LocalStore
+from slurm_image.adapters.memory.store import MemoryStore
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import (
     AlreadyExists,
@@ -15,7 +17,11 @@ from slurm_image.ports.workspace import (
     NotRegularFile,
     TooLarge,
     UnsafePath,
+    WorkspaceError,
 )
+
+GROUP = "daemon"
+"""A group of every test host, that the store's owner (root here) may give a directory."""
 
 
 @pytest.fixture
@@ -169,3 +175,52 @@ def test_ensure_directory_opens_the_way_for_readers(workspace_harness: Any, stor
     assert workspace_harness.mode(images) == 0o755
     assert workspace_harness.mode(f"{images}/aliases") == 0o755
     assert workspace_harness.mode(f"{images}/.tmp") == 0o700
+
+
+def test_set_link_swaps_a_symlink_in_place_and_read_link_names_its_target(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    link = f"{area}/app.sqsh"
+    assert store.read_link(link) is None
+    store.set_link(link, "../artifacts/one.sqsh")
+    assert workspace_harness.readlink(link) == "../artifacts/one.sqsh"
+    store.set_link(link, "../artifacts/two.sqsh")
+    assert store.read_link(link) == "../artifacts/two.sqsh"
+    assert store.list_directory(area) == ["app.sqsh"]  # the fresh link was renamed over it
+    workspace_harness.write(f"{area}/file", b"x")
+    with pytest.raises(NotRegularFile):
+        store.read_link(f"{area}/file")
+
+
+def test_set_link_refuses_a_directory_and_leaves_nothing_beside_it(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    workspace_harness.mkdir(f"{area}/app.sqsh")
+    with pytest.raises(WorkspaceError, match="is a directory"):
+        store.set_link(f"{area}/app.sqsh", "../artifacts/one.sqsh")
+    assert store.list_directory(area) == ["app.sqsh"]
+    assert workspace_harness.kind_of(f"{area}/app.sqsh") == "directory"
+
+
+def test_ensure_directory_with_a_group_gives_it_that_group_and_exactly_the_mode(
+    workspace_harness: Any,
+) -> None:
+    store: Store = (
+        LocalStore(workspace_harness.root)
+        if workspace_harness.kind == "local"
+        else MemoryStore(
+            workspace_harness.root,
+            workspace_harness.filesystem,
+            uid=workspace_harness.uid,
+            groups=frozenset({GROUP}),
+        )
+    )
+    shared = f"{workspace_harness.root}/images/shared"
+    store.ensure_directory(shared, mode=0o755)
+    path = f"{shared}/{GROUP}"
+    store.ensure_directory(path, mode=0o750, group=GROUP)
+    assert workspace_harness.group_of(path) == GROUP
+    assert workspace_harness.mode(path) == 0o750
+    assert workspace_harness.mode(shared) == 0o755
+    with pytest.raises(WorkspaceError, match="does not exist here"):
+        store.ensure_directory(f"{shared}/other", mode=0o750, group="no-such-group-here")

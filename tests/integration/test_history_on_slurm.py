@@ -165,6 +165,8 @@ def test_each_change_of_the_store_is_in_its_history_in_order(
     assert found[series("job_run_seconds_count", operation="import", outcome="published")] == 2
 
     assert site.json("unregister", "app") == {"name": "app"}
+    with (site.base / "slurm-image.toml").open("a") as profile:
+        profile.write('[store]\nrelease_grace = "0s"\n')  # no grace: gc takes both artifacts
     removed = site.json("gc", "--older-than", "0s")["removed"]
 
     history = site.json("history")

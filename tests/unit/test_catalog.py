@@ -14,6 +14,7 @@ from slurm_image.application.catalog import Catalog
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import StillRunning, UnknownAlias, VerificationFailed
 from slurm_image.application.maintain import Maintain
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.publication import parse_age
 
@@ -74,6 +75,7 @@ def test_gc_removes_only_unreferenced_artifacts_and_dry_run_removes_nothing(
     lab.finished(B, name="dropped", sqsh=SQSH_BYTES + b"2")
     kept, dropped = lab.publish(A).record, lab.publish(B).record
     _maintain(lab).unregister("dropped")
+    lab.clock.advance(DEFAULT_RELEASE_GRACE)
     planned = _maintain(lab).gc(older_than=timedelta(days=7), dry_run=True)
     assert [(r.kind, r.path) for r in planned if r.kind == "artifact"] == [
         ("artifact", dropped.path)

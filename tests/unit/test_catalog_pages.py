@@ -114,12 +114,24 @@ def test_the_srun_line_quotes_the_path_as_a_shell_reads_it() -> None:
 def test_the_alias_page_offers_the_srun_line_of_this_machines_entry_only() -> None:
     entries = [published()]
     page = views.alias_page("torch", entries, [], "x86_64")
-    assert page.here is not None and page.here.srun.endswith(f"={PATH} --pty bash")
+    stable = "/store/images/by-name/x86_64/torch.sqsh"
+    assert page.here is not None and page.here.srun.endswith(f"={stable} --pty bash")
     assert views.alias_page("torch", entries, [], "aarch64").here is None
     before_architectures = [PublishedAlias(record(architecture=None), (None,))]
     old = views.alias_page("torch", before_architectures, [], "aarch64")
     assert old.architectures == ["unknown"]
     assert old.here is not None, "an alias from before architectures runs on any machine"
+
+
+def test_the_srun_line_runs_by_name_a_private_alias_through_its_groups_directory() -> None:
+    private = [PublishedAlias(record(), ("x86_64",), Owned(group="physics", private=True))]
+    page = views.alias_page("torch", private, [], "x86_64")
+    stable = "/store/images/by-name/groups/physics/x86_64/torch.sqsh"
+    assert page.here is not None and page.here.srun == f"srun --container-image={stable} --pty bash"
+    elsewhere = [PublishedAlias(record(path="/site/images/torch.sqsh"), ("x86_64",))]
+    page = views.alias_page("torch", elsewhere, [], "x86_64")
+    assert page.here is not None, "an artifact no store holds runs by its own path"
+    assert page.here.srun == "srun --container-image=/site/images/torch.sqsh --pty bash"
 
 
 def test_the_history_and_the_requests_rows() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
 from slurm_image.domain.errors import InvalidProfile
 from slurm_image.domain.profile import parse_profile
 from slurm_image.entrypoints.profile_loader import (
@@ -127,6 +129,11 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("metrics.store_name", "x" * 256),
     ("metrics.store_name", 1),
     ("metrics.textfile", "/var/lib/node_exporter"),
+    ("store.release_grace", "soon"),
+    ("store.release_grace", "-1d"),
+    ("store.release_grace", "36501d"),
+    ("store.release_grace", 3600),
+    ("store.grace", "1d"),
 ]
 
 
@@ -206,6 +213,14 @@ def test_the_store_is_named_as_the_profile_says() -> None:
     named = parse_profile(with_value("metrics.store_name", "site-a"))
     assert named.store_name == "site-a"
     assert parse_profile(with_value("metrics", {})).store_name == named.workspace_root
+
+
+def test_the_release_grace_is_the_profiles_else_the_default() -> None:
+    assert parse_profile(PROFILE).release_grace == DEFAULT_RELEASE_GRACE
+    assert parse_profile(with_value("store.release_grace", "12h")).release_grace == timedelta(
+        hours=12
+    )
+    assert parse_profile(with_value("store", {})).release_grace == DEFAULT_RELEASE_GRACE
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from slurm_image.application.catalog import Catalog
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import AliasExists, VerificationFailed
 from slurm_image.application.maintain import Maintain
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.errors import NoImageForArchitecture
 from slurm_image.domain.publication import load_alias, load_source
@@ -271,6 +272,8 @@ def test_gc_keeps_every_architectures_artifact_and_drops_all_sources_of_a_droppe
     assert [r.path for r in maintain.gc(older_than=timedelta(days=1)) if r.kind == "artifact"] == []
     lab.finished(C, arch="aarch64", sqsh=SQSH_BYTES + b" v4")
     lab.publish(C, replace=True)
+    assert [r for r in maintain.gc(older_than=timedelta(days=1)) if r.kind == "artifact"] == []
+    lab.clock.advance(DEFAULT_RELEASE_GRACE)  # the replaced artifact is kept this long
     removed = maintain.gc(older_than=timedelta(days=1))
     assert {r.path for r in removed if r.kind == "artifact"} == {lab.layout.artifact(ARM_SHA)}
     # the pin's aarch64 record now names the new artifact; the old one's manifest record goes

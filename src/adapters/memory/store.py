@@ -40,7 +40,8 @@ class MemoryStore(MemoryWorkspace):
         super().__init__(root, filesystem, uid=uid)
         self.during_read: Callable[[str], None] | None = None
         self.groups = groups
-        """The groups files may be given (``install``, ``publish_file``)."""
+        """The groups files and directories may be given (``install``, ``publish_file``,
+        ``ensure_directory``)."""
 
     def _below_root(self, path: str) -> bool:
         return path.startswith(self.root.rstrip("/") + "/")
@@ -109,8 +110,9 @@ class MemoryStore(MemoryWorkspace):
                 if child.kind == "file"
             }
 
-    def ensure_directory(self, path: str, *, mode: int) -> FileIdentity:
+    def ensure_directory(self, path: str, *, mode: int, group: str | None = None) -> FileIdentity:
         with self.filesystem.lock:
+            self._check_group(group, path)
             node = self._root()
             walked = self.root.rstrip("/")
             for part in self._components(path):
@@ -125,7 +127,31 @@ class MemoryStore(MemoryWorkspace):
                     self._unsafe_top(walked, problem)
                 child.mode |= mode & 0o555
                 node = child
+            if group is not None:
+                node.group = group
+                node.mode = mode
             return node.identity
+
+    def set_link(self, path: str, target: str) -> None:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, None)
+            existing = parent.entries.get(name)
+            if existing is not None and existing.kind == "directory":
+                raise WorkspaceError(field=path, rule="is a directory")
+            self._writable(parent, path)
+            node = self.filesystem.new_node("symlink", 0o777, self._uid)
+            node.target = target
+            parent.entries[name] = node
+
+    def read_link(self, path: str) -> str | None:
+        with self.filesystem.lock:
+            parent, name = self._parent(path, None)
+            node = parent.entries.get(name)
+            if node is None:
+                return None
+            if node.kind != "symlink":
+                raise NotRegularFile(field=path, rule="is not a symlink")
+            return node.target
 
     def install(
         self,

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from slurm_image.domain.errors import Busy, InvalidRequest, SlurmImageError
 from slurm_image.domain.limits import Bucket, take
 from slurm_image.domain.listing import DEFAULT_LIMIT, ListQuery
-from slurm_image.entrypoints import wire
+from slurm_image.entrypoints import stable_paths, wire
 from slurm_image.entrypoints.api import Lifecycles
 from slurm_image.entrypoints.errors import exit_code_for
 from slurm_image.entrypoints.exit_codes import EXIT_INTERNAL, EXIT_INVALID
@@ -489,6 +489,12 @@ def create_app(gateway: Gateway) -> FastAPI:
                 "architectures": list(lifecycles.architectures(name)),
             }
         return wire.published_json(lifecycles.catalog_show(name, arch=arch))
+
+    @app.get("/v1/aliases/{name}/path")
+    def stable_path(name: str, lifecycles: Verbs, arch: str | None = None) -> dict[str, Any]:
+        """``path NAME``: the alias's stable path for ``arch`` (else the gateway host's) and
+        the digest-pinned artifact it names now."""
+        return stable_paths.stable_path(lifecycles, name, arch=arch).as_dict()
 
     @app.delete("/v1/aliases/{name}")
     def unregister(name: str, lifecycles: Verbs) -> dict[str, Any]:

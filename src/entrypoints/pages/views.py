@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slurm_image.domain.architecture import from_machine
+from slurm_image.domain.by_name import stable_path_of
 from slurm_image.domain.errors import DomainError, InvalidReference, NoImageForArchitecture
 from slurm_image.domain.history import HistoryEvent
 from slurm_image.domain.listing import at_path, key_facts, text_value
@@ -376,10 +377,12 @@ def alias_page(
 ) -> AliasPage:
     """The page of alias ``name`` from its entries (one per architecture) and its history."""
     first = entries[0]
+    group = first.owned.group if first.owned.private else None
     shown = []
     for published in entries:
         record = published.record
         path = text_value(record.get("path")) or ""
+        architecture = text_value(record.get("architecture"))
         size = record.get("size")
         shown.append(
             Entry(
@@ -390,7 +393,7 @@ def alias_page(
                 facts=facts_of(record),
                 size_text=for_person(size) if isinstance(size, int) else "-",
                 published_text=_time(text_value(record.get("published_at"))),
-                srun=srun_line(path),
+                srun=srun_line(stable_path_of(name, path, architecture, group) or path),
             )
         )
     return AliasPage(
