@@ -87,12 +87,15 @@ def write_layer(path: Path, members: Sequence[Member], compression: str = "gzip"
     return path
 
 
-def write_large_layer(path: Path, name: str, size: int) -> Path:
-    """A plain layer holding one file of SIZE zero bytes, written a block at a time."""
+def write_large_layer(path: Path, name: str, size: int, compression: str = "plain") -> Path:
+    """A layer (plain or gzip) holding one file of SIZE bytes, a repeated pattern (zeros when
+    plain), written a block at a time."""
     info = tarfile.TarInfo(name)
     info.size = size
-    block = bytes(1024 * 1024)
-    with path.open("wb") as handle:
+    info.mode = 0o644
+    block = bytes(1024 * 1024) if compression == "plain" else bytes(range(256)) * 4096
+    opener = gzip.open if compression == "gzip" else open
+    with opener(path, "wb") as handle:
         handle.write(info.tobuf(tarfile.PAX_FORMAT))
         for start in range(0, size, len(block)):
             handle.write(block[: min(len(block), size - start)])

@@ -168,8 +168,11 @@ def test_import_writes_enroots_configuration_files(
         "Labels": {"name": "two\nlines"},
         "Volumes": {"/data": {}},
     }
+    outside = tmp_path / "outside"
     lower = layer(("etc/", None), ("etc/environment", "FROM_IMAGE=1\n"), ("srv/", None))
-    digest = serve_image(registry, (lower,), settings)
+    linked = directory_layer(("etc", 0o755))
+    linked_rc = link_layer("etc/rc.local", str(outside))
+    digest = serve_image(registry, (lower, linked, linked_rc), settings)
     unpacked = standin_import(standin, tmp_path, registry, digest, umask=0o077)
     assert (unpacked / "etc/environment").read_text() == "PATH=/bin\nA=b\n"
     assert (unpacked / "etc/fstab").read_text() == (
@@ -183,9 +186,21 @@ def test_import_writes_enroots_configuration_files(
     )
     assert "    exec '/entry' 'it'\\''s'\n" in rc
     assert (unpacked / "etc/rc.local").read_text().startswith("# This file is sourced")
+    # the files are new ones of the directory on top: an image's symlink is hidden, not followed
+    assert not outside.exists()
+    assert stat.S_IMODE((unpacked / "etc/environment").stat().st_mode) == 0o600
     # the directory Enroot stacks on top holds etc/ and the WorkingDir's, made under the umask
     for path in ("", "etc", "srv", "srv/app"):
         assert stat.S_IMODE((unpacked / path).stat().st_mode) == 0o700, path
+
+
+def link_layer(name: str, target: str) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as archive:
+        member = tarfile.TarInfo(name)
+        member.type, member.linkname = tarfile.SYMTYPE, target
+        archive.addfile(member)
+    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def directory_layer(*members: tuple[str, int | None]) -> bytes:
