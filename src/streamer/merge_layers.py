@@ -235,15 +235,23 @@ class Merger:
 
     def add_linked(self, path: str, target: str, name: str) -> None:
         """The data of TARGET, a regular file of the layer at PATH, written as NAME."""
-        with Blob(path, abandon=True) as stream, tarfile.open(fileobj=stream, mode="r|") as again:
-            for member in again:
-                if parts_of(member.name) == target and member.isreg():
-                    info = copy.copy(member)
-                    info.name = name
-                    info.type = tarfile.REGTYPE
-                    info.mode = fixed_mode(member, name.count("/") + 1)
-                    self.add(info, again.extractfile(member))
-                    return
+        try:
+            with (
+                Blob(path, abandon=True) as stream,
+                tarfile.open(fileobj=stream, mode="r|") as again,
+            ):
+                for member in again:
+                    if parts_of(member.name) == target and member.isreg():
+                        info = copy.copy(member)
+                        info.name = name
+                        info.type = tarfile.REGTYPE
+                        info.mode = fixed_mode(member, name.count("/") + 1)
+                        self.add(info, again.extractfile(member))
+                        return
+        except BrokenPipeError:
+            raise
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+            raise Refused("%s: not a readable tar layer (%s)" % (path, error)) from None
         raise Refused(
             "%s: the hard link %s points to %s, which the layer does not hold"
             % (path, name, target)

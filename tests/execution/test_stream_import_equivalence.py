@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import tarfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from lying_registry import V2S2, LyingRegistry, lying_registry
 pytestmark = pytest.mark.e2e
 
 REPOSITORY = "slurm-image-test/stream"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_TYPES = {
     "gzip": "application/vnd.docker.image.rootfs.diff.tar.gzip",
     "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -254,4 +256,47 @@ def test_the_stream_import_of_a_huge_file_makes_enroots_image(
     config = write_config(tmp_path / "config.json")
     enroot, stream = import_both(standin, registry, tmp_path, blobs, config, "gzip")
     assert listing(stream)["big/huge"][2] == str(size)
+    assert_same_image(enroot, stream, tmp_path)
+
+
+def fetch_image(reference: str, work: Path) -> tuple[Path, list[Path]]:
+    """The config and layer blobs (bottom first) of a test image of the local registry, each
+    checked against its digest."""
+    name, digest = reference.split("/", 1)[1].split("@")
+    repository = name.split(":")[0]
+
+    def get(path: str, accept: str = "*/*") -> bytes:
+        request = urllib.request.Request(f"http://127.0.0.1:5000/v2/{repository}/{path}")
+        request.add_header("Accept", accept)
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return bytes(answer.read())
+
+    def blob(digest: str, target: Path) -> Path:
+        data = get(f"blobs/{digest}")
+        assert "sha256:" + hashlib.sha256(data).hexdigest() == digest
+        target.write_bytes(data)
+        return target
+
+    manifest_bytes = get(f"manifests/{digest}", f"{V2S2}, {OCI_MANIFEST}")
+    assert "sha256:" + hashlib.sha256(manifest_bytes).hexdigest() == digest
+    manifest = json.loads(manifest_bytes)
+    config = blob(manifest["config"]["digest"], work / "config.json")
+    layers = [
+        blob(layer["digest"], work / f"layer{number}")
+        for number, layer in enumerate(manifest["layers"])
+    ]
+    return config, layers
+
+
+@pytest.mark.parametrize("name", ["client", "nopython"])
+def test_the_stream_import_of_a_registry_test_image_makes_enroots_image(
+    standin: Standin, registry_images: dict[str, str], tmp_path: Path, name: str
+) -> None:
+    reference = registry_images[name]
+    host, rest = reference.split("/", 1)
+    image, digest = rest.split("@")
+    image = image.split(":")[0]
+    config, blobs = fetch_image(reference, tmp_path)
+    enroot = standin_import(standin, tmp_path, f"docker://{host}#{image}@{digest}")
+    stream = stream_import(tmp_path, config, blobs, f"docker://{host}#{image}:{digest}")
     assert_same_image(enroot, stream, tmp_path)

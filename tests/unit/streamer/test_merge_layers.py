@@ -240,6 +240,15 @@ def test_a_path_twice_in_one_layer_is_refused(tmp_path: Path) -> None:
     assert b"holds f twice" in result.stderr
 
 
+def test_a_hard_link_to_nothing_the_layer_holds_is_refused(tmp_path: Path) -> None:
+    lower = write_layer(tmp_path / "lower", [regular("elsewhere", "e")])
+    upper = write_layer(tmp_path / "upper", [hardlink("link", "elsewhere")])
+    config = write_config(tmp_path / "config.json")
+    result = squash_stream(config, [lower, upper], tmp_path / "out")
+    assert result.returncode == 3
+    assert b"the hard link link points to elsewhere" in result.stderr
+
+
 def test_a_truncated_layer_is_refused(tmp_path: Path) -> None:
     layer = write_layer(tmp_path / "layer", [regular("big", b"x" * 100_000)], "zstd")
     layer.write_bytes(layer.read_bytes()[:-20])
