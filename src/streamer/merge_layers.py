@@ -148,10 +148,11 @@ class Blob:
                     raise Refused("%s: zstd failed with status %d" % (self.path, status))
 
 
-def members(path: str) -> Iterator[Tuple[tarfile.TarInfo, tarfile.TarFile]]:
-    """Every member of the layer at PATH, read as a stream, with the archive to read its data."""
+def members(path: str, abandon: bool = False) -> Iterator[Tuple[tarfile.TarInfo, tarfile.TarFile]]:
+    """Every member of the layer at PATH, read as a stream, with the archive to read its data;
+    ABANDON: the caller may stop before the end."""
     try:
-        with Blob(path) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+        with Blob(path, abandon) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
             for member in archive:
                 yield member, archive
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
@@ -235,23 +236,14 @@ class Merger:
 
     def add_linked(self, path: str, target: str, name: str) -> None:
         """The data of TARGET, a regular file of the layer at PATH, written as NAME."""
-        try:
-            with (
-                Blob(path, abandon=True) as stream,
-                tarfile.open(fileobj=stream, mode="r|") as again,
-            ):
-                for member in again:
-                    if parts_of(member.name) == target and member.isreg():
-                        info = copy.copy(member)
-                        info.name = name
-                        info.type = tarfile.REGTYPE
-                        info.mode = fixed_mode(member, name.count("/") + 1)
-                        self.add(info, again.extractfile(member))
-                        return
-        except BrokenPipeError:
-            raise
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-            raise Refused("%s: not a readable tar layer (%s)" % (path, error)) from None
+        for member, again in members(path, abandon=True):
+            if parts_of(member.name) == target and member.isreg():
+                info = copy.copy(member)
+                info.name = name
+                info.type = tarfile.REGTYPE
+                info.mode = fixed_mode(member, name.count("/") + 1)
+                self.add(info, again.extractfile(member))
+                return
         raise Refused(
             "%s: the hard link %s points to %s, which the layer does not hold"
             % (path, name, target)
