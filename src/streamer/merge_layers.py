@@ -17,7 +17,8 @@ it hid it, so the first layer to name a path decides it, as the overlay does:
 - anything else hides what the layers beneath hold at its path, and a non-directory what they
   hold below it too; a directory's attributes are those of the top layer holding it, and a
   directory a layer holds only as the parent of its entries gets the attributes tar would give
-  it (0777 less the umask);
+  it (0777 less the umask); a layer naming a directory twice, or after an entry inside it,
+  leaves it as first written (tar2sqfs takes a path once);
 - nothing under dev/ is unpacked (Enroot's --exclude='dev/*'); a member name with '..' fails
   the merge, as it fails tar; the root takes the attributes of the directory Enroot makes;
 - modes get common::fixperms' u+rX, and u+w on directories at most 14 levels deep; every owner

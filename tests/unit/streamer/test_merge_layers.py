@@ -6,6 +6,7 @@ file the merged stream makes: what is in it, with which mode, owner, size and co
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -231,6 +232,33 @@ def test_without_entrypoint_or_command_the_rc_runs_a_shell(tmp_path: Path) -> No
     root = unpack(image, tmp_path / "root")
     assert "    exec  '/bin/sh'\n" in (root / "etc/rc").read_text()
     assert (root / "etc/environment").read_text() == ""
+
+
+def test_a_directory_only_implied_by_a_layer_gets_tars_mode_under_the_umask(
+    tmp_path: Path,
+) -> None:
+    blobs = [
+        write_layer(tmp_path / "lower", [directory("shared", 0o711), regular("shared/a"),
+                                         directory("hid", 0o711), regular("hid/kept")]),
+        write_layer(tmp_path / "upper", [regular("shared/b"), regular("new/deep/c"),
+                                         regular("hid/gone")]),
+        write_layer(tmp_path / "top", [whiteout("hid/gone")]),
+    ]  # fmt: skip
+    old = os.umask(0o027)
+    try:
+        result = squash_stream(write_config(tmp_path / "config.json"), blobs, tmp_path / "out")
+    finally:
+        os.umask(old)
+    assert result.returncode == 0, result.stderr.decode()
+    entries = listing(tmp_path / "out")
+    # the upper layer holds shared/ as b's parent: the overlay shows tar's mode, not 0711
+    assert entries["shared"][0] == "drwxr-x---"
+    assert entries["new"][0] == entries["new/deep"][0] == "drwxr-x---"
+    # so does hid/, which the upper layer holds as the parent of a file whited out above it
+    assert entries["hid"][0] == "drwxr-x---"
+    assert "hid/kept" in entries and "hid/gone" not in entries
+    assert {"shared/a", "shared/b", "new/deep/c"} <= set(entries)
+    assert entries["etc/rc"][0] == "-rw-r-----"
 
 
 def test_a_path_twice_in_one_layer_is_refused(tmp_path: Path) -> None:
