@@ -125,9 +125,12 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     assert len(dist_info) == 1
     assert dist_info.pop().startswith("slurm_image_lifecycle-")
     assert top - {n for n in top if n.endswith(".dist-info")} == {"slurm_image"}
-    for module in ("domain", "ports", "application", "adapters", "inspector", "entrypoints"):
+    for module in (
+        "domain", "ports", "application", "adapters", "inspector", "streamer", "entrypoints",
+    ):  # fmt: skip
         assert f"slurm_image/{module}/__init__.py" in names
     assert "slurm_image/inspector/inspect_image.py" in names
+    assert "slurm_image/streamer/merge_layers.py" in names
     assert "slurm_image/inspector/enroot.rc" in names
     steps = sorted(path.name for path in (ROOT / "src" / "domain" / "job_steps").glob("*.sh"))
     assert steps
