@@ -169,3 +169,32 @@ def test_ensure_directory_opens_the_way_for_readers(workspace_harness: Any, stor
     assert workspace_harness.mode(images) == 0o755
     assert workspace_harness.mode(f"{images}/aliases") == 0o755
     assert workspace_harness.mode(f"{images}/.tmp") == 0o700
+
+
+def test_each_bump_grows_the_stamp_by_one_and_a_missing_one_is_none(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    path = f"{area}/changes"
+    assert store.stamp(path) is None
+    store.bump(path)
+    first = store.stamp(path)
+    store.bump(path)
+    store.bump(path)
+    second = store.stamp(path)
+    assert first is not None and second is not None
+    assert (first.size, second.size) == (1, 3)
+    assert (first.device, first.inode) == (second.device, second.inode)
+    assert workspace_harness.mode(path) == 0o644
+
+
+def test_a_stamp_is_none_for_what_is_not_a_regular_file_and_bump_follows_no_symlink(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    workspace_harness.mkdir(f"{area}/directory")
+    assert store.stamp(f"{area}/directory") is None
+    workspace_harness.write(f"{area}/target", b"")
+    workspace_harness.symlink(f"{area}/target", f"{area}/link")
+    assert store.stamp(f"{area}/link") is None
+    with pytest.raises((NotRegularFile, UnsafePath)):
+        store.bump(f"{area}/link")
+    assert workspace_harness.read(f"{area}/target") == b""
