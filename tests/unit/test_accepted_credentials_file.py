@@ -42,7 +42,7 @@ def test_each_worker_keeps_its_own_file_and_knows_what_its_siblings_accepted(
         worker = AcceptedCredentialsFile(path, clock)
         worker.remember(digest(index), now + 300)
         worker.close()
-    again = AcceptedCredentialsFile(files[0], clock, also=files[1:] + [files[1] + ".missing"])
+    again = AcceptedCredentialsFile(files[0], clock, also=[*files[1:], files[1] + ".missing"])
     assert again.seen(digest(0)) and again.seen(digest(1))
 
 
