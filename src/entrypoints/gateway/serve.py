@@ -121,6 +121,7 @@ def build_servers(
     tls_key: str | None = None,
     trusted_proxies: Sequence[str] = (),
     bound: Mapping[Listener, socket.socket] | None = None,
+    accept_at_once: int | None = None,
 ) -> list[tuple[QuietServer, list[socket.socket]]]:
     """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
     HTTP) share one, the TLS ones another. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
@@ -128,7 +129,10 @@ def build_servers(
     is empty (uvicorn would take them from 127.0.0.1 by default). A request's head is buffered
     up to twice ``MAX_HEAD_BYTES``, so that one past that bound is answered with the product's
     error (``gateway.inputs``) however it arrives; past twice, the connection is closed.
-    ``bound``: each listener's socket, bound already (by default each is bound here)."""
+    ``bound``: each listener's socket, bound already (by default each is bound here);
+    ``accept_at_once``: the connections taken at most each time a listener is ready (by
+    default uvicorn's backlog, 2,048, which it also gives the kernel for a socket it listens
+    on)."""
     require_tls_files(listeners, tls_cert, tls_key)
     settings = app.state.gateway.settings
     limits = ConnectionLimits(
@@ -156,6 +160,7 @@ def build_servers(
             h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES,
             proxy_headers=bool(trusted_proxies),
             forwarded_allow_ips=list(trusted_proxies) or None,
+            backlog=accept_at_once or 2048,
         )
         sockets = [bind(listener) if bound is None else bound[listener] for listener in chosen]
         servers.append((QuietServer(config), sockets))

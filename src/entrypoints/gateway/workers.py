@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("slurm_image.gateway")
 
 STEADY_AFTER_S = 5.0
+ACCEPT_AT_ONCE = 1
+"""Connections a worker takes each time a listener is ready: one, so that a busy worker leaves
+the next to an idle one (taking them all at once, one worker held most of 50 clients' kept-alive
+connections and the other idled)."""
 _STOPS = {signal.SIGINT, signal.SIGTERM}
 _WATCHED = _STOPS | {signal.SIGCHLD}
 
@@ -82,13 +87,18 @@ def serve_workers(
 
     def worker(index: int) -> None:
         app = application(index)
+        shared = {
+            listener: _SharedListener(fileno=os.dup(sock.fileno()))
+            for listener, sock in bound.items()
+        }
         servers = build_servers(
             app,
             listeners,
             tls_cert=tls_cert,
             tls_key=tls_key,
             trusted_proxies=trusted,
-            bound=bound,
+            bound=shared,
+            accept_at_once=ACCEPT_AT_ONCE,
         )
         asyncio.run(_serve_all(servers, on_stop=app.state.gateway.answers.stop))
 
@@ -113,6 +123,15 @@ def serve_workers(
                     Path(listener.path).unlink()
     if failed:
         raise SystemExit(failed)
+
+
+class _SharedListener(socket.socket):
+    """A worker's handle on a socket the first process bound and made listen: the server's
+    ``listen(backlog)`` leaves it as it is (``ACCEPT_AT_ONCE`` is not a backlog for the
+    kernel, and the other workers share it)."""
+
+    def listen(self, backlog: int = 0, /) -> None:
+        return None
 
 
 class _Supervisor:
