@@ -1,17 +1,22 @@
 """The gateway's figures for ``bench/run.py``: ``slurm-image serve`` under load beside the command
 line's own ``show``, and one job for many requesters.
 
-- ``under_load``: a real ``slurm-image serve`` (the console script, a process of its own) on a
-  unix socket in the bench's directory, over a store the bench's user owns (the in-memory
+- ``under_load``: a real ``slurm-image serve --workers N`` (the console script, processes of its
+  own) on a unix socket in the bench's directory, over a store the bench's user owns (the in-memory
   scheduler, ``[submitter] kind = "fake"``). Clients ask it at once, each over one kept-alive
   connection, from one asyncio loop in this process (httpx's ``AsyncClient`` over the socket);
   each request is timed from sending it to its whole answer read. ``show`` (``GET
   /v1/aliases/NAME``, every name in turn) and ``list`` (``GET /v1/aliases?limit=1000``: the
-  whole catalog's summaries, up to 1,000 aliases)
-  are loads of their own, one after the other. The CPU time the server and this process spent
-  during a load, over its wall time, says which side was saturated. Beside it, in rounds, the
-  command line's ``show NAME --json`` (a process, as ``show_vs_python`` runs it) and one
-  ``show`` of an idle gateway.
+  whole catalog's summaries, up to 1,000 aliases) are loads of their own, one after the other;
+  ``show`` twice: closed (each client asks again once answered: the most it serves) and paced
+  (500 a second offered, each latency counted from when its request was due: the latency at
+  the goal's rate). The CPU time the server (all its processes) and this process spent during
+  a load, over its wall time, says which side was saturated. Beside it, in rounds, the command
+  line's ``show NAME --json`` (a process, as ``show_vs_python`` runs it) and one ``show`` of an
+  idle gateway.
+- ``full_listing``: the whole catalog of a large store read page by page (``GET
+  /v1/aliases?limit=1000``, then each ``next``) by one client of an idle gateway, beside the
+  command line's ``list --json`` of the same store: the bytes each answers and its wall time.
 - ``coalescing``: ten requesters import one digest at once through the gateway's application
   (``entrypoints.gateway.app``, the one ``slurm-image serve`` serves) served by uvicorn in a
   thread of this process on a loopback port: over the unix socket the kernel would name the
@@ -61,12 +66,16 @@ GATEWAY_SETTINGS = """
 requests_per_minute = 1000000
 """
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PACED_RATE = 500.0
+"""``show`` requests a second of the paced load (the goal's rate)."""
 BASE_URL = "http://gateway"
 
 
 class LoadSizes(NamedTuple):
     """How much the gateway's workloads do."""
 
+    workers: int
+    """``serve --workers``"""
     clients: int
     show_requests: int
     list_aliases: int
@@ -74,6 +83,8 @@ class LoadSizes(NamedTuple):
     list_requests: int
     rounds: int
     """rounds of the command line's ``show`` beside an idle gateway's"""
+    listing_aliases: int
+    """aliases of the store ``full_listing`` reads"""
 
 
 @dataclass(frozen=True)
@@ -107,9 +118,21 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds process ``pid`` (all its threads) has spent so far."""
+    """User and system CPU seconds process ``pid`` (all its threads) and its living children
+    have spent so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    own = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return own + sum(cpu_seconds(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # the thread or the process has ended
+            continue
+    return found
 
 
 # -- the gateway under load -------------------------------------------------------------------
@@ -123,13 +146,16 @@ def gateway_profile(site: Site) -> Path:
 
 
 @contextmanager
-def served(cli: str, profile: Path, sock: Path, env: dict[str, str]) -> Iterator[int]:
-    """``slurm-image --profile PROFILE serve --listen unix:SOCK`` while the block runs, then
-    SIGTERM (as systemd stops it); yields its pid once it answers ``/healthz``."""
+def served(
+    cli: str, profile: Path, sock: Path, env: dict[str, str], workers: int = 1
+) -> Iterator[int]:
+    """``slurm-image --profile PROFILE serve --listen unix:SOCK --workers N`` while the block
+    runs, then SIGTERM (as systemd stops it); yields its pid once it answers ``/healthz``."""
     log = sock.parent / f"{sock.stem}.log"
+    serve = ["serve", "--listen", f"unix:{sock}", "--workers", str(workers)]
     with log.open("wb") as output:
         server = subprocess.Popen(
-            [cli, "--profile", str(profile), "serve", "--listen", f"unix:{sock}"],
+            [cli, "--profile", str(profile), *serve],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=output,
@@ -180,12 +206,22 @@ Check = Callable[[str, Any], None]
 
 
 async def _load(
-    pid: int, sock: Path, path: Callable[[int], str], clients: int, requests: int, check: Check
+    pid: int,
+    sock: Path,
+    path: Callable[[int], str],
+    clients: int,
+    requests: int,
+    check: Check,
+    rate: float | None = None,
 ) -> Load:
     """``requests`` GETs of ``path(i)``, asked by ``clients`` concurrent clients, each over a
-    connection of its own, of the server ``pid``."""
+    connection of its own, of the server ``pid``: each client's next as soon as its last is
+    answered, or with ``rate``, request ``i`` due at ``i / rate`` s from the start (a client
+    free by then sends it; its latency counts from when it was due, so a server that falls
+    behind is charged its queue)."""
     latencies: list[float] = []
     issued = 0
+    began = time.perf_counter()
     sessions = [
         httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(uds=str(sock), verify=False),
@@ -200,8 +236,15 @@ async def _load(
         checked = False
         while issued < requests:
             target = path(issued)
-            issued += 1
             start = time.perf_counter()
+            if rate is not None:
+                due = began + issued / rate
+                issued += 1
+                if due > start:
+                    await asyncio.sleep(due - start)
+                start = due
+            else:
+                issued += 1
             answer = await http.get(target)
             body = answer.content
             latencies.append(time.perf_counter() - start)
@@ -212,7 +255,8 @@ async def _load(
                 checked = True
 
     try:
-        server, this, start = cpu_seconds(pid), time.process_time(), time.perf_counter()
+        server, this = cpu_seconds(pid), time.process_time()
+        start = began = time.perf_counter()
         await asyncio.gather(*(client(session) for session in sessions))
         seconds = time.perf_counter() - start
         server, this = cpu_seconds(pid) - server, time.process_time() - this
@@ -223,12 +267,19 @@ async def _load(
 
 
 def load(
-    pid: int, sock: Path, path: Callable[[int], str], clients: int, requests: int, check: Check
+    pid: int,
+    sock: Path,
+    path: Callable[[int], str],
+    clients: int,
+    requests: int,
+    check: Check,
+    rate: float | None = None,
 ) -> Load:
     """``requests`` GETs of ``path(i)`` by ``clients`` concurrent clients of the server
-    ``pid``: the latencies, and the CPU time each side spent meanwhile."""
+    ``pid`` (at most ``rate`` a second when given): the latencies, and the CPU time each side
+    spent meanwhile."""
     try:
-        return asyncio.run(_load(pid, sock, path, clients, requests, check))
+        return asyncio.run(_load(pid, sock, path, clients, requests, check, rate))
     except LoadFailed as failed:
         raise SystemExit(f"the gateway under load: {failed}") from None
 
@@ -271,7 +322,8 @@ def under_load(
     names = shown.names
     middle = names[len(names) // 2]
     sock = shown.site.base / "gateway.sock"
-    with served(cli, gateway_profile(shown.site), sock, env) as pid, _client(sock) as idle:
+    profile = gateway_profile(shown.site)
+    with served(cli, profile, sock, env, sizes.workers) as pid, _client(sock) as idle:
 
         def cli_show() -> None:
             done = subprocess.run(
@@ -301,18 +353,30 @@ def under_load(
             sizes.show_requests,
             _shown,
         )
+        paced = load(
+            pid,
+            sock,
+            lambda i: f"/v1/aliases/{names[i % len(names)]}",
+            sizes.clients,
+            sizes.show_requests,
+            _shown,
+            rate=PACED_RATE,
+        )
         if listed.site is shown.site:
             listing = _list_load(pid, sock, listed, sizes)
     if listed.site is not shown.site:
         list_sock = listed.site.base / "gateway.sock"
-        with served(cli, gateway_profile(listed.site), list_sock, env) as list_pid:
+        with served(cli, gateway_profile(listed.site), list_sock, env, sizes.workers) as list_pid:
             listing = _list_load(list_pid, list_sock, listed, sizes)
-    figures = show.figures("show") | listing.figures("list")
+    figures = show.figures("show") | paced.figures("show_paced") | listing.figures("list")
     figures["gateway_list_aliases"] = len(listed.names)
     figures["gateway_cli_show_ms"] = times["cli"] * 1000
     figures["gateway_idle_show_ms"] = times["idle"] * 1000
     figures["gateway_show_vs_cli"] = figures["gateway_show_p50_ms"] / figures["gateway_cli_show_ms"]
+    paced_p50 = figures["gateway_show_paced_p50_ms"]
+    figures["gateway_show_paced_vs_cli"] = paced_p50 / figures["gateway_cli_show_ms"]
     figures["gateway_clients"] = sizes.clients
+    figures["gateway_workers"] = sizes.workers
     return figures
 
 
@@ -320,6 +384,71 @@ def _list_load(pid: int, sock: Path, catalog: Catalog, sizes: LoadSizes) -> Load
     requests = sizes.list_requests
     page = "/v1/aliases?limit=1000"
     return load(pid, sock, lambda _: page, sizes.clients, requests, _listing(catalog))
+
+
+# -- the whole catalog of a large store ------------------------------------------------------
+
+
+def full_listing(
+    catalog: Catalog,
+    *,
+    cli: str,
+    env: dict[str, str],
+    rounds: Callable[[dict[str, Callable[[], object]], int], dict[str, float]],
+    count: int,
+) -> dict[str, float]:
+    """The whole catalog of ``catalog`` read page by page from an idle gateway, and by the
+    command line's ``list --json``, in ``count`` rounds: the bytes of each and its median
+    wall time."""
+    sock = catalog.site.base / "listing.sock"
+    wanted = sorted(catalog.names)
+    sizes: dict[str, int] = {}
+    with served(cli, gateway_profile(catalog.site), sock, env), _client(sock) as http:
+
+        def gateway_list() -> None:
+            names: list[str] = []
+            size = pages = 0
+            after: str | None = None
+            while True:
+                query = "limit=1000" + (f"&after={after}" if after else "")
+                answer = http.get(f"/v1/aliases?{query}")
+                if answer.status_code != 200:
+                    raise SystemExit(f"the gateway's list answered {answer.status_code}")
+                size += len(answer.content)
+                pages += 1
+                page = answer.json()
+                names += [image["name"] for image in page["images"]]
+                after = page["next"]
+                if after is None:
+                    break
+            if sorted(names) != wanted:
+                raise SystemExit(f"the gateway listed {len(names)} aliases of {len(wanted)}")
+            sizes["gateway"], sizes["pages"] = size, pages
+
+        def cli_list() -> None:
+            done = subprocess.run(
+                [cli, "--profile", str(catalog.site.fake_profile), "list", "--json"],
+                env=env,
+                capture_output=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"slurm-image list answered {done}")
+            listed = json.loads(done.stdout)
+            if len(listed["images"]) != len(wanted):
+                raise SystemExit(f"slurm-image list listed {len(listed['images'])} aliases")
+            sizes["cli"] = len(done.stdout)
+
+        gateway_list()  # warm: the process's index, the page cache
+        times = rounds({"gateway": gateway_list, "cli": cli_list}, count)
+    return {
+        "listing_aliases": len(wanted),
+        "listing_gateway_pages": sizes["pages"],
+        "listing_gateway_bytes": sizes["gateway"],
+        "listing_gateway_s": times["gateway"],
+        "listing_cli_bytes": sizes["cli"],
+        "listing_cli_s": times["cli"],
+    }
 
 
 # -- one job for many requesters --------------------------------------------------------------

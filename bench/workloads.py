@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_image import Lifecycles
+from slurm_image.application.store_records import StoreRecords
 from slurm_image.domain.history import HistoryEvent, event_line, month_file
 from slurm_image.domain.request import make_request
 from slurm_image.domain.store_layout import StoreLayout
@@ -169,6 +170,17 @@ class Site:
         """Another alias of the stored source: answered from the store, as ``import`` does."""
         outcome = self.fake.import_image(SOURCE, name=name, role="client", arch="x86_64")
         assert outcome.from_store, outcome
+
+    def copies(self, name: str, names: list[str]) -> None:
+        """``names`` published as copies of the alias ``name`` (its entries renamed), each
+        written by the store's own ``write_alias``: a large catalog built in seconds rather
+        than an import each."""
+        records = StoreRecords(self.fake.container.store())
+        document = records.alias(name)
+        assert document is not None, name
+        for other in names:
+            entries = tuple(entry.model_copy(update={"name": other}) for entry in document.entries)
+            records.write_alias(document.model_copy(update={"name": other, "entries": entries}))
 
     def long_history(self, count: int, months: int = 18) -> None:
         """``count`` more events in the store's history, over the ``months`` before the

@@ -9,7 +9,8 @@ ended are dropped when the file is rewritten, which happens once it holds twice 
 alive (and at least ``REWRITE_AFTER``); unreadable lines are skipped. At most ``MAX_KEPT``
 credentials are kept: past it, those nearest their end are forgotten first. An append is not
 synced to the disk: a host that crashes loses its last appends, and munged's memory with them,
-within a credential's time to live.
+within a credential's time to live. Each worker of a gateway (``serve --workers``) keeps a file
+of its own and reads its siblings' (``also``) when it starts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import os
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from slurm_image.adapters.munge import AcceptedCredentials
@@ -36,14 +38,16 @@ _MAX_BYTES = 2 * (MAX_KEPT + REWRITE_AFTER) * 80
 class AcceptedCredentialsFile(AcceptedCredentials):
     """``AcceptedCredentials`` kept in ``path`` as well (see the module docstring)."""
 
-    def __init__(self, path: str, clock: Clock, *, max_kept: int = MAX_KEPT) -> None:
+    def __init__(
+        self, path: str, clock: Clock, *, max_kept: int = MAX_KEPT, also: Sequence[str] = ()
+    ) -> None:
         super().__init__(clock, max_kept=max_kept)
         self._path = Path(path)
         self._file_lock = threading.Lock()
         self._lines = 0
         self._fd = self._open()
         now = clock.now().timestamp()
-        for digest, until in self._read():
+        for digest, until in self._read(self._path, *(Path(other) for other in also)):
             if until >= now:
                 super().remember(digest, until)
         self._rewrite()
@@ -79,14 +83,18 @@ class AcceptedCredentialsFile(AcceptedCredentials):
             raise InvalidRequest(field=FIELD, rule=f"{self._path} {problem}")
         return fd
 
-    def _read(self) -> list[tuple[bytes, float]]:
-        with open(self._path, "rb") as file:
-            data = file.read(_MAX_BYTES)
+    def _read(self, *files: Path) -> list[tuple[bytes, float]]:
         kept = []
-        for line in data.decode("ascii", "replace").splitlines():
-            match = _LINE.fullmatch(line)
-            if match is not None:
-                kept.append((bytes.fromhex(match[1]), float(match[2])))
+        for path in files:
+            try:
+                with open(path, "rb") as file:
+                    data = file.read(_MAX_BYTES)
+            except FileNotFoundError:
+                continue
+            for line in data.decode("ascii", "replace").splitlines():
+                match = _LINE.fullmatch(line)
+                if match is not None:
+                    kept.append((bytes.fromhex(match[1]), float(match[2])))
         return kept
 
     def _rewrite(self) -> None:

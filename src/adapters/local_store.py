@@ -11,6 +11,7 @@ existing entry is never replaced) and ``unlink``, not ``rename``, which would re
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import secrets
@@ -31,8 +32,9 @@ from slurm_image.domain.file_kinds import EntryKind, describe_mode
 from slurm_image.domain.file_kinds import entry_kind as file_kind
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.paths import own_file_problem
+from slurm_image.domain.store_layout import RECORD_MODE
 from slurm_image.ports.hasher import FileDigest
-from slurm_image.ports.store import ChangedWhileRead
+from slurm_image.ports.store import ChangedWhileRead, ChangeStamp
 from slurm_image.ports.workspace import (
     AlreadyExists,
     NotFound,
@@ -45,6 +47,7 @@ from slurm_image.ports.workspace import (
 
 _BUFFER_BYTES = 1 << 20
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_STAMP_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -313,6 +316,29 @@ class LocalStore(LocalWorkspace):
                 os.close(fd)
                 raise NotRegularFile(field=path, rule="is not a regular file")
             return fd
+
+    def bump(self, path: str) -> None:
+        fd = self.open_appending(path, mode=RECORD_MODE)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            os.write(fd, b".")
+        except OSError as error:
+            raise port_error(error, path) from None
+        finally:
+            os.close(fd)  # releases the lock
+
+    def stamp(self, path: str) -> ChangeStamp | None:
+        try:
+            fd = os.open(path, _STAMP_FLAGS)
+        except OSError:
+            return None
+        try:
+            status = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        return ChangeStamp(status.st_dev, status.st_ino, status.st_size)
 
     def open_appending(self, path: str, *, mode: int) -> int:
         """A descriptor of the regular file ``path`` that writes only at its end (``O_APPEND``;

@@ -18,6 +18,7 @@ from slurm_image.domain.listing import ListQuery, SummaryPage, summary_of
 from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
 
 if TYPE_CHECKING:
+    from slurm_image.application.catalog_index import CatalogIndex
     from slurm_image.domain.access import Ownership
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
 from slurm_image.ports.store import Store
@@ -63,11 +64,15 @@ Sees = Callable[["Ownership"], bool]
 class CatalogReader:
     """Read the published aliases as written (see the module docstring). ``sees``: the
     requester's rule for private aliases (through the gateway); None: what the store's
-    files let this process read."""
+    files let this process read. ``index``: what the process keeps of the alias files between
+    calls (``application.catalog_index``); None: each is read at every call."""
 
-    def __init__(self, store: Store, sees: Sees | None = None) -> None:
+    def __init__(
+        self, store: Store, sees: Sees | None = None, index: CatalogIndex | None = None
+    ) -> None:
         self._store = store
         self._sees = sees
+        self._index = index
         self.layout = StoreLayout(store.root)
 
     def data(self, name: str) -> bytes:
@@ -92,6 +97,17 @@ class CatalogReader:
 
     def names(self) -> list[str]:
         """The published aliases' names, in the directory's order."""
+        if self._index is None:
+            return self._names()
+        generation = self._index.current()
+        if generation.names is None:
+            names = self._names()
+            if generation.stamp is None:
+                return names
+            generation.names = names
+        return list(generation.names)
+
+    def _names(self) -> list[str]:
         if self._store.entry_kind(self.layout.aliases) != "directory":
             return []
         return [
@@ -101,16 +117,23 @@ class CatalogReader:
         ]
 
     def entries(self, name: str) -> PublishedEntries:
+        if self._index is None:
+            entries = self._published(name)
+        else:
+            paths.name(name)
+            entries = self._index.current().kept(name, lambda: self._published(name))
+        if self._sees is not None and not self._sees(entries.owned.ownership()):
+            raise UnknownAlias.named(name)
+        return entries
+
+    def _published(self, name: str) -> PublishedEntries:
         data = self.data(name)
         try:
-            entries = read_published(data, name)
+            return read_published(data, name)
         except DomainError as error:
             raise VerificationFailed(
                 field=self.layout.alias(name), rule=f"{error.field}: {error.rule}"
             ) from None
-        if self._sees is not None and not self._sees(entries.owned.ownership()):
-            raise UnknownAlias.named(name)
-        return entries
 
     def show(
         self, name: str, *, arch: str | None = None, machine: str | None = None

@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from slurm_image.application.catalog_changes import settle_changes
 from slurm_image.application.credentials import remove_staged_credentials
 from slurm_image.application.errors import (
     ApplicationError,
@@ -113,7 +114,7 @@ class Maintain:
                 self._access.require_owner(
                     document.ownership, field="name", what=f"unregistering {name}"
                 )
-            self._store.remove_file(self._layout.alias(name))
+            self._records.remove_alias(name)
             if self._history is not None:
                 for entry in document.entries:
                     fields = entry_fields(entry) | privacy_fields(document.ownership)
@@ -170,7 +171,8 @@ class Maintain:
 
         Holding the store lock alone means no publisher is at work (they hold it shared): a
         marker is a publication a crash interrupted, finished or dropped here first (not in a
-        dry run), and every temporary record is a leftover."""
+        dry run), a change of the aliases a crash left uncounted is counted
+        (``catalog_changes.settle_changes``), and every temporary record is a leftover."""
         if self._access is not None:
             self._access.require_admin("gc", "gc")
         with self._locks.exclusive(STORE_LOCK, timeout_s=self._timeout):
@@ -180,6 +182,7 @@ class Maintain:
                     if entry.endswith(".json") and paths.NAME_PATTERN.fullmatch(name):
                         self._records.recover(name)
                 self._repair_links()
+                settle_changes(self._store, self._layout)
             removed = self._temporaries()
             removed += self._unreferenced()
             removed += self._attempts(self._clock.now() - older_than)

@@ -9,6 +9,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
+from slurm_image.application.catalog_changes import changing
 from slurm_image.application.catalog_reader import read_record
 from slurm_image.application.errors import VerificationFailed
 from slurm_image.application.name_links import NameLinks
@@ -128,15 +129,22 @@ class StoreRecords:
         ]
 
     def write_alias(self, document: AliasDocument) -> None:
-        """Replace the alias file: readable by everyone, or by its group alone when private."""
+        """Replace the alias file: readable by everyone, or by its group alone when private.
+        Counted as a change of the aliases (``application.catalog_changes``)."""
         group = document.group if document.private else None
-        self.store.publish_file(
-            self.layout.alias(document.name),
-            document.canonical_bytes(),
-            mode=RECORD_MODE if group is None else PRIVATE_RECORD_MODE,
-            staging=self.layout.publishing,
-            group=group,
-        )
+        with changing(self.store, self.layout):
+            self.store.publish_file(
+                self.layout.alias(document.name),
+                document.canonical_bytes(),
+                mode=RECORD_MODE if group is None else PRIVATE_RECORD_MODE,
+                staging=self.layout.publishing,
+                group=group,
+            )
+
+    def remove_alias(self, name: str) -> None:
+        """Remove the alias file of ``name``, counted as a change of the aliases."""
+        with changing(self.store, self.layout):
+            self.store.remove_file(self.layout.alias(name))
 
     def write_source(self, record: SourceRecord) -> None:
         group = record.private_group

@@ -13,6 +13,9 @@ reader opens one file and publishers of different aliases never touch the same f
   per event, one file per month (``domain.history``), appended to, never rewritten;
 - ``by-name/`` and ``released/``: the aliases' stable paths and when an artifact lost an alias
   (``domain.by_name``);
+- ``aliases.begun`` and ``aliases.done`` (0644): one byte appended to each around every change
+  of ``aliases/`` (``application.catalog_changes``), so that their sizes tell a reader whether
+  the aliases changed since it last looked;
 - ``locks/``: fcntl lock files; ``.tmp/markers/<name>.json``: the transaction marker of a
   publication in progress; ``.tmp/publish/`` and ``.tmp/sources/``: temporary records. Nothing
   under ``.tmp/`` is ever read as published state.
@@ -73,6 +76,14 @@ class StoreLayout:
         if HISTORY_MONTH_FILE.fullmatch(month_file) is None:
             raise InvalidRecord(field="history", rule="a month file is named YYYY-MM.jsonl")
         return f"{self.history}/{month_file}"
+
+    @property
+    def aliases_begun(self) -> str:
+        return f"{self.images}/aliases.begun"
+
+    @property
+    def aliases_done(self) -> str:
+        return f"{self.images}/aliases.done"
 
     @property
     def locks(self) -> str:

@@ -204,7 +204,11 @@ class Container(containers.DeclarativeContainer):
     )
     store_reader = providers.Singleton(make.store_reader, root=config.workspace_root)
     catalog = providers.Factory(make.catalog, store=store_reader, sees=sees)
-    catalog_reader = providers.Factory(make.catalog_reader, store=store_reader, sees=sees)
+    # What the process keeps of the alias files between requests (application.catalog_index).
+    catalog_index = providers.Singleton(make.catalog_index, store=store_reader)
+    catalog_reader = providers.Factory(
+        make.catalog_reader, store=store_reader, sees=sees, index=catalog_index
+    )
     history_reader = providers.Singleton(make.history, store=store_reader)
     read_history = providers.Factory(
         make.read_history,
@@ -255,6 +259,7 @@ SHARED = (
     "permissions",
     "orders",
     "store_reader",
+    "catalog_index",
     "history_reader",
 )
 """What every requester's container shares with the process's (``acting_for``): the adapters

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from slurm_image.adapters.system_clock import SystemClock
     from slurm_image.application.cancel import Cancel
     from slurm_image.application.catalog import Catalog
+    from slurm_image.application.catalog_index import CatalogIndex
     from slurm_image.application.catalog_reader import CatalogReader, Sees
     from slurm_image.application.coalesce import Coalesce
     from slurm_image.application.history import (
@@ -280,10 +281,18 @@ def maintain(**wiring: Any) -> Maintain:
     return Maintain(**wiring)
 
 
-def catalog_reader(store: LocalStore, sees: Sees | None = None) -> CatalogReader:
+def catalog_index(store: LocalStore) -> CatalogIndex:
+    from slurm_image.application.catalog_index import CatalogIndex
+
+    return CatalogIndex(store)
+
+
+def catalog_reader(
+    store: LocalStore, sees: Sees | None = None, index: CatalogIndex | None = None
+) -> CatalogReader:
     from slurm_image.application.catalog_reader import CatalogReader
 
-    return CatalogReader(store, sees)
+    return CatalogReader(store, sees, index)
 
 
 def lifecycle(**wiring: Any) -> Lifecycle:

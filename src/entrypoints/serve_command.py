@@ -4,8 +4,11 @@ listen; the site policy and ``[gateway]`` rules apply to every request."""
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
+from slurm_image.domain.errors import InvalidRequest
+from slurm_image.domain.gateway_workers import DEFAULT_WORKERS, MAX_WORKERS, workers
 from slurm_image.entrypoints.arguments import Options, Parser
 from slurm_image.entrypoints.command_failure import CommandFailed, next_step
 
@@ -45,8 +48,24 @@ def add_options(parser: Parser) -> None:
         metavar="PATH",
         default=DEFAULT_REPLAY_FILE,
         help=f"The gateway's own file of the MUNGE credentials it accepted, so that a restart"
-        f" refuses them still (default {DEFAULT_REPLAY_FILE}; used with a TCP listener).",
+        f" refuses them still (default {DEFAULT_REPLAY_FILE}; used with a TCP listener; each"
+        f" further worker keeps PATH.2, PATH.3 and on).",
     )
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=_workers,
+        default=DEFAULT_WORKERS,
+        help=f"Processes serving the listeners, 1 to {MAX_WORKERS} (default {DEFAULT_WORKERS});"
+        " each counts the gateway's limits on its own (docs/gateway.md, Limits).",
+    )
+
+
+def _workers(text: str) -> int:
+    try:
+        return workers(text)
+    except InvalidRequest as error:
+        raise argparse.ArgumentTypeError(error.rule) from None
 
 
 def run(options: Options, args: Namespace) -> None:
@@ -55,6 +74,9 @@ def run(options: Options, args: Namespace) -> None:
         from slurm_image.entrypoints.gateway.serve import parse_listener
 
         listeners = [parse_listener(text) for text in args.listen or [DEFAULT_LISTEN]]
+        if args.workers > 1:
+            _serve_workers(options, args, listeners)
+            return
         lifecycles, app = build(
             options,
             munge_socket=args.munge_socket,
@@ -68,6 +90,33 @@ def run(options: Options, args: Namespace) -> None:
         raise CommandFailed(error, next_step(error)) from error
 
 
+def _serve_workers(options: Options, args: Namespace, listeners: Sequence[Listener]) -> None:
+    """``--workers N``: the verbs made here, each worker's application in the worker."""
+    from slurm_image.entrypoints.gateway.workers import replay_files, serve_workers
+
+    lifecycles = service_verbs(options)
+    files = replay_files(args.replay_file, args.workers)
+
+    def application(index: int) -> FastAPI:
+        others = files[:index] + files[index + 1 :]
+        return gateway_app(
+            lifecycles,
+            munge_socket=args.munge_socket,
+            listeners=listeners,
+            replay_file=files[index],
+            also=others,
+        )
+
+    serve_workers(
+        lifecycles,
+        application,
+        listeners,
+        args.workers,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
+
+
 def build(
     options: Options,
     *,
@@ -77,22 +126,45 @@ def build(
 ) -> tuple[Lifecycles, FastAPI]:
     """The service account's verbs over the site's profile, and the gateway's application:
     with a TCP listener, the credentials it accepts are kept in ``replay_file`` too."""
-    from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
-    from slurm_image.adapters.munge import MungeAuthenticator
-    from slurm_image.adapters.system_clock import SystemClock
+    lifecycles = service_verbs(options)
+    app = gateway_app(
+        lifecycles, munge_socket=munge_socket, listeners=listeners, replay_file=replay_file
+    )
+    return lifecycles, app
+
+
+def service_verbs(options: Options) -> Lifecycles:
+    """The service account's verbs over the site's profile, its scheduler and store ready."""
     from slurm_image.entrypoints.api import Lifecycles
-    from slurm_image.entrypoints.gateway.app import Gateway, create_app
-    from slurm_image.entrypoints.gateway.who import Who
 
     lifecycles = Lifecycles.from_profile(options.profile, cluster=options.cluster)
     lifecycles.container.submitter_ready()
     lifecycles.open_store()
+    return lifecycles
+
+
+def gateway_app(
+    lifecycles: Lifecycles,
+    *,
+    munge_socket: str,
+    listeners: Sequence[Listener],
+    replay_file: str,
+    also: Sequence[str] = (),
+) -> FastAPI:
+    """The gateway's application over ``lifecycles``: with a TCP listener, the credentials it
+    accepts are kept in ``replay_file`` too (and those in ``also`` refused from the start)."""
+    from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
+    from slurm_image.adapters.munge import MungeAuthenticator
+    from slurm_image.adapters.system_clock import SystemClock
+    from slurm_image.entrypoints.gateway.app import Gateway, create_app
+    from slurm_image.entrypoints.gateway.who import Who
+
     plain_http = any(listener.kind == "http" for listener in listeners)
     tcp = any(listener.kind != "unix" for listener in listeners)
-    accepted = AcceptedCredentialsFile(replay_file, SystemClock()) if tcp else None
+    accepted = AcceptedCredentialsFile(replay_file, SystemClock(), also=also) if tcp else None
     who = Who(
         lifecycles.container.accounts(),
         MungeAuthenticator(socket=munge_socket, accepted=accepted),
         plain_http_ok=plain_http,
     )
-    return lifecycles, create_app(Gateway(lifecycles=lifecycles, who=who))
+    return create_app(Gateway(lifecycles=lifecycles, who=who))

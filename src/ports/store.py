@@ -12,18 +12,26 @@ or times changed while it was read (its bytes would describe no single state of 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from slurm_image.domain.file_kinds import EntryKind
 from slurm_image.domain.identity import FileIdentity
 from slurm_image.ports.hasher import FileDigest
 from slurm_image.ports.workspace import VerifiedRead, Workspace, WorkspaceError
 
-__all__ = ["ChangedWhileRead", "EntryKind", "Store"]
+__all__ = ["ChangeStamp", "ChangedWhileRead", "EntryKind", "Store"]
 
 
 class ChangedWhileRead(WorkspaceError):
     """The file changed between the start and the end of a read."""
+
+
+class ChangeStamp(NamedTuple):
+    """What ``Store.stamp`` sees of a stamp file: which file, and how many bumps it holds."""
+
+    device: int
+    inode: int
+    size: int
 
 
 @runtime_checkable
@@ -104,4 +112,15 @@ class Store(Workspace, Protocol):
         ``staging`` (same filesystem, never read as published state) with exactly ``mode``
         (and the group ``group``, as ``install``), fsynced, renamed over ``path``, directory
         fsynced. A reader sees the old or the new bytes, never a mix."""
+        ...
+
+    def bump(self, path: str) -> None:
+        """Append one byte to the stamp file ``path`` (made ``RECORD_MODE`` when missing, never
+        through a symlink), holding an exclusive lock on it while appending, so that its size
+        counts the bumps even when processes on several hosts bump it at once."""
+        ...
+
+    def stamp(self, path: str) -> ChangeStamp | None:
+        """The stamp file ``path`` as it is now (opened, so that a shared filesystem looks
+        again), or None when there is none. Cheap: a reader asks it at every request."""
         ...

@@ -224,3 +224,32 @@ def test_ensure_directory_with_a_group_gives_it_that_group_and_exactly_the_mode(
     assert workspace_harness.mode(shared) == 0o755
     with pytest.raises(WorkspaceError, match="does not exist here"):
         store.ensure_directory(f"{shared}/other", mode=0o750, group="no-such-group-here")
+
+
+def test_each_bump_grows_the_stamp_by_one_and_a_missing_one_is_none(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    path = f"{area}/changes"
+    assert store.stamp(path) is None
+    store.bump(path)
+    first = store.stamp(path)
+    store.bump(path)
+    store.bump(path)
+    second = store.stamp(path)
+    assert first is not None and second is not None
+    assert (first.size, second.size) == (1, 3)
+    assert (first.device, first.inode) == (second.device, second.inode)
+    assert workspace_harness.mode(path) == 0o644
+
+
+def test_a_stamp_is_none_for_what_is_not_a_regular_file_and_bump_follows_no_symlink(
+    workspace_harness: Any, store: Store, area: str
+) -> None:
+    workspace_harness.mkdir(f"{area}/directory")
+    assert store.stamp(f"{area}/directory") is None
+    workspace_harness.write(f"{area}/target", b"")
+    workspace_harness.symlink(f"{area}/target", f"{area}/link")
+    assert store.stamp(f"{area}/link") is None
+    with pytest.raises((NotRegularFile, UnsafePath)):
+        store.bump(f"{area}/link")
+    assert workspace_harness.read(f"{area}/target") == b""

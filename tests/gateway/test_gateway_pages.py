@@ -25,6 +25,7 @@ from catalog_site import (
     write_progress,
 )
 from gateway_lab import PRIVATE_GROUP, GatewayLab, gateway_lab
+from slurm_image.application.catalog_changes import changing
 from slurm_image.domain.credentials import RegistryCredentials
 
 PAGES = ("/", "/aliases/torch", "/requests", "/requests.json")
@@ -167,8 +168,9 @@ def test_the_signer_is_shown_by_its_key_fingerprint(site: CatalogSite) -> None:
         "signed_digest": digest,
     }
     mode = alias.stat().st_mode
-    alias.write_text(json.dumps(document))  # the record as a signed import leaves it
-    os.chmod(alias, mode)
+    with changing(lab.lifecycles.container.store(), lab.layout):  # counted, as a writer does
+        alias.write_text(json.dumps(document))  # the record as a signed import leaves it
+        os.chmod(alias, mode)
     assert f'title="{fingerprint}"' in get(lab, "/").text
     page = get(lab, "/aliases/vllm-serve").text
     assert f"key <code>{fingerprint}</code> (sigstore-bundle)" in page

@@ -32,6 +32,20 @@ def test_what_one_process_accepted_the_next_knows(tmp_path: Path) -> None:
     assert not second.seen(digest(2))
 
 
+def test_each_worker_keeps_its_own_file_and_knows_what_its_siblings_accepted(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    files = [str(tmp_path / "accepted"), str(tmp_path / "accepted.2")]
+    now = clock.now().timestamp()
+    for index, path in enumerate(files):
+        worker = AcceptedCredentialsFile(path, clock)
+        worker.remember(digest(index), now + 300)
+        worker.close()
+    again = AcceptedCredentialsFile(files[0], clock, also=[*files[1:], files[1] + ".missing"])
+    assert again.seen(digest(0)) and again.seen(digest(1))
+
+
 def test_the_file_is_0600_and_holds_digests_and_ends_only(tmp_path: Path) -> None:
     clock = FakeClock()
     path = tmp_path / "accepted"

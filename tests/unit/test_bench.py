@@ -14,6 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from support import PACKAGE_DIR
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -261,14 +263,21 @@ def test_the_gateway_load_asks_a_served_store_for_every_alias_and_the_whole_cata
         site.alias(name)
     shown = gateway_bench.Catalog(site, names)
     sizes = gateway_bench.LoadSizes(
-        clients=4, show_requests=12, list_aliases=0, list_requests=4, rounds=1
+        workers=2,
+        clients=4,
+        show_requests=12,
+        list_aliases=0,
+        list_requests=4,
+        rounds=1,
+        listing_aliases=0,
     )
+    env = dict(bench.ENV, PYTHONPATH=PACKAGE_DIR)
     figures = gateway_bench.under_load(
-        shown, shown, sizes, cli=bench.CLI, env=bench.ENV, rounds=bench.rounds
+        shown, shown, sizes, cli=bench.CLI, env=env, rounds=bench.rounds
     )
-    assert figures["gateway_clients"] == 4
+    assert (figures["gateway_clients"], figures["gateway_workers"]) == (4, 2)
     assert figures["gateway_list_aliases"] == 3
-    for kind in ("show", "list"):
+    for kind in ("show", "show_paced", "list"):
         assert figures[f"gateway_{kind}_per_second"] > 0
         assert 0 < figures[f"gateway_{kind}_p50_ms"] <= figures[f"gateway_{kind}_p99_ms"]
         assert figures[f"gateway_{kind}_server_cpu_ms"] >= 0
@@ -276,6 +285,26 @@ def test_the_gateway_load_asks_a_served_store_for_every_alias_and_the_whole_cata
         figures["gateway_show_p50_ms"] / figures["gateway_cli_show_ms"]
     )
     assert not (tmp_path / "site" / "gateway.sock").exists(), "the server stopped and cleaned up"
+
+
+def test_the_full_listing_reads_every_page_of_a_large_catalog_and_the_cli_its_whole(
+    bench: ModuleType, gateway_bench: ModuleType, tmp_path: Path
+) -> None:
+    site = bench.Site(tmp_path / "site")
+    names = [f"alias{i:05d}" for i in range(1001)]
+    site.publish(site.publish_finished(names[0], b"hsqs" + bytes(60) + b"bench"))
+    site.copies(names[0], names[1:])
+    figures = gateway_bench.full_listing(
+        gateway_bench.Catalog(site, names),
+        cli=bench.CLI,
+        env=dict(bench.ENV, PYTHONPATH=PACKAGE_DIR),
+        rounds=bench.rounds,
+        count=1,
+    )
+    assert (figures["listing_aliases"], figures["listing_gateway_pages"]) == (1001, 2)
+    assert figures["listing_gateway_bytes"] > 1001 * 100
+    assert figures["listing_cli_bytes"] > 1001 * 100
+    assert figures["listing_gateway_s"] > 0 and figures["listing_cli_s"] > 0
 
 
 def test_ten_requesters_of_one_digest_through_the_gateway_make_one_job(

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from slurm_image.adapters.memory.workspace import MemoryFilesystem, MemoryNode, MemoryWorkspace
 from slurm_image.domain import paths
 from slurm_image.domain.identity import FileIdentity
+from slurm_image.domain.store_layout import RECORD_MODE
 from slurm_image.ports.hasher import FileDigest
-from slurm_image.ports.store import ChangedWhileRead, EntryKind
+from slurm_image.ports.store import ChangedWhileRead, ChangeStamp, EntryKind
 from slurm_image.ports.workspace import (
     AccessDenied,
     AlreadyExists,
@@ -207,6 +208,20 @@ class MemoryStore(MemoryWorkspace):
     def _check_group(self, group: str | None, field: str) -> None:
         if group is not None and group not in self.groups:
             raise WorkspaceError(field=field, rule=f"group {group} does not exist here")
+
+    def bump(self, path: str) -> None:
+        with self.filesystem.lock:
+            self.appending(path, mode=RECORD_MODE).data.append(ord("."))
+
+    def stamp(self, path: str) -> ChangeStamp | None:
+        with self.filesystem.lock:
+            try:
+                node = self._entry(path)
+            except WorkspaceError:
+                return None
+            if node is None or node.kind != "file":
+                return None
+            return ChangeStamp(node.identity.device, node.inode, len(node.data))
 
     def appending(self, path: str, *, mode: int) -> MemoryNode:
         """The regular file ``path`` to append to, as ``LocalStore.open_appending`` opens it:

@@ -4,7 +4,8 @@ each, and the store settled when it starts and every ``SETTLE_EVERY_S`` after.
 Listeners: ``unix:PATH`` (made 0666 in its directory, made 0755 if missing: the kernel says who
 connects), ``https://HOST:PORT`` (with ``--tls-cert``/``--tls-key``), and ``http://HOST:PORT``
 on a loopback address only. Several at once; the plain ones share one server, the TLS ones
-another.
+another. With ``--workers N`` (``gateway.workers``) the sockets are bound once and served by N
+processes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import signal
 import socket
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,16 @@ class _Settler:
             self._stop.wait(self._every_s)
 
 
+def require_tls_files(
+    listeners: Sequence[Listener], tls_cert: str | None, tls_key: str | None
+) -> None:
+    """An https:// listener needs ``--tls-cert`` and ``--tls-key``."""
+    if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
+        raise InvalidRequest(
+            field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
+        )
+
+
 def build_servers(
     app: FastAPI,
     listeners: Sequence[Listener],
@@ -109,17 +120,20 @@ def build_servers(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     trusted_proxies: Sequence[str] = (),
+    bound: Mapping[Listener, socket.socket] | None = None,
+    accept_at_once: int | None = None,
 ) -> list[tuple[QuietServer, list[socket.socket]]]:
     """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
     HTTP) share one, the TLS ones another. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
     read only from ``trusted_proxies`` (``[gateway] trusted_proxies``), and from nobody when it
     is empty (uvicorn would take them from 127.0.0.1 by default). A request's head is buffered
     up to twice ``MAX_HEAD_BYTES``, so that one past that bound is answered with the product's
-    error (``gateway.inputs``) however it arrives; past twice, the connection is closed."""
-    if any(listener.tls for listener in listeners) and not (tls_cert and tls_key):
-        raise InvalidRequest(
-            field="tls_cert", rule="an https:// listener needs --tls-cert and --tls-key"
-        )
+    error (``gateway.inputs``) however it arrives; past twice, the connection is closed.
+    ``bound``: each listener's socket, bound already (by default each is bound here);
+    ``accept_at_once``: the connections taken at most each time a listener is ready (by
+    default uvicorn's backlog, 2,048, which it also gives the kernel for a socket it listens
+    on)."""
+    require_tls_files(listeners, tls_cert, tls_key)
     settings = app.state.gateway.settings
     limits = ConnectionLimits(
         total=settings.max_connections,
@@ -146,8 +160,10 @@ def build_servers(
             h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES,
             proxy_headers=bool(trusted_proxies),
             forwarded_allow_ips=list(trusted_proxies) or None,
+            backlog=accept_at_once or 2048,
         )
-        servers.append((QuietServer(config), [bind(listener) for listener in chosen]))
+        sockets = [bind(listener) if bound is None else bound[listener] for listener in chosen]
+        servers.append((QuietServer(config), sockets))
     return servers
 
 
