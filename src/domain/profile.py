@@ -62,6 +62,8 @@ IMPORTERS = ("enroot", "stream")
 """What turns an image's layers into its squashfs: Enroot's own import (the default), or the
 stream importer (merge_layers.py into tar2sqfs, docs/enroot.md section 16)."""
 DEFAULT_IMPORTER = "enroot"
+STREAM_TOOLS = ("python3", "tar2sqfs")
+"""What the stream importer runs on the node (the job exits 85 without either)."""
 
 
 # One year: a job limit beyond it is a typo, and Slurm keeps limits in 32-bit minutes.

@@ -16,6 +16,7 @@ from slurm_image.domain.architecture import ARCHITECTURES, elf_machine, oci_name
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
+from slurm_image.domain.profile import STREAM_TOOLS
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.shell import quote
 
@@ -188,6 +189,7 @@ def _import_assignments(plan: Plan) -> list[str]:
         lines.append(f"readonly {key}={quote(value, key)}")
     if _streams(plan):
         lines.append(f"readonly REPOSITORY={quote(reference.enroot_repository, 'REPOSITORY')}")
+        lines.append(f"readonly STREAM_TOOLS=({' '.join(quote(tool) for tool in STREAM_TOOLS)})")
     return lines
 
 

@@ -2,9 +2,9 @@
 # each checked against the digest it was fetched by, then merged by merge_layers.py straight
 # into tar2sqfs. Nothing is unpacked: the space it takes is the compressed blobs and the image.
 stream_tools() {
-    # python3 and tar2sqfs on the job's PATH, else exit 85 naming the one missing
+    # STREAM_TOOLS (python3, tar2sqfs) on the job's PATH, else exit 85 naming the one missing
     local tool
-    for tool in python3 tar2sqfs; do
+    for tool in "${STREAM_TOOLS[@]}"; do
         command -v "$tool" >/dev/null ||
             die 85 "$tool is missing in $JOB_PATH (the stream importer needs it)"
     done
