@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,3 +170,33 @@ def test_a_node_without_tar2sqfs_fails_the_stream_import_with_85(
     assert standin.commands() == ["version"]
     assert not any("/blobs/" in path for _, path, _ in registry.requests)
     nothing_kept(job)
+
+
+@pytest.mark.parametrize(
+    ("squash_options", "compressor"), [(None, "lzo"), ("-comp gzip -noD -mem 512M", "gzip")]
+)
+def test_the_stream_import_squashes_with_the_compressor_enroot_would_use(
+    make_job: JobFactory,
+    registry: LyingRegistry,
+    registry_images: dict[str, str],
+    squash_options: str | None,
+    compressor: str,
+) -> None:
+    environment = dict(HTTP)
+    if squash_options:
+        environment["ENROOT_SQUASH_OPTIONS"] = squash_options
+    job = make_job(
+        operation="import_oci",
+        role="client",
+        source=source(registry, CLIENT, pinned(registry_images, "client")),
+        environment=environment,
+        importer="stream",
+    )
+
+    result = job.run()
+
+    assert result.returncode == 0, result.stderr
+    superblock = subprocess.run(
+        ["unsquashfs", "-s", job.paths.candidate], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"Compression {compressor}\n" in superblock
