@@ -46,7 +46,7 @@ stream_authenticate() {
     fi
     [[ $challenge =~ realm=\"([^\"]*)\" ]] || return 0
     realm=${BASH_REMATCH[1]}
-    service="" scope=""
+    service="" scope="repository:$REPOSITORY:pull"
     [[ ! $challenge =~ service=\"([^\"]*)\" ]] || service=${BASH_REMATCH[1]}
     [[ ! $challenge =~ scope=\"([^\"]*)\" ]] || scope=${BASH_REMATCH[1]}
     [[ $realm =~ ^https?:// ]] || die 79 "the registry's token realm is not an http(s) URL"
@@ -127,6 +127,8 @@ run_import() {
     rm -f -- "$scratch/stream-token"
     check_chain 0
     say "merging ${#layers[@]} layers into $PARTIAL with tar2sqfs"
+    # one pass: nothing is extracted before the squash
+    progress squash
     stream_squash "$PARTIAL" "$BLOBS/$config" "$source_uri" "${layers[@]}"
     rm -rf -- "$BLOBS" "$STREAMER"
 }
