@@ -11,6 +11,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from lying_registry import (
     lying_registry,
     pinned,
 )
+from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.inspection import validate_inspection
 from slurm_image.domain.verified_chain import validate_chain_record
 
@@ -200,3 +202,46 @@ def test_the_stream_import_squashes_with_the_compressor_enroot_would_use(
         ["unsquashfs", "-s", job.paths.candidate], capture_output=True, text=True, check=True
     ).stdout
     assert f"Compression {compressor}\n" in superblock
+
+
+@pytest.mark.parametrize("bearer", [False, True], ids=["basic", "bearer"])
+def test_a_stream_import_from_a_registry_that_wants_a_login_uses_the_staged_one(
+    make_job: JobFactory, standin: Standin, registry_images: dict[str, str], bearer: bool
+) -> None:
+    need(shutil.which("tar2sqfs") is not None, "tar2sqfs missing (squashfs-tools-ng)")
+    with lying_registry(login=("builder", "s3cret"), bearer=bearer) as registry:
+        reference = source(registry, CLIENT, pinned(registry_images, "client"))
+        job = make_job(
+            operation="import_oci",
+            role="client",
+            source=reference,
+            environment=HTTP,
+            importer="stream",
+            credentials=RegistryCredentials("127.0.0.1", "builder", "s3cret"),
+        )
+
+        result = job.run()
+
+        assert result.returncode == 0, result.stderr
+        assert standin.commands() == ["version", "create", "start", "remove"]
+        tokens = [path for _, path, _ in registry.requests if path.startswith("/token?")]
+        assert len(tokens) == (1 if bearer else 0)
+        if bearer:  # the challenge named no scope: the job asks for pull of the repository
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(tokens[0]).query)
+            assert query == {"service": ["lying"], "scope": [f"repository:{CLIENT}:pull"]}
+    assert job.leftover_scratch() == []
+    assert not Path(job.paths.enroot_config, ".credentials").exists()
+
+
+def test_a_stream_import_without_the_login_a_registry_wants_fails_saying_so(
+    make_job: JobFactory, standin: Standin, registry_images: dict[str, str]
+) -> None:
+    need(shutil.which("tar2sqfs") is not None, "tar2sqfs missing (squashfs-tools-ng)")
+    with lying_registry(login=("builder", "s3cret")) as registry:
+        reference = source(registry, CLIENT, pinned(registry_images, "client"))
+        job, result = run_import(make_job, reference, importer="stream")
+
+    assert result.returncode == 22, result.stderr
+    assert "failed with status 22, without credentials" in result.stderr
+    assert standin.commands() == ["version"]
+    nothing_kept(job)

@@ -49,14 +49,14 @@ stream_authenticate() {
     service="" scope="repository:$REPOSITORY:pull"
     [[ ! $challenge =~ service=\"([^\"]*)\" ]] || service=${BASH_REMATCH[1]}
     [[ ! $challenge =~ scope=\"([^\"]*)\" ]] || scope=${BASH_REMATCH[1]}
-    [[ $realm =~ ^https?:// ]] || die 79 "the registry's token realm is not an http(s) URL"
+    [[ $realm =~ ^https?:// ]] || stream_failed 1 "a token (the challenge names no http(s) realm)"
     status=0
     token=$("$real_curl" "${stream_options[@]}" -f -G "${netrc[@]}" \
         --data-urlencode "service=$service" --data-urlencode "scope=$scope" -- "$realm" |
         jq -r '(.token // .access_token)? // empty') || status=$?
     ((status == 0)) || stream_failed "$status" "a token"
-    [[ $token =~ ^[A-Za-z0-9._~+/=-]{1,8192}$ ]] ||
-        die 79 "the registry's token service answered no usable token"
+    [[ $token =~ ^[A-Za-z0-9_.~+/=-]{1,8192}$ ]] ||
+        stream_failed 1 "a token (the token service answered none that can be sent)"
     printf 'header = "Authorization: Bearer %s"\n' "$token" >"$scratch/stream-token"
     stream_auth=(-K "$scratch/stream-token")
 }
