@@ -9,11 +9,13 @@ Bounded: it serves at most ``max_requests`` requests and stops itself after ``li
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import http.client
 import io
 import json
+import secrets
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -55,8 +57,15 @@ class LyingRegistry:
         repositories: tuple[str, ...] = TEST_REPOSITORIES,
         lifetime: float = 600,
         max_requests: int = 5000,
+        login: tuple[str, str] | None = None,
+        bearer: bool = False,
     ) -> None:
+        """``login``: the (user, password) every request must carry, as Basic, or with
+        ``bearer`` as a token its realm (``/token``, no scope in the challenge) gives that login."""
         self.upstream = upstream
+        self.login = login
+        self.bearer = bearer
+        self.token = secrets.token_urlsafe(24)
         self.repositories = repositories
         self.answers: list[Answer] = []
         self.requests: list[tuple[str, str, str]] = []  # method, path, Accept
@@ -136,6 +145,8 @@ class LyingRegistry:
         if exhausted:
             self._send(handler, 503, {}, b"request budget exhausted\n", body)
             return
+        if self.login is not None and not self._allowed(handler, body):
+            return
         for rule in self.answers:
             if rule.path == handler.path and (rule.accept is None or rule.accept in accept):
                 headers = {"Content-Type": rule.media_type}
@@ -157,6 +168,27 @@ class LyingRegistry:
             if key.lower() in ("content-type", "docker-content-digest", "www-authenticate")
         }
         self._send(handler, status, kept, data, body)
+
+    def _allowed(self, handler: BaseHTTPRequestHandler, body: bool) -> bool:
+        """Whether the request carries the login (or its token); else answered here."""
+        assert self.login is not None
+        basic = "Basic " + base64.b64encode(":".join(self.login).encode()).decode()
+        given = handler.headers.get("Authorization")
+        if self.bearer and handler.path.startswith("/token?"):
+            if given != basic:
+                self._send(handler, 401, {}, b'{"errors": [{"code": "UNAUTHORIZED"}]}', body)
+            else:
+                self._send(handler, 200, {}, json.dumps({"token": self.token}).encode(), body)
+            return False
+        if given == (f"Bearer {self.token}" if self.bearer else basic):
+            return True
+        challenge = (
+            f'Bearer realm="http://{self.address}/token",service="lying"'
+            if self.bearer
+            else 'Basic realm="lying"'
+        )
+        self._send(handler, 401, {"WWW-Authenticate": challenge}, b"{}", body)
+        return False
 
     @staticmethod
     def _send(

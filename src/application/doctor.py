@@ -5,6 +5,7 @@ through the configured adapter), ``partition`` (exists, is UP, and the profile's
 time fit its limits), ``workspace`` (the root is writable, and which filesystem holds it), then a
 tiny job through the same isolation as real jobs: ``job`` (it ran), ``enroot`` (the compute
 node's version), ``squashfs_tools`` (``mksquashfs`` and ``unsquashfs`` found on ``job_path``),
+``importer`` (the profile's ``image_build.importer``, and for ``stream`` python3 and tar2sqfs),
 ``local_scratch`` (where Enroot's scratch goes, its filesystem and free space, and whether the
 job's scratch was gone after it), ``sandbox`` (the image can run in user, PID and network
 namespaces of its own, as which host id: never root) and
@@ -43,7 +44,7 @@ from slurm_image.domain.identity import FileIdentity
 from slurm_image.domain.job import JobState, JobStatus
 from slurm_image.domain.partition import fit_problems
 from slurm_image.domain.policy import Policy
-from slurm_image.domain.profile import SiteProfile
+from slurm_image.domain.profile import DEFAULT_IMPORTER, STREAM_TOOLS, SiteProfile
 from slurm_image.domain.script import SANDBOX_ID
 from slurm_image.domain.signatures import KEY_MAX_BYTES, load_public_key
 from slurm_image.ports.clock import Clock
@@ -65,6 +66,7 @@ LAYER_CACHE = "layer_cache"
 JOB = "job"
 ENROOT = "enroot"
 SQUASHFS_TOOLS = "squashfs_tools"
+IMPORTER = "importer"
 LOCAL_SCRATCH = "local_scratch"
 SANDBOX = "sandbox"
 INSPECTION_PATH = "inspection_path"
@@ -80,6 +82,7 @@ CHECKS = (
     JOB,
     ENROOT,
     SQUASHFS_TOOLS,
+    IMPORTER,
     LOCAL_SCRATCH,
     SANDBOX,
     INSPECTION_PATH,
@@ -216,7 +219,7 @@ class Doctor:
             if report is None:
                 run.skip(node_checks[1:], "the doctor's job did not report")
             else:
-                self._judge_node(run, report)
+                self._judge_node(run, report, profile.image_build.importer)
                 _judge_architecture(run, report, profile.image_build.arch)
         if directory is not None:
             self._remove(job, directory)
@@ -420,7 +423,7 @@ class Doctor:
             return ""
         return read.data.decode("utf-8", "replace")
 
-    def _judge_node(self, run: _Run, report: NodeReport) -> None:
+    def _judge_node(self, run: _Run, report: NodeReport, importer: str | None) -> None:
         version = enroot_version_tuple(report.enroot_version)
         if version is None:
             found = repr(report.enroot_version) if report.enroot_version else "nothing"
@@ -447,6 +450,7 @@ class Doctor:
             )
         else:
             run.add(SQUASHFS_TOOLS, True, f"{report.mksquashfs}, {report.unsquashfs}")
+        _judge_importer(run, report, importer)
         if report.scratch_free_bytes is None:
             run.add(LOCAL_SCRATCH, False, f"cannot tell the free space of {report.scratch!r}")
         elif report.scratch_filesystem.lower() in NETWORK_FILESYSTEMS:
@@ -472,6 +476,30 @@ class Doctor:
             )
         _judge_sandbox(run, report)
         _judge_inspection_path(run, report)
+
+
+def _judge_importer(run: _Run, report: NodeReport, importer: str | None) -> None:
+    """Which importer the profile's jobs use and why, and whether the node has what the stream
+    importer runs."""
+    why = "the profile's image_build.importer" if importer else "the default"
+    missing = [tool for tool in STREAM_TOOLS if not getattr(report, tool)]
+    if (importer or DEFAULT_IMPORTER) != "stream":
+        found = f"tar2sqfs at {report.tar2sqfs}" if report.tar2sqfs else "no tar2sqfs"
+        run.add(IMPORTER, True, f"Enroot's import ({why}); {found} on the node")
+    elif missing:
+        run.add(
+            IMPORTER,
+            False,
+            f"the stream importer ({why}), but {' and '.join(missing)} not found on job_path"
+            f" {report.job_path}: its imports would exit 85",
+        )
+    else:
+        run.add(
+            IMPORTER,
+            True,
+            f"the stream importer ({why}): merge_layers.py with {report.python3} into"
+            f" {report.tar2sqfs}",
+        )
 
 
 def _judge_sandbox(run: _Run, report: NodeReport) -> None:

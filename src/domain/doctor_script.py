@@ -37,6 +37,8 @@ REPORT_KEYS = (
     "enroot",
     "mksquashfs",
     "unsquashfs",
+    "tar2sqfs",
+    "python3",
     "scratch",
     "scratch_free_bytes",
     "scratch_filesystem",
@@ -166,6 +168,9 @@ class NodeReport(BaseModel):
     enroot: str = ""
     mksquashfs: str = ""
     unsquashfs: str = ""
+    tar2sqfs: str = ""
+    python3: str = ""
+    """Where the stream importer's programs are on ``job_path`` (empty: not found)."""
     scratch: str = ""
     scratch_free_bytes: int | None = None
     scratch_filesystem: str = ""

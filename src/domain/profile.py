@@ -58,6 +58,12 @@ ENROOT_ENVIRONMENT_RESERVED = frozenset(
 ENROOT_YES = frozenset({"y", "yes", "true", "1", "on"})
 """The values Enroot reads as yes in a boolean setting (the others are no)."""
 SUBMITTER_KIND = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+IMPORTERS = ("enroot", "stream")
+"""What turns an image's layers into its squashfs: Enroot's own import (the default), or the
+stream importer (merge_layers.py into tar2sqfs, docs/enroot.md section 16)."""
+DEFAULT_IMPORTER = "enroot"
+STREAM_TOOLS = ("python3", "tar2sqfs")
+"""What the stream importer runs on the node (the job exits 85 without either)."""
 
 
 # One year: a job limit beyond it is a typo, and Slurm keeps limits in 32-bit minutes.
@@ -85,6 +91,12 @@ def _time_limit(value: str) -> str:
     hours, minutes, seconds = (int(part) for part in match.groups())
     if hours * 3600 + minutes * 60 + seconds > MAX_TIME_LIMIT_HOURS * 3600:
         raise ValueError(f"must be at most {MAX_TIME_LIMIT_HOURS}:00:00 (one year)")
+    return value
+
+
+def _importer(value: str) -> str:
+    if value not in IMPORTERS:
+        raise ValueError(f"must be one of {', '.join(repr(name) for name in IMPORTERS)}")
     return value
 
 
@@ -121,6 +133,12 @@ class ImageBuild(BaseModel):
     job_path: Annotated[str, _path_rule(paths.job_path, "job_path")] = paths.DEFAULT_JOB_PATH
     arch: Annotated[str, _path_rule(check_architecture, "arch")] | None = absent_when_none()
     """The architecture this profile builds for; None: the build node's."""
+    importer: Annotated[str, AfterValidator(_importer)] | None = absent_when_none()
+    """``IMPORTERS``' name of what imports; None: ``DEFAULT_IMPORTER``."""
+
+    @property
+    def importer_name(self) -> str:
+        return self.importer or DEFAULT_IMPORTER
 
 
 class Inspection(BaseModel):

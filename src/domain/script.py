@@ -9,12 +9,14 @@ and quoted by ``shell.quote``. Every path the steps use is one of those assignme
 from __future__ import annotations
 
 import textwrap
+from importlib import resources
 
 from slurm_image.domain import job_steps, paths, verified_chain
 from slurm_image.domain.architecture import ARCHITECTURES, elf_machine, oci_name
 from slurm_image.domain.inspection import MAX_INSPECTION_BYTES
 from slurm_image.domain.job import JobSpec
 from slurm_image.domain.plan import CONTAINER_PREFIX, Plan
+from slurm_image.domain.profile import STREAM_TOOLS
 from slurm_image.domain.reference import parse_reference
 from slurm_image.domain.shell import quote
 
@@ -51,6 +53,8 @@ EXIT_CODES: dict[int, str] = {
     " or its index names no manifest for it)",
     84: "the layer cache could be changed by another user (owner, mode, a symlink of another"
     " user's, not a directory) or cannot be created",
+    85: "the stream importer's python3 or tar2sqfs is missing on the node",
+    86: "the stream importer could not merge the image's layers or squash them (tar2sqfs)",
 }
 
 
@@ -75,6 +79,10 @@ def _required_distributions(plan: Plan) -> str:
 # Values that no step reads (shellcheck would ask why), for whoever reads the script.
 _UNREAD = "# shellcheck disable=SC2034 # {}"
 _UNREAD_BY_ANY = {"LIFECYCLE_ID": "the lifecycle the job belongs to, for its reader"}
+_UNREAD_BY_STREAM = {
+    "SOURCE_URI_TAG_DIGEST": "the stream importer asks the registry by digest",
+    "DIGEST_URI_ENROOT": "the stream importer asks the registry by digest",
+}
 _UNREAD_BY_INSPECT = {
     "CANDIDATE": "an inspect job makes no candidate",
     "SOURCE_URI": "an inspect job reads no source",
@@ -174,7 +182,15 @@ def _import_assignments(plan: Plan) -> list[str]:
         ("LAYER_CACHE", plan.layer_cache or ""),
         ("TOKEN_MAX_AGE_MINUTES", str(plan.job_spec().time_limit_minutes)),
     ]
-    return [f"readonly {key}={quote(value, key)}" for key, value in values]
+    lines = []
+    for key, value in values:
+        if _streams(plan) and key in _UNREAD_BY_STREAM:
+            lines.append(_UNREAD.format(_UNREAD_BY_STREAM[key]))
+        lines.append(f"readonly {key}={quote(value, key)}")
+    if _streams(plan):
+        lines.append(f"readonly REPOSITORY={quote(reference.enroot_repository, 'REPOSITORY')}")
+        lines.append(f"readonly STREAM_TOOLS=({' '.join(quote(tool) for tool in STREAM_TOOLS)})")
+    return lines
 
 
 def _site_environment(plan: Plan) -> list[str]:
@@ -182,11 +198,23 @@ def _site_environment(plan: Plan) -> list[str]:
     return [f"export {key}={quote(env[key], key)}" for key in sorted(env)]
 
 
+def _streams(plan: Plan) -> bool:
+    """Whether the plan imports with the stream importer (the profile's image_build.importer)."""
+    return plan.operation == "import_oci" and plan.profile.image_build.importer_name == "stream"
+
+
 def render_script(plan: Plan) -> str:
     """Render the batch script of ``plan``. The same plan always gives the same bytes."""
     importing = plan.operation == "import_oci"
     body = [job_steps.steps(*CHECK_STEPS)]
-    if importing:
+    if _streams(plan):
+        body += [
+            job_steps.steps(*STREAM_IMPORT_STEPS_BEFORE_CURL),
+            _streamer_step(),
+            _verifying_curl_step(),
+            job_steps.steps(*IMPORT_STEPS_AFTER_CURL),
+        ]
+    elif importing:
         body += [
             job_steps.steps(*IMPORT_STEPS_BEFORE_CURL),
             _verifying_curl_step(),
@@ -281,6 +309,16 @@ CHECK_STEPS = (
 # model) and what the job reads of it; 6 the import into the attempt.
 IMPORT_STEPS_BEFORE_CURL = ("04b-layer-cache", "06a-run-import", "06b-credentials", "06c-chain")
 IMPORT_STEPS_AFTER_CURL = ("06c-check-chain", "06-import")
+# With image_build.importer = "stream", 6a is the stream importer's: the fetches through the
+# verifying curl, each layer checked, merged into tar2sqfs (``stream-squash``) by the streamer
+# the script carries (below).
+STREAM_IMPORT_STEPS_BEFORE_CURL = (
+    "04b-layer-cache",
+    "stream-squash",
+    "06a-stream-import",
+    "06b-credentials",
+    "06c-chain",
+)
 # The inspection path (step ``inspection-path``, which the doctor reports with): the overlay
 # above the mounted image, else an unpacked copy. 8b: Enroot's `start` reads the root's
 # etc/fstab and etc/environment and runs hooks on the host's view of the root, where an image's
@@ -347,4 +385,21 @@ def _verifying_curl_step() -> str:
     return (
         f"(set -C && cat >\"$CHAIN/bin/curl\") <<'{VERIFYING_CURL_MARKER}'\n"
         f"{verifying_curl()}{VERIFYING_CURL_MARKER}\n"
+    )
+
+
+# The streamer (slurm_image.streamer's merge_layers.py, Python 3.8 and its standard library
+# alone), carried in the script so that the script's digest covers it: the stream importer's
+# step 6a writes it into the job's scratch, once, never through an existing file.
+STREAMER_MARKER = "STREAMER_PROGRAM"
+STREAMER = resources.files("slurm_image.streamer").joinpath("merge_layers.py").read_text("utf-8")
+
+
+def _streamer_step() -> str:
+    """``write_streamer``: the streamer's here-document, as step 6a calls it."""
+    return (
+        "write_streamer() {\n"
+        f"    (set -C && cat >\"$STREAMER\") <<'{STREAMER_MARKER}'\n"
+        f"{STREAMER}{STREAMER_MARKER}\n"
+        "}\n"
     )

@@ -140,6 +140,7 @@ class Job:
         architecture: str | None = None,
         system_path: str = DEFAULT_JOB_PATH,
         layer_cache: str | bool | None = None,
+        importer: str | None = None,
     ) -> None:
         self.tmp = tmp
         self.standin = standin
@@ -156,6 +157,8 @@ class Job:
         }
         if local_scratch:
             build["local_scratch"] = str(self.scratch)
+        if importer:
+            build["importer"] = importer
         document: dict[str, Any] = {"workspace_root": str(self.workspace), "image_build": build}
         enroot: dict[str, Any] = {}
         if environment:

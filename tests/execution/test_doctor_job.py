@@ -18,6 +18,7 @@ from harness import (
     fake_binfmt_misc,
     install_failing_rm,
     need,
+    path_without,
     point_at_binfmt_misc,
 )
 
@@ -100,7 +101,7 @@ def test_the_doctor_job_runs_enroot_in_the_real_jobs_isolation(
     assert (report.node, report.scratch) == (os.uname().nodename, str(scratch))
     assert report.scratch_free_bytes is not None and report.scratch_free_bytes > 0
     assert report.scratch_filesystem
-    for tool in ("mksquashfs", "unsquashfs"):
+    for tool in ("mksquashfs", "unsquashfs", "tar2sqfs", "python3"):
         assert getattr(report, tool) == (shutil.which(tool, path="/usr/bin:/bin") or "")
 
     (call,) = standin.calls()
@@ -226,3 +227,14 @@ def test_the_doctor_job_reports_a_scratch_it_could_not_remove(
     report = parse_report(stdout)
     assert report.scratch_removed.startswith("no: ")
     assert report.scratch_removed.endswith(" entries left")
+
+
+def test_the_doctor_job_reports_a_node_without_tar2sqfs(
+    tmp_path: Path, world_readable_tmp: Path, standin: Standin
+) -> None:
+    need(shutil.which("tar2sqfs", path="/usr/bin:/bin") is not None, "tar2sqfs missing")
+    system = path_without(world_readable_tmp / "bin", "tar2sqfs")
+    _, stdout = run_doctor_job(tmp_path, standin, system_path=system)
+    report = parse_report(stdout)
+    assert report.tar2sqfs == ""
+    assert report.python3 == f"{system}/python3"

@@ -111,13 +111,14 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "job",
         "enroot",
         "squashfs_tools",
+        "importer",
         "local_scratch",
         "sandbox",
         "inspection_path",
         "architecture",
     ]
     assert [line.split()[0] for line in lines] == (
-        ["ok"] * 6 + ["FAIL", "ok", "ok", "FAIL", "ok", "ok"]
+        ["ok"] * 6 + ["FAIL", "ok", "ok", "ok", "FAIL", "ok", "ok"]
     )
     assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[6]
     assert done.stderr == ""

@@ -368,6 +368,9 @@ def test_a_missing_workspace_root_exits_2_and_creates_nothing(
         ('time_limit = "1:00:00"', 'time_limit = "0:00:00"', "image_build.time_limit"),
         ('partition = "cpu"', 'partition = "cpu gpu"', "image_build.partition"),
         ('partition = "cpu"', 'partition = "cpu"\ngres = "gpu:1"', "image_build.gres"),
+        ('partition = "cpu"', 'partition = "cpu"\nimporter = "tar"', "image_build.importer"),
+        ('partition = "cpu"', 'partition = "cpu"\nimporter = "Stream"', "image_build.importer"),
+        ('partition = "cpu"', 'partition = "cpu"\nimporter = true', "image_build.importer"),
         (
             'time_limit = "1:00:00"',
             'time_limit = "1:00:00"\n[enroot]\nenvironment = { ENROOT_DATA_PATH = "/x" }',

@@ -249,6 +249,7 @@ def test_an_unreachable_scheduler_fails_and_nothing_is_submitted() -> None:
         "job": False,
         "enroot": False,
         "squashfs_tools": False,
+        "importer": False,
         "local_scratch": False,
         "sandbox": False,
         "inspection_path": False,
@@ -481,3 +482,41 @@ def test_a_layer_cache_another_user_could_change_fails_and_exits_2(
 def test_a_layer_cache_turned_off_passes_and_says_so() -> None:
     report = with_cache(Site(), layer_cache=False).run()
     assert detail(report, "layer_cache") == "off: every import downloads every layer"
+
+
+STREAM_TOOLS_REPORT = GOOD_REPORT + (
+    "slurm-image-doctor: tar2sqfs=/usr/bin/tar2sqfs\nslurm-image-doctor: python3=/usr/bin/python3\n"
+)
+
+
+def test_enroot_imports_by_default_and_the_doctor_says_so() -> None:
+    site = Site()
+    site.stdout = STREAM_TOOLS_REPORT
+    report = site.run()
+    assert report.ok, report.checks
+    assert detail(report, "importer") == (
+        "Enroot's import (the default); tar2sqfs at /usr/bin/tar2sqfs on the node"
+    )
+
+
+def test_the_stream_importer_passes_where_the_node_has_its_programs() -> None:
+    site = Site(importer="stream")
+    site.stdout = STREAM_TOOLS_REPORT
+    report = site.run()
+    assert report.ok, report.checks
+    assert detail(report, "importer") == (
+        "the stream importer (the profile's image_build.importer): merge_layers.py with"
+        " /usr/bin/python3 into /usr/bin/tar2sqfs"
+    )
+
+
+def test_the_stream_importer_fails_where_the_node_has_no_tar2sqfs() -> None:
+    site = Site(importer="stream")
+    site.stdout = GOOD_REPORT + "slurm-image-doctor: python3=/usr/bin/python3\n"
+    report = site.run()
+    assert not report.ok
+    assert [name for name, ok in verdicts(report).items() if not ok] == ["importer"]
+    assert detail(report, "importer") == (
+        "the stream importer (the profile's image_build.importer), but tar2sqfs not found on"
+        " job_path /opt/enroot/bin:/usr/bin:/bin: its imports would exit 85"
+    )

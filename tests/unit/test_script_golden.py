@@ -29,6 +29,7 @@ from slurm_image.domain.script import (
     IMPORT_STEPS_AFTER_CURL,
     IMPORT_STEPS_BEFORE_CURL,
     STAGE_STEPS,
+    STREAM_IMPORT_STEPS_BEFORE_CURL,
     VERIFYING_CURL_MARKER,
     VERIFYING_CURL_STEPS,
     render_script,
@@ -37,12 +38,14 @@ from slurm_image.domain.script import (
 from support import DIGEST, FULL_PROFILE, PROFILE, PYTORCH_URI, SQSH, make_plan
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+STREAM_PROFILE = {**PROFILE, "image_build": {**PROFILE["image_build"], "importer": "stream"}}
 UPDATE = os.environ.get("SLURM_IMAGE_UPDATE_GOLDEN") == "1"
 
 CASES: dict[str, dict[str, Any]] = {
     "import_client.sbatch": {},
     "inspect_serving.sbatch": {"operation": "inspect_sqsh", "source": SQSH, "role": "serving"},
     "import_client_site_options.sbatch": {"profile": FULL_PROFILE, "architecture": "aarch64"},
+    "import_client_stream.sbatch": {"profile": STREAM_PROFILE},
 }
 
 
@@ -174,7 +177,19 @@ def test_script_isolates_the_job_environment() -> None:
 
 @pytest.mark.parametrize("code", sorted(EXIT_CODES))
 def test_every_documented_job_exit_code_is_used_by_the_script(code: int) -> None:
-    assert f"die {code} " in render_script(make_plan())
+    scripts = [render_script(make_plan()), render_script(make_plan(profile=STREAM_PROFILE))]
+    assert any(f"die {code} " in script for script in scripts)
+
+
+def test_only_the_stream_importer_carries_the_streamer() -> None:
+    by_enroot = render_script(make_plan())
+    streaming = render_script(make_plan(profile=STREAM_PROFILE))
+    assert "enroot import" in by_enroot and "write_streamer" not in by_enroot
+    assert "exec enroot import" not in streaming
+    assert "tar2sqfs -q -f" in streaming and "\ndef merge(" in streaming
+    # an inspect job imports nothing, whatever the importer
+    inspect = make_plan("inspect_sqsh", source=SQSH, role="serving", profile=STREAM_PROFILE)
+    assert "write_streamer" not in render_script(inspect)
 
 
 def _header(script: str) -> str:
@@ -204,11 +219,18 @@ def test_the_header_says_why_the_job_reexecutes_itself() -> None:
         assert variable in header
 
 
-def test_the_import_script_is_its_steps_in_order() -> None:
-    script = render_script(make_plan())
+@pytest.mark.parametrize(
+    ("profile", "before_curl"),
+    [(PROFILE, IMPORT_STEPS_BEFORE_CURL), (STREAM_PROFILE, STREAM_IMPORT_STEPS_BEFORE_CURL)],
+    ids=["enroot", "stream"],
+)
+def test_the_import_script_is_its_steps_in_order(
+    profile: dict[str, Any], before_curl: tuple[str, ...]
+) -> None:
+    script = render_script(make_plan(profile=profile))
     names = (
         *CHECK_STEPS,
-        *IMPORT_STEPS_BEFORE_CURL,
+        *before_curl,
         *IMPORT_STEPS_AFTER_CURL,
         *IMAGE_STEPS_BEFORE_STAGE,
         *IMAGE_STEPS_AFTER_STAGE,
@@ -236,6 +258,7 @@ def test_every_shipped_step_is_rendered_by_a_job() -> None:
         "00-reexec",
         *CHECK_STEPS,
         *IMPORT_STEPS_BEFORE_CURL,
+        *STREAM_IMPORT_STEPS_BEFORE_CURL,
         *IMPORT_STEPS_AFTER_CURL,
         *IMAGE_STEPS_BEFORE_STAGE,
         *IMAGE_STEPS_AFTER_STAGE,

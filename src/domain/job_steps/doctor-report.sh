@@ -7,7 +7,7 @@ report node "$(uname -n 2>/dev/null || :)"
 report job_path "$JOB_PATH"
 version_output=$(enroot version 2>/dev/null) || version_output=""
 report enroot_version "$version_output"
-for tool in enroot mksquashfs unsquashfs; do
+for tool in enroot mksquashfs unsquashfs tar2sqfs python3; do
     report "$tool" "$(command -v "$tool" || true)"
 done
 report scratch "$scratch_base"
