@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Query
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
@@ -41,6 +41,7 @@ from slurm_image.entrypoints.gateway.bodies import (
     WaitBody,
     registry_credentials,
 )
+from slurm_image.entrypoints.gateway.encoded import json_answer
 from slurm_image.entrypoints.gateway.http_errors import retry_after, status_for
 from slurm_image.entrypoints.gateway.inputs import (
     RefusedBody,
@@ -146,18 +147,26 @@ class Gateway:
         """The verbs of ``asker``, built once per account as the user database answers now (so
         a change of its groups builds them anew) and host: building them costs several times
         what a ``show`` does (bench/RESULTS.md, "The gateway")."""
+        known = self.built_verbs(asker)
+        if known is not None:
+            return known
         key = (asker.account, asker.host)
-        with self.lock:
-            known = self.verbs.get(key)
-            if known is not None:
-                self.verbs.move_to_end(key)
-                return known
         built = self.lifecycles.acting_for(asker.account.requester, host=asker.host)
         with self.lock:
             self.verbs[key] = built
             while len(self.verbs) > VERBS_KEPT:
                 self.verbs.popitem(last=False)
         return built
+
+    def built_verbs(self, asker: Asker) -> Lifecycles | None:
+        """The verbs of ``asker`` if ``acting_for`` has them built (nothing is asked of the
+        user database or the store: the event loop may call it)."""
+        key = (asker.account, asker.host)
+        with self.lock:
+            known = self.verbs.get(key)
+            if known is not None:
+                self.verbs.move_to_end(key)
+            return known
 
 
 def error_body(error: BaseException) -> tuple[dict[str, Any], int]:
@@ -243,9 +252,14 @@ def _too_large(limit: int) -> JSONResponse:
     )
 
 
-def asker(request: HttpRequest) -> Asker:
+async def asker(request: HttpRequest) -> Asker:
     """Who asks (``who``), within their request rate; a request refused for want of an
-    identity is recorded as a refusal."""
+    identity is recorded as a refusal. In the thread pool: the user database, munged and the
+    store's history may block."""
+    return await run_in_threadpool(_asker, request)
+
+
+def _asker(request: HttpRequest) -> Asker:
     gateway: Gateway = request.app.state.gateway
     try:
         who = gateway.who(request)
@@ -261,10 +275,14 @@ def asker(request: HttpRequest) -> Asker:
 Asking = Annotated[Asker, Depends(asker)]
 
 
-def verbs(request: HttpRequest, who: Asking) -> Lifecycles:
-    """The verbs of the requester who asks."""
+async def verbs(request: HttpRequest, who: Asking) -> Lifecycles:
+    """The verbs of the requester who asks: those built already at once, else built in the
+    thread pool."""
     gateway: Gateway = request.app.state.gateway
-    return gateway.acting_for(who)
+    known = gateway.built_verbs(who)
+    if known is not None:
+        return known
+    return await run_in_threadpool(gateway.acting_for, who)
 
 
 Verbs = Annotated[Lifecycles, Depends(verbs)]
@@ -463,32 +481,41 @@ def create_app(gateway: Gateway) -> FastAPI:
         )
         return HeldStream(events, release, media_type="text/event-stream")
 
-    @app.get("/v1/aliases")
-    def list_aliases(
+    @app.get("/v1/aliases", response_model=dict[str, Any])
+    async def list_aliases(
         lifecycles: Verbs,
         limit: int = DEFAULT_LIMIT,
         after: str | None = None,
         role: str | None = None,
         owner: str | None = None,
         prefix: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Response:
         """A page of ``list``'s summaries: at most ``limit`` aliases (1 to 1000) in name order
         after ``after``, of ``role``, ``owner`` and names starting with ``prefix``; ``next``
         is the ``after`` of the next page (null: the last). ``show`` has the full records."""
-        query = ListQuery(limit=limit, after=after, role=role, owner=owner, prefix=prefix)
-        return wire.summary_page_json(lifecycles.catalog_page(query))
 
-    @app.get("/v1/aliases/{name}")
-    def show(
+        def page() -> Response:
+            query = ListQuery(limit=limit, after=after, role=role, owner=owner, prefix=prefix)
+            return json_answer(wire.summary_page_json(lifecycles.catalog_page(query)))
+
+        return await run_in_threadpool(page)
+
+    @app.get("/v1/aliases/{name}", response_model=dict[str, Any])
+    async def show(
         name: str, lifecycles: Verbs, arch: str | None = None, verify: bool = False
-    ) -> dict[str, Any]:
-        if verify:
-            record = lifecycles.resolve(name, verify=True, arch=arch)
-            return {
-                "verified": wire.alias_record_json(record),
-                "architectures": list(lifecycles.architectures(name)),
-            }
-        return wire.published_json(lifecycles.catalog_show(name, arch=arch))
+    ) -> Response:
+        def shown() -> Response:
+            if verify:
+                record = lifecycles.resolve(name, verify=True, arch=arch)
+                return json_answer(
+                    {
+                        "verified": wire.alias_record_json(record),
+                        "architectures": list(lifecycles.architectures(name)),
+                    }
+                )
+            return json_answer(wire.published_json(lifecycles.catalog_show(name, arch=arch)))
+
+        return await run_in_threadpool(shown)
 
     @app.get("/v1/aliases/{name}/path")
     def stable_path(name: str, lifecycles: Verbs, arch: str | None = None) -> dict[str, Any]:
