@@ -191,14 +191,7 @@ class LocalStore(LocalWorkspace):
                 os.symlink(target, temporary, dir_fd=parent)
             except OSError as error:
                 raise port_error(error, path) from None
-            try:
-                os.rename(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
-            except OSError as error:
-                with suppress(OSError):
-                    os.unlink(temporary, dir_fd=parent)
-                if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                    raise WorkspaceError(field=path, rule="is a directory") from None
-                raise port_error(error, path) from None
+            _rename_over(parent, temporary, parent, name, path)
             os.fsync(parent)
 
     def read_link(self, path: str) -> str | None:
@@ -293,14 +286,7 @@ class LocalStore(LocalWorkspace):
         ):
             temporary = f"{name}.{secrets.token_hex(8)}.tmp"
             self._create(staging_fd, temporary, path, data, mode, gid=gid)
-            try:
-                os.rename(temporary, name, src_dir_fd=staging_fd, dst_dir_fd=parent)
-            except OSError as error:
-                with suppress(OSError):
-                    os.unlink(temporary, dir_fd=staging_fd)
-                if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
-                    raise WorkspaceError(field=path, rule="is a directory") from None
-                raise port_error(error, path) from None
+            _rename_over(staging_fd, temporary, parent, name, path)
             os.fsync(parent)
             os.fsync(staging_fd)
 
@@ -383,3 +369,16 @@ class LocalStore(LocalWorkspace):
             os.close(fd)
             raise UnsafePath(field=path, rule=problem)
         return fd
+
+
+def _rename_over(source_fd: int, temporary: str, parent: int, name: str, path: str) -> None:
+    """Rename ``temporary`` (in ``source_fd``) over ``name`` (in ``parent``), the store's
+    ``path``; on failure the temporary is removed, and a directory in the way is named."""
+    try:
+        os.rename(temporary, name, src_dir_fd=source_fd, dst_dir_fd=parent)
+    except OSError as error:
+        with suppress(OSError):
+            os.unlink(temporary, dir_fd=source_fd)
+        if error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+            raise WorkspaceError(field=path, rule="is a directory") from None
+        raise port_error(error, path) from None
