@@ -83,10 +83,12 @@ def inspection(role: str, sqsh: bytes, machine: str = "x86_64", **changes: Any) 
     return json.dumps(record).encode()
 
 
-def store_for(harness: Any) -> Store:
+def store_for(harness: Any, groups: frozenset[str] = frozenset()) -> Store:
+    """The store of ``harness``'s kind; a memory store's owner is in ``groups`` (on the local
+    store, the machine's own groups hold)."""
     if harness.kind == "local":
         return LocalStore(harness.root)
-    return MemoryStore(harness.root, harness.filesystem, uid=harness.uid)
+    return MemoryStore(harness.root, harness.filesystem, uid=harness.uid, groups=groups)
 
 
 def locks_for(harness: Any, store: Store) -> Locks:

@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 
 from publish_support import during_read, store_for
-from slurm_image.adapters.local_store import LocalStore
-from slurm_image.adapters.memory.store import MemoryStore
 from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import (
     AlreadyExists,
@@ -205,16 +203,7 @@ def test_set_link_refuses_a_directory_and_leaves_nothing_beside_it(
 def test_ensure_directory_with_a_group_gives_it_that_group_and_exactly_the_mode(
     workspace_harness: Any,
 ) -> None:
-    store: Store = (
-        LocalStore(workspace_harness.root)
-        if workspace_harness.kind == "local"
-        else MemoryStore(
-            workspace_harness.root,
-            workspace_harness.filesystem,
-            uid=workspace_harness.uid,
-            groups=frozenset({GROUP}),
-        )
-    )
+    store = store_for(workspace_harness, frozenset({GROUP}))
     shared = f"{workspace_harness.root}/images/shared"
     store.ensure_directory(shared, mode=0o755)
     path = f"{shared}/{GROUP}"

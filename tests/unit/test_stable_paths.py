@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from publish_support import SQSH_BYTES, PublishLab
-from slurm_image.adapters.local_store import LocalStore
-from slurm_image.adapters.memory.store import MemoryStore
+from publish_support import SQSH_BYTES, PublishLab, store_for
 from slurm_image.application.catalog_reader import CatalogReader
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.application.maintain import Maintain
@@ -20,7 +18,6 @@ from slurm_image.domain.access import Ownership
 from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE, NameLayout
 from slurm_image.domain.errors import InvalidIdentifier
 from slurm_image.domain.publication import AliasDocument
-from slurm_image.ports.store import Store
 
 A, B = "img-aaaaaaaaaaaa", "img-bbbbbbbbbbbb"
 GROUP = "daemon"
@@ -116,16 +113,7 @@ def test_gc_repairs_links_that_disagree_with_the_catalog(lab: PublishLab) -> Non
 def test_a_private_alias_has_its_link_in_a_directory_of_its_group(
     workspace_harness: Any, lab: PublishLab
 ) -> None:
-    store: Store = (
-        LocalStore(workspace_harness.root)
-        if workspace_harness.kind == "local"
-        else MemoryStore(
-            workspace_harness.root,
-            workspace_harness.filesystem,
-            uid=workspace_harness.uid,
-            groups=frozenset({GROUP}),
-        )
-    )
+    store = store_for(workspace_harness, frozenset({GROUP}))
     lab.finished(A)
     record = lab.publish(A).record
     document = AliasDocument.of(record, ownership=Ownership(group=GROUP, private=True))
