@@ -28,11 +28,15 @@ from layer_streams import (
     write_large_layer,
     write_layer,
 )
+from support import unavailable
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("tar2sqfs") and shutil.which("unsquashfs") and shutil.which("zstd")),
-    reason="needs tar2sqfs (squashfs-tools-ng), unsquashfs and zstd: scripts/test installs them",
-)
+
+@pytest.fixture(autouse=True)
+def _squash_tools() -> None:
+    if not (shutil.which("tar2sqfs") and shutil.which("unsquashfs") and shutil.which("zstd")):
+        unavailable(
+            "needs tar2sqfs (squashfs-tools-ng), unsquashfs and zstd: scripts/test installs them"
+        )
 
 
 def _image(tmp_path: Path, *layers: list[Member], settings: dict[str, object] | None = None,
