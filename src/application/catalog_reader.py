@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
+from slurm_image.domain.architecture import check_architecture
 from slurm_image.domain.by_name import NameLayout, StablePath
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.listing import ListQuery, SummaryPage, summary_of
@@ -148,6 +149,9 @@ class CatalogReader:
         """``path NAME``: the stable path of ``name``'s entry for ``arch`` (else this
         machine's; ``show``'s choice) and the artifact it names now. ``VerificationFailed``
         when the store has no link there yet (``gc`` makes the links an older store lacks)."""
+        paths.name(name)
+        if arch is not None:
+            arch = check_architecture(arch)
         entries = self.entries(name)
         published = entries.resolve(asked=arch, machine=platform.machine())
         pinned = published.record["path"]

@@ -89,12 +89,8 @@ def show_command(options: Options, args: Namespace) -> None:
 def path_command(options: Options, args: Namespace) -> None:
     """The stable path of an alias's image for this machine's architecture unless --arch: it
     always names the alias's current artifact (--pinned: that artifact's own path)."""
-    from slurm_image.domain.architecture import check_architecture
-
     try:
-        paths.name(args.name)
-        arch = None if args.arch is None else check_architecture(args.arch)
-        found = catalog_reader(options).stable_path(args.name, arch=arch)
+        found = catalog_reader(options).stable_path(args.name, arch=args.arch)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     printed = found.pinned if args.pinned else found.path

@@ -8,7 +8,7 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING, Any
 
-from slurm_image.domain.architecture import check_architecture, from_machine
+from slurm_image.domain.architecture import from_machine
 from slurm_image.domain.by_name import StablePath
 
 if TYPE_CHECKING:
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 def stable_path(lifecycles: Lifecycles, name: str, *, arch: str | None) -> StablePath:
     """The gateway's side: ``name``'s stable path as the requester may see it."""
-    if arch is not None:
-        check_architecture(arch)
     return lifecycles.container.catalog_reader().stable_path(name, arch=arch)
 
 
