@@ -21,7 +21,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -251,3 +251,13 @@ def gateway_lab(
         yield lab
     finally:
         lab.close()
+
+
+def eventually(check: Callable[[], bool], within_s: float = 30.0) -> bool:
+    """Whether ``check`` holds within ``within_s`` seconds, asked every tenth of one."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()

@@ -13,15 +13,14 @@ import contextlib
 import re
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from gateway_lab import SOURCE, GatewayLab, gateway_lab
+from gateway_lab import SOURCE, GatewayLab, eventually, gateway_lab
 from slurm_image.entrypoints.exit_codes import EXIT_BUSY
 
 HUNG = 48
@@ -89,15 +88,6 @@ def registry() -> Iterator[SilentRegistry]:
         silent.close()
 
 
-def eventually(check: Callable[[], bool], within_s: float = 60.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
-
-
 def ask(lab: GatewayLab, method: str, path: str, body: Any = None) -> httpx.Response:
     return httpx.request(
         method,
@@ -141,8 +131,8 @@ def assert_refused(answer: httpx.Response, setting: str) -> None:
 
 
 def assert_released(lab: GatewayLab, part: str) -> None:
-    assert eventually(lambda: gauge(lab, f"gateway_{part}_calls") == 0)
-    assert eventually(lambda: gauge(lab, "gateway_busy_threads") == 0)
+    assert eventually(lambda: gauge(lab, f"gateway_{part}_calls") == 0, within_s=60)
+    assert eventually(lambda: gauge(lab, "gateway_busy_threads") == 0, within_s=60)
 
 
 def test_a_registry_that_stops_answering_holds_only_its_own_calls(
@@ -156,7 +146,7 @@ def test_a_registry_that_stops_answering_holds_only_its_own_calls(
                 pool.submit(ask, lab, "POST", "/v1/resolve", tag) for _ in range(HUNG)
             ]
             try:
-                assert eventually(lambda: registry.holding == HUNG), registry.holding
+                assert eventually(lambda: registry.holding == HUNG, within_s=60), registry.holding
                 assert_refused(ask(lab, "POST", "/v1/resolve", tag), "max_registry_calls")
                 assert_refused(ask(lab, "GET", "/v1/outdated?names=app"), "max_registry_calls")
                 assert_reads_answered(lab)
@@ -180,7 +170,9 @@ def test_a_scheduler_that_stops_answering_holds_only_its_own_calls() -> None:
         with ThreadPoolExecutor(HUNG) as pool:
             hung = [pool.submit(ask, lab, "GET", f"/v1/lifecycles?ids={ids}") for _ in range(HUNG)]
             try:
-                assert eventually(lambda: lab.scheduler.waiting == HUNG), lab.scheduler.waiting
+                assert eventually(lambda: lab.scheduler.waiting == HUNG, within_s=60), (
+                    lab.scheduler.waiting
+                )
                 assert_refused(ask(lab, "GET", f"/v1/lifecycles?ids={ids}"), "max_scheduler_calls")
                 wait = {"lifecycle_ids": [ids], "timeout_s": 1}
                 assert_refused(ask(lab, "POST", "/v1/lifecycles/wait", wait), "max_scheduler_calls")

@@ -14,13 +14,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from gateway_lab import SOURCE, GatewayLab, gateway_lab
+from gateway_lab import SOURCE, GatewayLab, eventually, gateway_lab
 from slurm_image.entrypoints.exit_codes import EXIT_BUSY
 
 
@@ -28,15 +28,6 @@ from slurm_image.entrypoints.exit_codes import EXIT_BUSY
 def lab() -> Iterator[GatewayLab]:
     with gateway_lab("max_connections_per_peer = 2000\nheader_timeout_s = 1") as running:
         yield running
-
-
-def eventually(check: Callable[[], bool], within_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
 
 
 def raw_request(lab: GatewayLab, path: str, user: str) -> socket.socket:
