@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,13 +116,16 @@ class RestClient:
             if not parts.path.startswith("/"):
                 raise ValueError("a unix socket URL needs an absolute path: unix:///path.sock")
             self._base = "http://slurmrestd"
-            self._transport = transport or httpx.HTTPTransport(uds=parts.path)
+            socket_path = parts.path
+            self._transport: Callable[[], httpx.BaseTransport] = lambda: (
+                transport or httpx.HTTPTransport(uds=socket_path)
+            )
             self._user, self._token = None, None  # local auth: the socket peer's uid
         elif parts.scheme in ("http", "https"):
             if user is None or token is None:
                 raise ValueError("slurmrestd over TCP needs a user and a token source")
             self._base = url.rstrip("/")
-            self._transport = transport or httpx.HTTPTransport()
+            self._transport = lambda: transport or httpx.HTTPTransport()
             self._user, self._token = user, token
         else:
             raise ValueError(f"unsupported slurmrestd URL scheme {parts.scheme!r}")
@@ -152,8 +156,10 @@ class RestClient:
             content = json.dumps(payload).encode("utf-8")
         watchdog = Watchdog(self._timeout_s)
         try:
+            # A transport of its own per exchange: closing the client closes its transport,
+            # which would cut short the exchanges of other threads sharing one.
             with httpx.Client(
-                base_url=self._base, transport=self._transport, timeout=self._timeout
+                base_url=self._base, transport=self._transport(), timeout=self._timeout
             ) as client:
                 response = client.request(
                     method,
