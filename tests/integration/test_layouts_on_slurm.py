@@ -5,11 +5,14 @@ against the image's digest, fact by fact.
 
 The image is squashed from the cached root with the image's Env written to /etc/environment, as
 `enroot import` writes it (the bind mount that puts it there lives in a private mount namespace,
-so the cached root stays as built). All jobs are submitted at once and waited for together.
+so the cached root stays as built). Each image is squashed once per machine and version of its
+root (SQUASHED, under a lock the clusters' workers share) and copied to each cluster's site.
+All jobs are submitted at once and waited for together.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -35,6 +38,7 @@ ROOTS = Path(
     os.environ.get("SLURM_IMAGE_ROOTS_CACHE") or Path.home() / ".cache" / "slurm-image" / "roots"
 )
 LAYOUTS = ROOTS / "layouts"
+SQUASHED = Path("/var/tmp/slurm-image-layout-images")
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SQUASH_EXCLUDE = ["usr/share/doc", "usr/share/locale", "usr/share/man", "var/lib/apt/lists"]
 APT_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
@@ -73,6 +77,25 @@ class Finished:
 
 
 def _squash(layout: str, manifest: dict[str, Any], target: Path) -> Path:
+    """The layout's image at ``target``: a copy of the one squashed from this version of its
+    root (the manifest and the root's completion stamp), squashed first when there is none."""
+    stamp = (LAYOUTS / layout / ".slurm-image-root-complete").stat().st_mtime_ns
+    key = hashlib.sha256(json.dumps([manifest, stamp], sort_keys=True).encode()).hexdigest()
+    SQUASHED.mkdir(mode=0o755, exist_ok=True)
+    squashed = SQUASHED / f"{layout}-{key[:16]}.sqsh"
+    with (SQUASHED / f"{layout}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not squashed.is_file():
+            for stale in SQUASHED.glob(f"{layout}-*.sqsh"):
+                stale.unlink()
+            partial = squashed.with_suffix(".partial")
+            _mksquashfs(layout, manifest, partial)
+            partial.rename(squashed)
+    shutil.copyfile(squashed, target)
+    return target
+
+
+def _mksquashfs(layout: str, manifest: dict[str, Any], target: Path) -> None:
     root = LAYOUTS / layout
     environment = target.with_suffix(".environment")
     environment.write_text("".join(f"{line}\n" for line in manifest["env"]))
@@ -83,13 +106,15 @@ def _squash(layout: str, manifest: dict[str, Any], target: Path) -> Path:
     options = ["-all-root", "-no-progress", "-quiet", "-noappend", "-comp", "lzo", "-noD"]
     options += ["-wildcards", "-e", *SQUASH_EXCLUDE, ".slurm-image-root-complete"]
     command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "squash"]
-    subprocess.run(
-        [*command, str(environment), str(root), str(target), *options],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        timeout=600,
-    )
-    return target
+    try:
+        subprocess.run(
+            [*command, str(environment), str(root), str(target), *options],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=600,
+        )
+    finally:
+        environment.unlink(missing_ok=True)
 
 
 class Site:
