@@ -1,0 +1,15 @@
+"""The ``slurm-image`` command: the command line (``slurm_image.cli``) handed argv and what its
+commands call (``command_api``), each part built when a command first asks for it."""
+
+from __future__ import annotations
+
+from slurm_image.cli.main import main as run_command_line
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (``slurm-image``)."""
+    run_command_line(argv)
+
+
+if __name__ == "__main__":
+    main()
