@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from slurm_image.cli.arguments import Options
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import describe_record, emit, table
-from slurm_image.composition.command_api import catalog_reader, lifecycles
+from slurm_image.cli.services import catalog_reader, lifecycles
 from slurm_image.domain import paths
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def list_command(options: Options, args: Namespace) -> None:
 def catalog_command(options: Options, args: Namespace) -> None:
     """Write the catalog as web pages into DIR (index.html, one page per alias): what anyone
     may see of this machine's store, for a site's own web server."""
-    from slurm_image.composition.command_api import gateway_url
+    from slurm_image.cli.services import gateway_url, services
     from slurm_image.domain.errors import InvalidRequest
 
     try:
@@ -138,12 +138,7 @@ def catalog_command(options: Options, args: Namespace) -> None:
                 rule="catalog --html reads this machine's store (--gateway local); the gateway"
                 " serves the same pages itself",
             )
-        from slurm_image.composition.api import Lifecycles
-        from slurm_image.gateway.pages.export import export
-        from slurm_image.gateway.pages.views import this_machine
-
-        reading = Lifecycles.from_profile(options.profile, cluster=options.cluster).for_anyone()
-        exported = export(reading, args.html, this_machine())
+        exported = services().export_catalog(options, args.html)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     removed = f"; removed {len(exported.removed)} of aliases gone" if exported.removed else ""

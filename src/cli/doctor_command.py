@@ -9,7 +9,6 @@ Exit 0 only when every check passed; otherwise the code of the first failed chec
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING
 
 from slurm_image.cli.arguments import Options, Parser, seconds
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.doctor import DoctorReport
-    from slurm_image.domain.profile import ProfileSelection
 
 # application.doctor.DEFAULT_TIMEOUT_S, written out so that building the command line (and its
 # --help) loads nothing of the doctor; tests/cli/test_lazy_imports.py checks that they agree.
@@ -67,61 +65,6 @@ def exit_code(report: DoctorReport) -> int:
     return EXIT_OK if failed is None else exit_for_check[failed.name]
 
 
-def profile_detail(explicit: str | None, selection: ProfileSelection) -> str:
-    """Which file, which cluster, and why each was chosen; the site policy when one applied."""
-    from slurm_image.composition.profile_loader import PROFILE_ENV, profile_path
-
-    path = profile_path(explicit, os.environ)
-    if explicit:
-        why_file = "--profile"
-    elif os.environ.get(PROFILE_ENV):
-        why_file = f"${PROFILE_ENV}"
-    else:
-        why_file = "the default in the working directory"
-    if selection.cluster is None:
-        cluster = "a single profile (no catalog)"
-    elif selection.how == "hostname":
-        cluster = f"cluster {selection.cluster} (this host matches {selection.pattern!r})"
-    elif selection.how == "default":
-        cluster = f"cluster {selection.cluster} (no host pattern matched: the catalog's default)"
-    else:
-        cluster = f"cluster {selection.cluster} (--cluster)"
-    site = selection.site_policy_sha256
-    return (
-        f"{path.resolve()} (from {why_file}); {cluster};"
-        f" profile sha256 {selection.profile_sha256[:12]}"
-        + (f"; under the site policy (sha256 {site[:12]})" if site else "")
-    )
-
-
-def _diagnose(options: Options, timeout_s: float) -> DoctorReport:
-    from slurm_image.adapters.statfs import StatfsFilesystems
-    from slurm_image.application.doctor import Doctor, profile_failed
-    from slurm_image.composition.container import build_container, require_submitter
-    from slurm_image.composition.profile_loader import load_profile, profile_path
-    from slurm_image.domain.errors import DomainError
-    from slurm_image.wire.errors import describe
-
-    try:
-        profile, selection = load_profile(
-            profile_path(options.profile, os.environ), cluster=options.cluster
-        )
-        container = build_container(profile)
-        require_submitter(container, profile)
-        submitter = container.submitter()
-    except DomainError as error:
-        return profile_failed(describe(error))
-    doctor = Doctor(
-        workspace=container.workspace(),
-        submitter=submitter,
-        filesystems=StatfsFilesystems(),
-        clock=container.clock(),
-        home=container.home(),
-        signatures=container.signatures(),
-    )
-    return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)
-
-
 def add_options(parser: Parser) -> None:
     parser.add_argument(
         "--timeout",
@@ -134,7 +77,9 @@ def add_options(parser: Parser) -> None:
 
 def run(options: Options, args: Namespace) -> None:
     """Check the profile, the scheduler, the partition, the workspace and a compute node."""
-    report = _diagnose(options, args.timeout)
+    from slurm_image.cli.services import services
+
+    report = services().diagnose(options, args.timeout)
     if options.json:
         print(json.dumps(report.as_dict(), sort_keys=True))
     elif not options.quiet or not report.ok:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from slurm_image.cli.arguments import Options, Parser
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import emit, table
-from slurm_image.composition.command_api import history_follower, history_reader
+from slurm_image.cli.services import history_follower, history_reader
 
 if TYPE_CHECKING:
     from argparse import Namespace

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from slurm_image.cli.arguments import PROG, Options
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import describe_record, emit, progress
-from slurm_image.composition.command_api import gateway_url, lifecycles, own_credentials
+from slurm_image.cli.services import gateway_url, lifecycles, own_credentials
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.lifecycle_state import LifecycleState

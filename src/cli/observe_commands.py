@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from slurm_image.cli.arguments import Options
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import emit, progress
-from slurm_image.composition.command_api import lifecycles
+from slurm_image.cli.services import lifecycles
 
 if TYPE_CHECKING:
     from argparse import Namespace

@@ -1,6 +1,7 @@
 """``slurm-image serve``: run the site's gateway (docs/gateway.md), as the account that owns the
 store. Everything it needs is the site's profile (``--profile``, as every command) and where to
-listen; the site policy and ``[gateway]`` rules apply to every request."""
+listen; the site policy and ``[gateway]`` rules apply to every request. The options are read
+here; the gateway is built and started by the composition root (``composition.serve``)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,6 @@ from slurm_image.domain.gateway_workers import DEFAULT_WORKERS, MAX_WORKERS, wor
 
 if TYPE_CHECKING:
     from argparse import Namespace
-    from collections.abc import Sequence
-
-    from fastapi import FastAPI
-
-    from slurm_image.composition.api import Lifecycles
-    from slurm_image.gateway.serve import Listener
 
 DEFAULT_LISTEN = "unix:/run/slurm-image/gateway.sock"
 DEFAULT_MUNGE_SOCKET = "/run/munge/munge.socket.2"
@@ -70,101 +65,17 @@ def _workers(text: str) -> int:
 
 def run(options: Options, args: Namespace) -> None:
     """Run the gateway every user asks: imports by the store's account, for each requester."""
-    try:
-        from slurm_image.gateway.serve import parse_listener
+    from slurm_image.cli.services import Serving, services
 
-        listeners = [parse_listener(text) for text in args.listen or [DEFAULT_LISTEN]]
-        if args.workers > 1:
-            _serve_workers(options, args, listeners)
-            return
-        lifecycles, app = build(
-            options,
-            munge_socket=args.munge_socket,
-            listeners=listeners,
-            replay_file=args.replay_file,
-        )
-        from slurm_image.gateway.serve import serve
-
-        serve(app, lifecycles, listeners, tls_cert=args.tls_cert, tls_key=args.tls_key)
-    except Exception as error:
-        raise CommandFailed(error, next_step(error)) from error
-
-
-def _serve_workers(options: Options, args: Namespace, listeners: Sequence[Listener]) -> None:
-    """``--workers N``: the verbs made here, each worker's application in the worker."""
-    from slurm_image.gateway.workers import replay_files, serve_workers
-
-    lifecycles = service_verbs(options)
-    files = replay_files(args.replay_file, args.workers)
-
-    def application(index: int) -> FastAPI:
-        others = files[:index] + files[index + 1 :]
-        return gateway_app(
-            lifecycles,
-            munge_socket=args.munge_socket,
-            listeners=listeners,
-            replay_file=files[index],
-            also=others,
-        )
-
-    serve_workers(
-        lifecycles,
-        application,
-        listeners,
-        args.workers,
+    serving = Serving(
+        listen=args.listen or [DEFAULT_LISTEN],
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        munge_socket=args.munge_socket,
+        replay_file=args.replay_file,
+        workers=args.workers,
     )
-
-
-def build(
-    options: Options,
-    *,
-    munge_socket: str,
-    listeners: Sequence[Listener],
-    replay_file: str = DEFAULT_REPLAY_FILE,
-) -> tuple[Lifecycles, FastAPI]:
-    """The service account's verbs over the site's profile, and the gateway's application:
-    with a TCP listener, the credentials it accepts are kept in ``replay_file`` too."""
-    lifecycles = service_verbs(options)
-    app = gateway_app(
-        lifecycles, munge_socket=munge_socket, listeners=listeners, replay_file=replay_file
-    )
-    return lifecycles, app
-
-
-def service_verbs(options: Options) -> Lifecycles:
-    """The service account's verbs over the site's profile, its scheduler and store ready."""
-    from slurm_image.composition.api import Lifecycles
-
-    lifecycles = Lifecycles.from_profile(options.profile, cluster=options.cluster)
-    lifecycles.container.submitter_ready()
-    lifecycles.open_store()
-    return lifecycles
-
-
-def gateway_app(
-    lifecycles: Lifecycles,
-    *,
-    munge_socket: str,
-    listeners: Sequence[Listener],
-    replay_file: str,
-    also: Sequence[str] = (),
-) -> FastAPI:
-    """The gateway's application over ``lifecycles``: with a TCP listener, the credentials it
-    accepts are kept in ``replay_file`` too (and those in ``also`` refused from the start)."""
-    from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
-    from slurm_image.adapters.munge import MungeAuthenticator
-    from slurm_image.adapters.system_clock import SystemClock
-    from slurm_image.gateway.app import Gateway, create_app
-    from slurm_image.gateway.who import Who
-
-    plain_http = any(listener.kind == "http" for listener in listeners)
-    tcp = any(listener.kind != "unix" for listener in listeners)
-    accepted = AcceptedCredentialsFile(replay_file, SystemClock(), also=also) if tcp else None
-    who = Who(
-        lifecycles.container.accounts(),
-        MungeAuthenticator(socket=munge_socket, accepted=accepted),
-        plain_http_ok=plain_http,
-    )
-    return create_app(Gateway(lifecycles=lifecycles, who=who))
+    try:
+        services().serve(options, serving)
+    except Exception as error:
+        raise CommandFailed(error, next_step(error)) from error

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from slurm_image.cli.arguments import PROG, Options
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import emit, table
-from slurm_image.composition.command_api import lifecycles
+from slurm_image.cli.services import lifecycles
 from slurm_image.domain import paths
 from slurm_image.wire.exit_codes import EXIT_OUTDATED
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S
 from slurm_image.composition.container import Container, build_container
 from slurm_image.composition.profile_loader import layer_cache_bound, load_profile, profile_path
 from slurm_image.domain.architecture import check_architecture
@@ -47,9 +48,6 @@ if TYPE_CHECKING:
     from slurm_image.domain.request import Operation, Request
     from slurm_image.domain.requester import Requester
     from slurm_image.domain.resolution import ResolvedFrom
-
-RESOLVE_TIMEOUT_S = 60.0
-"""How long resolving one tag may take (``application.resolve.DEFAULT_TIMEOUT_S``)."""
 
 
 def make_request(

@@ -7,18 +7,19 @@ is imported when first asked for, so that a command loads only its own side."""
 from __future__ import annotations
 
 import os
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
     from slurm_image.application.catalog_reader import CatalogReader
+    from slurm_image.application.doctor import DoctorReport
+    from slurm_image.application.lifecycles_port import LifecyclesPort
+    from slurm_image.application.metrics import StoreMetrics
     from slurm_image.application.read_history import FollowHistory, ReadHistory
     from slurm_image.cli.arguments import Options
-    from slurm_image.composition.api import Lifecycles
+    from slurm_image.cli.services import Catalog, Exported, History, Serving
     from slurm_image.domain.by_name import StablePath
     from slurm_image.domain.credentials import RegistryCredentials
-    from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.listing import ListQuery, SummaryPage
     from slurm_image.domain.published import PublishedAlias
 
@@ -26,18 +27,6 @@ GATEWAY_ENV = "SLURM_IMAGE_GATEWAY"
 MUNGE_SOCKET_ENV = "SLURM_IMAGE_MUNGE_SOCKET"
 """munged's socket the client makes its credentials with over TCP (default munge's own)."""
 LOCAL = "local"
-
-
-class Catalog(Protocol):
-    def show(self, name: str, *, arch: str | None = None) -> PublishedAlias: ...
-
-    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath: ...
-
-    def page(self, query: ListQuery) -> SummaryPage: ...
-
-
-class History(Protocol):
-    def __call__(self, name: str | None, *, since: datetime | None = None) -> HistoryRead: ...
 
 
 def gateway_url(options: Options) -> str | None:
@@ -113,7 +102,7 @@ def history_follower(options: Options) -> FollowHistory:
     return history_follower(options.profile, cluster=options.cluster)
 
 
-def lifecycles(options: Options) -> Lifecycles | RemoteLifecycles:
+def lifecycles(options: Options) -> LifecyclesPort:
     url = gateway_url(options)
     if url is not None:
         return remote(url)
@@ -138,3 +127,71 @@ def own_credentials(options: Options, registry: str) -> RegistryCredentials | No
         return None
     data = LocalCredentialsFile().read_credentials_file(path, max_bytes=CREDENTIALS_MAX_BYTES)
     return select_credentials(data, registry)
+
+
+def export_catalog(options: Options, directory: str) -> Exported:
+    """``catalog --html DIR``: what anyone may see of this machine's store, as web pages."""
+    from slurm_image.composition.api import Lifecycles
+    from slurm_image.gateway.pages.export import export
+    from slurm_image.gateway.pages.views import this_machine
+
+    reading = Lifecycles.from_profile(options.profile, cluster=options.cluster).for_anyone()
+    return export(reading, directory, this_machine())
+
+
+def store_metrics(options: Options) -> StoreMetrics:
+    """The snapshot of the selected profile's store (``metrics``), built as ``lookup`` builds
+    its readers: the validated profile (for the layer cache's settings), the store's read-only
+    adapter and its history, ``CollectMetrics``; no container, nothing of the scheduler."""
+    from slurm_image.composition import factories
+    from slurm_image.composition.profile_loader import (
+        layer_cache_bound,
+        load_profile,
+        profile_path,
+    )
+
+    profile, _ = load_profile(profile_path(options.profile, os.environ), cluster=options.cluster)
+    store = factories.store_reader(profile.workspace_root)
+    metrics = factories.metrics(
+        store=store, history=factories.history(store), clock=factories.clock()
+    )
+    return metrics(layer_cache=layer_cache_bound(profile), store_name=profile.store_name)
+
+
+class CommandApi:
+    """What the command line's commands call (``cli.services.Services``), each part built when
+    a command first asks for it."""
+
+    def gateway_url(self, options: Options) -> str | None:
+        return gateway_url(options)
+
+    def lifecycles(self, options: Options) -> LifecyclesPort:
+        return lifecycles(options)
+
+    def catalog_reader(self, options: Options) -> Catalog:
+        return catalog_reader(options)
+
+    def history_reader(self, options: Options) -> History:
+        return history_reader(options)
+
+    def history_follower(self, options: Options) -> FollowHistory:
+        return history_follower(options)
+
+    def own_credentials(self, options: Options, registry: str) -> RegistryCredentials | None:
+        return own_credentials(options, registry)
+
+    def export_catalog(self, options: Options, directory: str) -> Exported:
+        return export_catalog(options, directory)
+
+    def store_metrics(self, options: Options) -> StoreMetrics:
+        return store_metrics(options)
+
+    def diagnose(self, options: Options, timeout_s: float) -> DoctorReport:
+        from slurm_image.composition.doctor import diagnose
+
+        return diagnose(options, timeout_s)
+
+    def serve(self, options: Options, serving: Serving) -> None:
+        from slurm_image.composition.serve import run
+
+        run(options, serving)

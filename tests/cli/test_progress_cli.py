@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.composition.main as cli
 import slurm_image.cli.output as cli_output
 import slurm_image.composition.api as api
+import slurm_image.composition.main as cli
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.cli.arguments import Options
 from slurm_image.domain.paths import AttemptLayout

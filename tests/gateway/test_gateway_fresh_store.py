@@ -17,7 +17,7 @@ import pytest
 
 from gateway_lab import gateway_lab
 from slurm_image.cli.arguments import Options
-from slurm_image.cli.serve_command import build
+from slurm_image.composition.serve import build
 from slurm_image.domain.store_layout import StoreLayout
 from slurm_image.gateway.serve import Listener
 from slurm_image.wire.exit_codes import EXIT_FORBIDDEN, EXIT_NOT_AUTHENTICATED

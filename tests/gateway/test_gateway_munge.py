@@ -68,7 +68,7 @@ def test_a_credential_restricted_to_another_uid_is_refused(lab: GatewayLab) -> N
 @pytest.mark.parametrize("tcp", [True, False])
 def test_serve_keeps_its_replay_file_when_it_listens_over_tcp(tcp: bool) -> None:
     from slurm_image.cli.arguments import Options
-    from slurm_image.cli.serve_command import build
+    from slurm_image.composition.serve import build
     from slurm_image.gateway.serve import Listener
 
     with gateway_lab(http=False) as lab:

@@ -359,7 +359,7 @@ def test_the_site_policys_registries_hold_the_plan(tmp_path: Path, as_root: None
 
 
 def test_the_doctor_says_the_site_policy_applied_in_its_profile_line() -> None:
-    from slurm_image.cli.doctor_command import profile_detail
+    from slurm_image.composition.doctor import profile_detail
 
     selection = ProfileSelection(how="explicit", profile_sha256="1" * 64)
     assert "site policy" not in profile_detail("/x.toml", selection)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S
 from slurm_image.domain.gateway_settings import parse_address
 from slurm_image.wire import shapes
 from slurm_image.wire.exit_codes import EXIT_SCHEDULER
@@ -51,7 +52,6 @@ LONG_POLL_S = 20.0
 """How long one ``wait`` request is held by the gateway (at most its 25 s)."""
 UNREACHABLE_GRACE_S = 10.0
 """How long a one-shot command asks a gateway that cannot be reached again."""
-RESOLVE_TIMEOUT_S = 60.0
 
 
 class Gateway:
