@@ -56,8 +56,9 @@ from slurm_image.application.lifecycle import Outcome
 from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.gateway.app import Gateway, create_app
+from slurm_image.gateway.app import create_app
 from slurm_image.gateway.serve import Listener, bind
+from slurm_image.gateway.state import Gateway
 from slurm_image.gateway.who import Who
 
 GATEWAY_SETTINGS = """

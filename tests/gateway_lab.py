@@ -38,8 +38,9 @@ from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.gateway.app import Gateway, create_app
+from slurm_image.gateway.app import create_app
 from slurm_image.gateway.serve import Listener, build_servers
+from slurm_image.gateway.state import Gateway
 from slurm_image.gateway.who import Who
 
 DIGEST = "d" * 64

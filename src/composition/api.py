@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S
 from slurm_image.composition.container import Container, build_container
 from slurm_image.composition.profile_loader import layer_cache_bound, load_profile, profile_path
+from slurm_image.composition.reading import Reading
 from slurm_image.domain.architecture import check_architecture
 
 if TYPE_CHECKING:
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
+    from slurm_image.domain.by_name import StablePath
     from slurm_image.domain.credentials import RegistryCredentials
+    from slurm_image.domain.errors import SlurmImageError
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.layer_cache import CacheBound
     from slurm_image.domain.listing import ListQuery, SummaryPage
@@ -78,37 +81,6 @@ def make_request(
         group=group,
         private=private,
     )
-
-
-class Reading:
-    """What the catalog's pages read (docs/gateway.md, "The catalog page"): the published
-    aliases, the history and the lifecycles in flight, as one reader may see them (the rules are
-    the container's: ``Lifecycles.acting_for``, ``Lifecycles.for_anyone``). Nothing here changes
-    anything."""
-
-    def __init__(self, container: Container) -> None:
-        self._container = container
-
-    def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
-        if arch is not None:
-            check_architecture(arch)
-        return self._container.catalog_reader().show(name, arch=arch)
-
-    def catalog_list(self) -> list[PublishedAlias]:
-        return self._container.catalog_reader().list()
-
-    def catalog_page(self, query: ListQuery) -> SummaryPage:
-        return self._container.catalog_reader().page(query)
-
-    def catalog_entries(self, name: str) -> tuple[PublishedAlias, ...]:
-        """Every entry of ``name``, one per architecture."""
-        return self._container.catalog_reader().every_entry(name)
-
-    def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
-        return self._container.read_history()(name, since=since)
-
-    def queue(self) -> list[dict[str, object]]:
-        return [queued.as_dict() for queued in self._container.queue()()]
 
 
 class Lifecycles:
@@ -553,6 +525,19 @@ class Lifecycles:
         (``application.settle``): what the gateway does when it starts and then regularly."""
         self._scheduler_side()
         return self.container.settle()()
+
+    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
+        """``name``'s stable path as these verbs' requester may see it (``path NAME``)."""
+        return self.container.catalog_reader().stable_path(name, arch=arch)
+
+    def record_refusal(self, error: SlurmImageError, *, reason: str) -> None:
+        """Record in the store's history a refusal no requester's verbs made (the gateway's
+        of a request with no identity), ``reason`` saying what and from where."""
+        from slurm_image.wire.errors import exit_code_for
+
+        self.container.record_refusals()(
+            error, exit_code_for(error), reason=reason, source=None, alias=None
+        )
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
         """The architectures ``name`` has an image for (None: published before they were

@@ -60,7 +60,7 @@ class _RemoteCatalog:
         return self._lifecycles.catalog_show(name, arch=arch)
 
     def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
-        from slurm_image.composition.stable_paths import remote_stable_path
+        from slurm_image.adapters.gateway_client.stable_paths import remote_stable_path
 
         return remote_stable_path(self._lifecycles, name, arch=arch)
 

@@ -328,9 +328,7 @@ def accounts() -> Accounts:
 def gateway_settings(profile: SiteProfile | None) -> GatewaySettings:
     from slurm_image.domain.gateway_settings import GatewaySettings
 
-    if profile is not None and profile.gateway is not None:
-        return profile.gateway
-    return GatewaySettings()
+    return GatewaySettings() if profile is None else profile.gateway_settings
 
 
 def release_grace(profile: SiteProfile | None) -> timedelta:

@@ -105,7 +105,8 @@ def gateway_app(
     from slurm_image.adapters.accepted_credentials_file import AcceptedCredentialsFile
     from slurm_image.adapters.munge import MungeAuthenticator
     from slurm_image.adapters.system_clock import SystemClock
-    from slurm_image.gateway.app import Gateway, create_app
+    from slurm_image.gateway.app import create_app
+    from slurm_image.gateway.state import Gateway
     from slurm_image.gateway.who import Who
 
     plain_http = any(listener.kind == "http" for listener in listeners)

@@ -8,11 +8,7 @@ errors as ``http_errors`` maps them.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,10 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from slurm_image.composition import stable_paths
-from slurm_image.composition.api import Lifecycles
-from slurm_image.domain.errors import Busy, InvalidRequest, SlurmImageError
-from slurm_image.domain.limits import Bucket, take
+from slurm_image.domain.errors import InvalidRequest, SlurmImageError
 from slurm_image.domain.listing import DEFAULT_LIMIT, ListQuery
 from slurm_image.gateway.bodies import (
     MAX_WAIT_S,
@@ -51,123 +44,22 @@ from slurm_image.gateway.outside import (
     REGISTRY,
     SCHEDULER,
     STORE,
-    OutsideParts,
     parts_of_start,
 )
-from slurm_image.gateway.peer import ConnectionLimits
-from slurm_image.gateway.streams import HeldStream, LongAnswers, log_events, long_poll
-from slurm_image.gateway.who import Asker, Who
+from slurm_image.gateway.site import SiteVerbs
+from slurm_image.gateway.state import Gateway, log_name
+from slurm_image.gateway.streams import HeldStream, log_events, long_poll
+from slurm_image.gateway.who import Asker
 from slurm_image.wire import shapes
 from slurm_image.wire.errors import exit_code_for
 from slurm_image.wire.exit_codes import EXIT_INTERNAL, EXIT_INVALID
 
 if TYPE_CHECKING:
-    from slurm_image.domain.requester import Account
+    pass
 
 API_VERSION = "v1"
-VERBS_KEPT = 1024
-"""Requesters (account and host) whose verbs the gateway keeps built, the latest used."""
-log_name = "slurm_image.gateway"
 MAX_FIELD_NAME = 128
 """The longest field name an error names; a longer one (an unknown field's) is ``body``."""
-
-
-@dataclass
-class Gateway:
-    """What the routes share: the service account's verbs, who asks, the request rate, each
-    recent requester's verbs, and the calls under way to a registry or the scheduler."""
-
-    lifecycles: Lifecycles
-    who: Who
-    buckets: dict[int | str, Bucket] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    clock: Callable[[], float] = time.monotonic
-    verbs: OrderedDict[tuple[Account, str], Lifecycles] = field(default_factory=OrderedDict)
-    answers: LongAnswers = field(init=False)
-    outside: OutsideParts = field(init=False)
-    connections: ConnectionLimits | None = None
-    """The connections' limits and counts of the servers serving this gateway (``serve``)."""
-
-    def __post_init__(self) -> None:
-        settings = self.settings
-        self.answers = LongAnswers(settings.max_streams_per_user, settings.max_streams)
-        self.outside = OutsideParts(settings.max_registry_calls, settings.max_scheduler_calls)
-
-    @property
-    def settings(self) -> Any:
-        from slurm_image.composition.factories import gateway_settings
-
-        return gateway_settings(self.lifecycles.profile)
-
-    def admit(self, asker: Asker) -> None:
-        """Take one of the requester's tokens (``domain.limits``), or refuse with ``Busy``."""
-        self._take(asker.account.uid, asker.account.user)
-
-    def admit_anonymous(self, host: str) -> None:
-        """Take a token of the readers with no identity asking from ``host`` (the catalog's
-        public pages), or refuse with ``Busy``."""
-        self._take(f"anonymous@{host}", f"{host} (no identity)")
-
-    def record_unauthenticated(self, error: SlurmImageError, host: str) -> None:
-        """Record a request refused for want of an identity (401) in the store's history, as a
-        refusal naming no requester (the event names the gateway's account) and the host it
-        came from; at most ``requests_per_minute`` a minute per host, so that a flood of
-        anonymous requests cannot flood the history (the rest are in the gateway's log)."""
-        key = f"unauthenticated@{host}"
-        with self.lock:
-            bucket, wait_s = take(
-                self.buckets.get(key), self.clock(), self.settings.requests_per_minute
-            )
-            self.buckets[key] = bucket
-        if wait_s is not None:
-            logging.getLogger(log_name).warning("unrecorded refusal from %s: %s", host, error)
-            return
-        from slurm_image.wire.errors import describe
-
-        self.lifecycles.container.record_refusals()(
-            error,
-            exit_code_for(error),
-            reason=f"{describe(error)} (from {host})",
-            source=None,
-            alias=None,
-        )
-
-    def _take(self, key: int | str, who: str) -> None:
-        per_minute = self.settings.requests_per_minute
-        with self.lock:
-            bucket, wait_s = take(self.buckets.get(key), self.clock(), per_minute)
-            self.buckets[key] = bucket
-        if wait_s is not None:
-            raise Busy(
-                field="requests_per_minute",
-                rule=f"{who} made more than {per_minute} requests in a minute",
-                retry_after_s=wait_s,
-            )
-
-    def acting_for(self, asker: Asker) -> Lifecycles:
-        """The verbs of ``asker``, built once per account as the user database answers now (so
-        a change of its groups builds them anew) and host: building them costs several times
-        what a ``show`` does (bench/RESULTS.md, "The gateway")."""
-        known = self.built_verbs(asker)
-        if known is not None:
-            return known
-        key = (asker.account, asker.host)
-        built = self.lifecycles.acting_for(asker.account.requester, host=asker.host)
-        with self.lock:
-            self.verbs[key] = built
-            while len(self.verbs) > VERBS_KEPT:
-                self.verbs.popitem(last=False)
-        return built
-
-    def built_verbs(self, asker: Asker) -> Lifecycles | None:
-        """The verbs of ``asker`` if ``acting_for`` has them built (nothing is asked of the
-        user database or the store: the event loop may call it)."""
-        key = (asker.account, asker.host)
-        with self.lock:
-            known = self.verbs.get(key)
-            if known is not None:
-                self.verbs.move_to_end(key)
-            return known
 
 
 def error_body(error: BaseException) -> tuple[dict[str, Any], int]:
@@ -278,7 +170,7 @@ def _asker(request: HttpRequest) -> Asker:
 Asking = Annotated[Asker, Depends(asker)]
 
 
-async def verbs(request: HttpRequest, who: Asking) -> Lifecycles:
+async def verbs(request: HttpRequest, who: Asking) -> SiteVerbs:
     """The verbs of the requester who asks: those built already at once, else built in the
     thread pool."""
     gateway: Gateway = request.app.state.gateway
@@ -288,7 +180,7 @@ async def verbs(request: HttpRequest, who: Asking) -> Lifecycles:
     return await run_in_threadpool(gateway.acting_for, who)
 
 
-Verbs = Annotated[Lifecycles, Depends(verbs)]
+Verbs = Annotated[SiteVerbs, Depends(verbs)]
 
 
 def create_app(gateway: Gateway) -> FastAPI:
@@ -524,7 +416,7 @@ def create_app(gateway: Gateway) -> FastAPI:
     def stable_path(name: str, lifecycles: Verbs, arch: str | None = None) -> dict[str, Any]:
         """``path NAME``: the alias's stable path for ``arch`` (else the gateway host's) and
         the digest-pinned artifact it names now."""
-        return stable_paths.stable_path(lifecycles, name, arch=arch).as_dict()
+        return lifecycles.stable_path(name, arch=arch).as_dict()
 
     @app.delete("/v1/aliases/{name}")
     def unregister(name: str, lifecycles: Verbs) -> dict[str, Any]:

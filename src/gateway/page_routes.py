@@ -1,7 +1,7 @@
 """The catalog's pages served by the gateway (docs/gateway.md, "The catalog page"): ``/``,
 ``/aliases/NAME``, ``/requests`` and the rows it polls (``/requests.json``), and their stylesheet
 and scripts (``/static/NAME``). Read-only: every route is a GET and reads through
-``composition.api.Reading``. The requests' pages ask the scheduler how each lifecycle stands:
+``gateway.site.Reads``. The requests' pages ask the scheduler how each lifecycle stands:
 they are calls to it (``gateway.outside``).
 
 Who reads: the requester ``who`` tells, reading what they may see; or, for a request that
@@ -29,9 +29,9 @@ from slurm_image.wire.errors import exit_code_for
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from slurm_image.composition.api import Reading
-    from slurm_image.gateway.app import Gateway
     from slurm_image.gateway.outside import OutsideParts
+    from slurm_image.gateway.site import Reads
+    from slurm_image.gateway.state import Gateway
 
 SITE = render.Site(static=False)
 SECURITY_HEADERS = {
@@ -73,7 +73,7 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def reading(request: HttpRequest) -> Reading:
+def reading(request: HttpRequest) -> Reads:
     """What the asker may read, within their request rate; anyone's reading without an
     identity when the catalog is public."""
     gateway: Gateway = request.app.state.gateway
@@ -92,7 +92,7 @@ def reading(request: HttpRequest) -> Reading:
     return gateway.acting_for(asker).reading()
 
 
-def _page(request: HttpRequest, build: Callable[[Reading], str], root: str) -> HTMLResponse:
+def _page(request: HttpRequest, build: Callable[[Reads], str], root: str) -> HTMLResponse:
     """The page ``build`` makes for the asker's reading; a refusal as a page of its own."""
     try:
         return HTMLResponse(build(reading(request)))
@@ -119,7 +119,7 @@ def _outside(request: HttpRequest) -> OutsideParts:
     return gateway.outside
 
 
-def requests_view(lifecycles: Reading) -> views.RequestsView:
+def requests_view(lifecycles: Reads) -> views.RequestsView:
     now = datetime.now(UTC)
     events = lifecycles.history(since=now - views.ENDED_WITHIN - timedelta(minutes=1)).events
     return views.requests_view(lifecycles.queue(), events, now)
@@ -132,7 +132,7 @@ def add_pages(app: FastAPI) -> None:
     def catalog(request: HttpRequest) -> HTMLResponse:
         machine = views.this_machine()
 
-        def build(lifecycles: Reading) -> str:
+        def build(lifecycles: Reads) -> str:
             rows = views.catalog_rows(lifecycles.catalog_list(), machine)
             return render.render("catalog.html", site=SITE, root="", rows=rows, machine=machine)
 
@@ -140,7 +140,7 @@ def add_pages(app: FastAPI) -> None:
 
     @app.get("/aliases/{name}", response_class=HTMLResponse, include_in_schema=False)
     def alias(request: HttpRequest, name: str) -> HTMLResponse:
-        def build(lifecycles: Reading) -> str:
+        def build(lifecycles: Reads) -> str:
             entries = lifecycles.catalog_entries(name)
             events = lifecycles.history(name).events
             page = views.alias_page(name, entries, events, views.this_machine())
@@ -150,7 +150,7 @@ def add_pages(app: FastAPI) -> None:
 
     @app.get("/requests", response_class=HTMLResponse, include_in_schema=False)
     async def requests(request: HttpRequest) -> HTMLResponse:
-        def build(lifecycles: Reading) -> str:
+        def build(lifecycles: Reads) -> str:
             view = requests_view(lifecycles)
             return render.render("requests.html", site=SITE, root="", view=view)
 

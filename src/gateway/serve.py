@@ -31,7 +31,7 @@ from slurm_image.gateway.peer import ConnectionLimits, guarded_protocol
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from slurm_image.composition.api import Lifecycles
+    from slurm_image.gateway.site import SiteVerbs
 
 log = logging.getLogger("slurm_image.gateway")
 
@@ -79,7 +79,7 @@ def bind(listener: Listener) -> socket.socket:
 class _Settler:
     """The store settled now and every ``every_s`` in a thread of its own, until stopped."""
 
-    def __init__(self, lifecycles: Lifecycles, every_s: float) -> None:
+    def __init__(self, lifecycles: SiteVerbs, every_s: float) -> None:
         self._lifecycles = lifecycles
         self._every_s = every_s
         self._stop = threading.Event()
@@ -169,7 +169,7 @@ def build_servers(
 
 def serve(
     app: FastAPI,
-    lifecycles: Lifecycles,
+    lifecycles: SiteVerbs,
     listeners: Sequence[Listener],
     *,
     tls_cert: str | None = None,
@@ -177,9 +177,7 @@ def serve(
     settle_every_s: float = SETTLE_EVERY_S,
 ) -> None:
     """Serve ``app`` on every listener until SIGINT or SIGTERM, settling the store meanwhile."""
-    from slurm_image.composition.factories import gateway_settings
-
-    trusted = gateway_settings(lifecycles.profile).trusted_proxies
+    trusted = lifecycles.profile.gateway_settings.trusted_proxies
     servers = build_servers(
         app, listeners, tls_cert=tls_cert, tls_key=tls_key, trusted_proxies=trusted
     )

@@ -30,8 +30,8 @@ from slurm_image.gateway.outside import SCHEDULER
 
 if TYPE_CHECKING:
     from slurm_image.application.logs import LogCursor
-    from slurm_image.composition.api import Lifecycles
     from slurm_image.gateway.outside import OutsideParts, Part
+    from slurm_image.gateway.site import SiteVerbs
     from slurm_image.gateway.who import Asker
 
 FOLLOW_POLL_S = 2.0
@@ -176,7 +176,7 @@ async def long_poll(
     answers: LongAnswers,
     outside: OutsideParts,
     asker: Asker,
-    lifecycles: Lifecycles,
+    lifecycles: SiteVerbs,
     ids: Sequence[str],
     timeout_s: float,
 ) -> WaitResult:

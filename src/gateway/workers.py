@@ -38,7 +38,7 @@ from slurm_image.gateway.serve import (
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from slurm_image.composition.api import Lifecycles
+    from slurm_image.gateway.site import SiteVerbs
 
 log = logging.getLogger("slurm_image.gateway")
 
@@ -68,7 +68,7 @@ class _Child:
 
 
 def serve_workers(
-    lifecycles: Lifecycles,
+    lifecycles: SiteVerbs,
     application: Application,
     listeners: Sequence[Listener],
     workers: int,
@@ -79,9 +79,7 @@ def serve_workers(
 ) -> None:
     """Serve every listener with ``workers`` processes until SIGINT or SIGTERM (see the module
     docstring); ``SystemExit`` with a child's code when one failed as it started."""
-    from slurm_image.composition.factories import gateway_settings
-
-    trusted = gateway_settings(lifecycles.profile).trusted_proxies
+    trusted = lifecycles.profile.gateway_settings.trusted_proxies
     require_tls_files(listeners, tls_cert, tls_key)
     bound = {listener: bind(listener) for listener in listeners}
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import WaitResult
+    from slurm_image.domain.by_name import StablePath
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.job import JobState
     from slurm_image.domain.lifecycle_state import LifecycleState
@@ -342,6 +343,18 @@ def removed_from(data: Json) -> Removed:
     from slurm_image.application.maintain import Removed
 
     return Removed(kind=_text(data, "kind"), path=_text(data, "path"))
+
+
+def stable_path_from(data: Any) -> StablePath:
+    from slurm_image.domain.by_name import StablePath
+
+    architecture = data["architecture"]
+    if architecture is not None and not isinstance(architecture, str):
+        raise TypeError("architecture")
+    fields = {key: data[key] for key in ("name", "path", "pinned")}
+    if not all(isinstance(value, str) for value in fields.values()):
+        raise TypeError("path")
+    return StablePath(architecture=architecture, **fields)
 
 
 # -- errors --------------------------------------------------------------------------------
