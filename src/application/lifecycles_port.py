@@ -1,8 +1,9 @@
 """The verbs the command line calls, as one driving port: the local use cases
-(``composition.api.Lifecycles``) and a gateway's client (``adapters.gateway_client``) both offer
-them, with the same arguments, answers and errors (tests/contract/test_lifecycles_contract.py).
-Nothing here is imported at run time but the one constant, so the command line may name the
-port without loading a use case."""
+(``composition.api.Lifecycles``) and a gateway's client (``adapters.gateway_client``) both
+implement it, with the same arguments, answers and errors
+(tests/contract/test_lifecycles_contract.py); what is the same whichever answers is written here
+once. Nothing of the use cases is imported at run time, so the command line may name the port
+without loading one."""
 
 from __future__ import annotations
 
@@ -125,7 +126,11 @@ class LifecyclesPort(Protocol):
 
     def catalog_page(self, query: ListQuery) -> SummaryPage: ...
 
-    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]: ...
+    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
+        """``list``: every summary ``query`` selects (default: every alias), page after page."""
+        from slurm_image.domain.listing import every_summary
+
+        return every_summary(self.catalog_page, query)
 
     def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead: ...
 

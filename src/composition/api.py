@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S
+from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S, LifecyclesPort
 from slurm_image.composition.container import Container, build_container
 from slurm_image.composition.profile_loader import layer_cache_bound, load_profile, profile_path
 from slurm_image.composition.reading import Reading
@@ -83,7 +83,7 @@ def make_request(
     )
 
 
-class Lifecycles:
+class Lifecycles(LifecyclesPort):
     """Every verb of the product for one site profile (see the module docstring)."""
 
     def __init__(
@@ -498,12 +498,6 @@ class Lifecycles:
         """One page of ``list``'s summaries of the aliases the requester may see
         (``domain.listing``)."""
         return self.reading().catalog_page(query)
-
-    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
-        """``list``: every summary ``query`` selects (default: every alias), page after page."""
-        from slurm_image.domain.listing import every_summary
-
-        return every_summary(self.catalog_page, query)
 
     def queue(self) -> list[dict[str, object]]:
         """Every lifecycle in flight the requester may see, with the orders waiting on it and

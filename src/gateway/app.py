@@ -22,16 +22,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slurm_image.domain.errors import InvalidRequest, SlurmImageError
 from slurm_image.domain.listing import DEFAULT_LIMIT, ListQuery
-from slurm_image.gateway.bodies import (
-    MAX_WAIT_S,
-    FinishBody,
-    GcBody,
-    LifecycleBody,
-    PublishBody,
-    ResolveBody,
-    WaitBody,
-    registry_credentials,
-)
 from slurm_image.gateway.encoded import json_answer
 from slurm_image.gateway.http_errors import retry_after, status_for
 from slurm_image.gateway.inputs import (
@@ -53,6 +43,16 @@ from slurm_image.gateway.who import Asker
 from slurm_image.wire import shapes
 from slurm_image.wire.errors import exit_code_for
 from slurm_image.wire.exit_codes import EXIT_INTERNAL, EXIT_INVALID
+from slurm_image.wire.requests import (
+    MAX_WAIT_S,
+    FinishBody,
+    GcBody,
+    LifecycleBody,
+    PublishBody,
+    ResolveBody,
+    WaitBody,
+    registry_credentials,
+)
 
 if TYPE_CHECKING:
     pass

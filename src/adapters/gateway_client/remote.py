@@ -20,14 +20,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S
+from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S, LifecyclesPort
 from slurm_image.domain.gateway_settings import parse_address
-from slurm_image.wire import shapes
+from slurm_image.wire import requests, shapes
 from slurm_image.wire.exit_codes import EXIT_SCHEDULER
 from slurm_image.wire.remote_error import RemoteError
 
 if TYPE_CHECKING:
     import httpx
+    from pydantic import BaseModel
 
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
@@ -69,13 +70,7 @@ class Gateway:
         return self.socket is None
 
 
-def _credentials_json(credentials: RegistryCredentials | None) -> dict[str, str] | None:
-    if credentials is None:
-        return None
-    return {"host": credentials.host, "login": credentials.login, "password": credentials.password}
-
-
-class RemoteLifecycles:
+class RemoteLifecycles(LifecyclesPort):
     """The verbs, asked of a gateway (see the module docstring)."""
 
     def __init__(
@@ -130,7 +125,7 @@ class RemoteLifecycles:
         method: str,
         path: str,
         *,
-        body: Mapping[str, Any] | None = None,
+        body: BaseModel | None = None,
         params: Mapping[str, Any] | None = None,
         retry_for_s: float = UNREACHABLE_GRACE_S,
         anonymous: bool = False,
@@ -155,7 +150,7 @@ class RemoteLifecycles:
         method: str,
         path: str,
         *,
-        body: Mapping[str, Any] | None = None,
+        body: BaseModel | None = None,
         params: Mapping[str, Any] | None = None,
         retry_for_s: float = UNREACHABLE_GRACE_S,
         anonymous: bool = False,
@@ -164,13 +159,14 @@ class RemoteLifecycles:
         cannot be reached (within ``retry_for_s``); a refusal raises ``RemoteError``."""
         import httpx
 
+        sent = None if body is None else requests.request_json(body)
         deadline = self._monotonic() + retry_for_s
         pause = 0.2
         while True:
             try:
                 headers = {} if anonymous else self._headers()
                 answer = self._client.request(
-                    method, path, json=body, params=params, headers=headers
+                    method, path, json=sent, params=params, headers=headers
                 )
             except httpx.TransportError as error:
                 if self._monotonic() + pause > deadline:
@@ -219,18 +215,18 @@ class RemoteLifecycles:
         unsigned_ok: bool = False,
         group: str | None = None,
         credentials: RegistryCredentials | None = None,
-    ) -> dict[str, Any]:
-        return {
-            "operation": operation,
-            "source": source,
-            "name": name,
-            "role": role,
-            "arch": arch,
-            "resolve": resolve,
-            "unsigned_ok": unsigned_ok,
-            "group": group,
-            "credentials": _credentials_json(credentials),
-        }
+    ) -> requests.LifecycleBody:
+        return requests.LifecycleBody.model_construct(
+            operation=operation,
+            source=source,
+            name=name,
+            role=role,
+            arch=arch,
+            resolve=resolve,
+            unsigned_ok=unsigned_ok,
+            group=group,
+            credentials=requests.credentials_body(credentials),
+        )
 
     def plan(
         self,
@@ -315,7 +311,7 @@ class RemoteLifecycles:
 
     def _run(
         self,
-        body: dict[str, Any],
+        body: requests.LifecycleBody,
         submit: bool,
         wait: bool,
         timeout_s: float | None,
@@ -334,7 +330,7 @@ class RemoteLifecycles:
             lambda data: (shapes.outcome_from(data), dict(data["request"])),
             "POST",
             "/v1/lifecycles",
-            body=body | {"submit": submit, "replace": replace, "force": force},
+            body=body.model_copy(update={"submit": submit, "replace": replace, "force": force}),
         )
         if not wait or outcome.state is not LifecycleState.SUBMITTED:
             return outcome
@@ -344,7 +340,7 @@ class RemoteLifecycles:
             shapes.outcome_from,
             "POST",
             f"/v1/lifecycles/{outcome.lifecycle_id}/finish",
-            body={"request": asked, "replace": replace},
+            body=requests.FinishBody.model_construct(request=asked, replace=replace),
             retry_for_s=max(UNREACHABLE_GRACE_S, timeout_s or 0.0),
         )
         return Outcome(
@@ -386,7 +382,9 @@ class RemoteLifecycles:
                     shapes.wait_from,
                     "POST",
                     "/v1/lifecycles/wait",
-                    body={"lifecycle_ids": list(lifecycle_ids), "timeout_s": poll},
+                    body=requests.WaitBody.model_construct(
+                        lifecycle_ids=list(lifecycle_ids), timeout_s=poll
+                    ),
                     retry_for_s=max(UNREACHABLE_GRACE_S, left if left is not None else 3600.0),
                 )
             except RemoteError as error:
@@ -442,7 +440,7 @@ class RemoteLifecycles:
             shapes.alias_record_from,
             "POST",
             f"/v1/lifecycles/{lifecycle_id}/publish",
-            body={"replace": replace},
+            body=requests.PublishBody.model_construct(replace=replace),
         )
 
     def cleanup(self, lifecycle_id: str) -> str:
@@ -458,12 +456,12 @@ class RemoteLifecycles:
         timeout_s: float = RESOLVE_TIMEOUT_S,
         credentials: RegistryCredentials | None = None,
     ) -> Resolution:
-        body = {
-            "reference": reference,
-            "arch": arch,
-            "timeout_s": timeout_s,
-            "credentials": _credentials_json(credentials),
-        }
+        body = requests.ResolveBody.model_construct(
+            reference=reference,
+            arch=arch,
+            timeout_s=float(timeout_s),
+            credentials=requests.credentials_body(credentials),
+        )
         return self._ask(shapes.resolution_from, "POST", "/v1/resolve", body=body)
 
     def outdated(
@@ -521,12 +519,6 @@ class RemoteLifecycles:
             params=params,
         )
 
-    def catalog_summaries(self, query: ListQuery | None = None) -> list[dict[str, object]]:
-        """Every summary ``query`` selects (default: every alias), page after page."""
-        from slurm_image.domain.listing import every_summary
-
-        return every_summary(self.catalog_page, query)
-
     def history(self, name: str | None = None, *, since: datetime | None = None) -> HistoryRead:
         params: dict[str, Any] = {}
         if name is not None:
@@ -539,7 +531,9 @@ class RemoteLifecycles:
         return self._ask(text("name"), "DELETE", f"/v1/aliases/{name}")
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
-        body = {"older_than": f"{int(older_than.total_seconds())}s", "dry_run": dry_run}
+        body = requests.GcBody.model_construct(
+            older_than=f"{int(older_than.total_seconds())}s", dry_run=dry_run
+        )
         return self._ask(each("removed", shapes.removed_from), "POST", "/v1/gc", body=body)
 
     def queue(self) -> list[dict[str, object]]:

@@ -1,7 +1,8 @@
 """What requests to the gateway carry (docs/gateway.md, "The API"): typed bodies that refuse
 unknown fields, each translated into the same arguments the command line gives ``Lifecycles``.
-Their values are checked by the domain's rules when the verb runs, exactly as on the command
-line."""
+The gateway reads them; the client writes the same models (``request_json``), unchecked, so that
+what is wrong is refused by the gateway, with its error body. Their values are checked by the
+domain's rules when the verb runs, exactly as on the command line."""
 
 from __future__ import annotations
 
@@ -28,6 +29,28 @@ class Credentials(BaseModel):
     host: str = Field(max_length=MAX_TEXT)
     login: str = Field(max_length=MAX_TEXT)
     password: SecretStr = Field(max_length=MAX_TEXT)
+
+
+def credentials_body(credentials: RegistryCredentials | None) -> Credentials | None:
+    """What a request carries of the requester's ``credentials`` (None: none)."""
+    if credentials is None:
+        return None
+    return Credentials.model_construct(
+        host=credentials.host, login=credentials.login, password=SecretStr(credentials.password)
+    )
+
+
+def request_json(body: BaseModel) -> dict[str, Any]:
+    """``body`` as the client sends it: every field, a password as its own text."""
+    return {key: _plain(value) for key, value in body.model_dump().items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def registry_credentials(given: Credentials | None) -> RegistryCredentials | None:
