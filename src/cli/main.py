@@ -1,9 +1,10 @@
-"""The ``slurm-image`` command line (docs/cli.md): ``main`` parses (``cli.parser``),
-runs the command, which calls ``Lifecycles`` (the Python API, ``composition.api``) and prints,
-and turns every failure into one line on stderr and an exit code. At module level the command
-line imports only the standard library and the domain's stdlib-only modules: everything else
-(pydantic models, the container, the use cases, the adapters, rich) is imported inside the
-commands that need it, so ``--help`` loads none of it (tests/cli/test_lazy_imports.py)."""
+"""The ``slurm-image`` command line (docs/cli.md): ``main`` parses (``cli.parser``), runs the
+command, which calls what the composition root handed it (``cli.services``: the verbs of
+``application.lifecycles_port``, this machine's or a gateway's) and prints, and turns every failure
+into one line on stderr and an exit code. At module level the command line imports only the standard
+library and the domain's stdlib-only modules: everything else (pydantic models, the container, the
+use cases, the adapters, rich) is imported inside the commands that need it, so ``--help`` loads
+none of it (tests/cli/test_lazy_imports.py)."""
 
 from __future__ import annotations
 

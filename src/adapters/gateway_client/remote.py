@@ -1,8 +1,8 @@
-"""The command line as a client of a gateway (docs/gateway.md, "The command line as its
-client"): ``RemoteLifecycles`` offers the verbs of ``composition.api.Lifecycles`` that the
-commands call, each asked of ``slurm-image serve`` over its unix socket or HTTPS, and returns
-the same types, so every command prints and exits exactly as in the local mode. Both pass one
-contract suite (tests/contract/test_lifecycles_contract.py).
+"""The command line as a client of a gateway (docs/gateway.md, "The command line as its client"):
+``RemoteLifecycles`` implements the verbs the commands call (``application.lifecycles_port``), as
+the local ``Lifecycles`` does, each asked of ``slurm-image serve`` over its unix socket or HTTPS,
+and returns the same types, so every command prints and exits exactly as in the local mode. Both
+pass one contract suite (tests/contract/test_lifecycles_contract.py).
 
 Over HTTPS each request carries a fresh MUNGE credential (``ports.authentication``), restricted to
 the uid the gateway says it runs as (``/v1/about``); over the unix socket the kernel tells the
