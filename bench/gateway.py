@@ -18,7 +18,7 @@ line's own ``show``, and one job for many requesters.
   /v1/aliases?limit=1000``, then each ``next``) by one client of an idle gateway, beside the
   command line's ``list --json`` of the same store: the bytes each answers and its wall time.
 - ``coalescing``: ten requesters import one digest at once through the gateway's application
-  (``entrypoints.gateway.app``, the one ``slurm-image serve`` serves) served by uvicorn in a
+  (``gateway.app``, the one ``slurm-image serve`` serves) served by uvicorn in a
   thread of this process on a loopback port: over the unix socket the kernel would name the
   bench's one account for all ten, so each request carries a MUNGE credential of its own
   requester, made by the product's in-memory munged (``adapters.memory``). Once all ten have
@@ -48,17 +48,18 @@ import uvicorn
 from dependency_injector import providers
 from workloads import SOURCE, Site, chain_record, inspection
 
+from slurm_image.adapters.gateway_client.remote import Gateway as Address
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.adapters.memory import FakeSubmitter, MemoryAccounts, MemoryMunge
 from slurm_image.adapters.system_clock import SystemClock
 from slurm_image.application.lifecycle import Outcome
+from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.entrypoints.api import Lifecycles
-from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.gateway.serve import Listener, bind
-from slurm_image.entrypoints.gateway.who import Who
-from slurm_image.entrypoints.remote import Gateway as Address
-from slurm_image.entrypoints.remote import RemoteLifecycles
+from slurm_image.gateway.app import create_app
+from slurm_image.gateway.serve import Listener, bind
+from slurm_image.gateway.state import Gateway
+from slurm_image.gateway.who import Who
 
 GATEWAY_SETTINGS = """
 [gateway]

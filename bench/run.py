@@ -64,7 +64,7 @@ below which no command that validates with the domain's models through the conta
 validating one value: pydantic, its field types and its plugin discovery, as the first
 validation of any command loads them) and ``floor_container_vs_python`` (the same, after
 ``import dependency_injector.containers``, which imports asyncio, as the product imports it:
-``entrypoints.lean_imports``).
+``composition.lean_imports``).
 """
 
 from __future__ import annotations
@@ -221,11 +221,11 @@ class Floor(BaseModel):
 Floor.model_validate({"name": "floor"})
 """
 FLOOR_CONTAINER = (
-    "from slurm_image.entrypoints.lean_imports import without_web_framework\n"
+    "from slurm_image.composition.lean_imports import without_web_framework\n"
     "with without_web_framework():\n"
     "    import dependency_injector.containers\n" + FLOOR_MODEL
 )
-"""The container as the product imports it (entrypoints/lean_imports.py: with the gateway's web
+"""The container as the product imports it (composition/lean_imports.py: with the gateway's web
 framework hidden from dependency-injector's wiring)."""
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
-import slurm_image.entrypoints.cli as cli
+import slurm_image.composition.api as api
+import slurm_image.composition.main as cli
 from publish_support import SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.paths import AttemptLayout

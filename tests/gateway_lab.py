@@ -29,18 +29,19 @@ from typing import Any
 from dependency_injector import providers
 
 from publish_support import chain_json, inspection
+from slurm_image.adapters.gateway_client.remote import Gateway as GatewayAddress
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.adapters.memory import FakeSubmitter, MemoryAccounts
 from slurm_image.adapters.memory.munge import MemoryMunge
 from slurm_image.adapters.system_clock import SystemClock
+from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.plan import load_plan
 from slurm_image.domain.requester import Requester
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.entrypoints.api import Lifecycles
-from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.gateway.serve import Listener, build_servers
-from slurm_image.entrypoints.gateway.who import Who
-from slurm_image.entrypoints.remote import Gateway as GatewayAddress
-from slurm_image.entrypoints.remote import RemoteLifecycles
+from slurm_image.gateway.app import create_app
+from slurm_image.gateway.serve import Listener, build_servers
+from slurm_image.gateway.state import Gateway
+from slurm_image.gateway.who import Who
 
 DIGEST = "d" * 64
 SOURCE = f"registry.example.org/team/app:1@sha256:{DIGEST}"

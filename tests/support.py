@@ -136,7 +136,7 @@ def run_cli(
         environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     environ["PYTHONPATH"] = PACKAGE_DIR
     environ.update(env or {})
-    command = [*prefix, sys.executable, "-m", "slurm_image.entrypoints", *args]
+    command = [*prefix, sys.executable, "-m", "slurm_image.composition", *args]
     return subprocess.run(
         command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout
     )

@@ -3,7 +3,7 @@ names what is at fault, ``rule`` what it must satisfy (or what went wrong with i
 the offending value where it helps and is no secret. Each layer keeps its own types below this
 base (the domain's here, each port's in its module, the use cases' in ``application.errors``),
 so every ``except`` names the layer it expects; the command line maps them all through one
-table (``entrypoints.errors``)."""
+table (``wire.errors``)."""
 
 from __future__ import annotations
 

@@ -448,6 +448,11 @@ class SiteProfile(BaseModel):
         return (self.store or StoreSettings()).grace
 
     @property
+    def gateway_settings(self) -> GatewaySettings:
+        """``[gateway]``, else every default."""
+        return self.gateway or GatewaySettings()
+
+    @property
     def store_name(self) -> str:
         """The name ``metrics`` gives the store (every series' ``store`` label): ``[metrics]
         store_name``, else the workspace root, which no two stores share."""

@@ -22,7 +22,7 @@ from catalog_site import (
     write_progress,
 )
 from gateway_lab import GatewayLab, gateway_lab
-from slurm_image.entrypoints.cli import main
+from slurm_image.composition.main import main
 
 pytestmark = pytest.mark.usefixtures("browser")
 

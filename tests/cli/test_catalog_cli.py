@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
+import slurm_image.composition.api as api
 from cli_site import CliSite, fake_scheduler
 from publish_support import SOURCE, SOURCE_DIGEST, SQSH_BYTES, chain_json, inspection
 from slurm_image.adapters.memory import FakeSubmitter

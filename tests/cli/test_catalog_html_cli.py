@@ -11,7 +11,7 @@ import pytest
 
 from catalog_site import catalog_site
 from cli_site import run_main as run
-from slurm_image.entrypoints.exit_codes import EXIT_INVALID
+from slurm_image.wire.exit_codes import EXIT_INVALID
 
 
 def test_the_pages_of_everything_but_the_private_aliases(

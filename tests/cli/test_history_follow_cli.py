@@ -47,7 +47,7 @@ class Follower:
         profile = tmp_path / "slurm-image.toml"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": PACKAGE_DIR}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile), *args],
+            [sys.executable, "-m", "slurm_image.composition", "--profile", str(profile), *args],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import slurm_image.entrypoints.container as container_module
+import slurm_image.composition.container as container_module
 from publish_support import chain_json, inspection
 from slurm_image import Lifecycles
 from slurm_image.domain.paths import AttemptLayout
@@ -33,7 +33,7 @@ SQSH = b"hsqs" + bytes(60) + b"the image"
 # Runs the console entry point, then writes the names of the loaded modules to $REPORT.
 PROBE = """
 import json, os, sys
-from slurm_image.entrypoints.cli import main
+from slurm_image.composition.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as done:
@@ -65,14 +65,14 @@ REGISTRY_SIDE = (
     "slurm_image.application.resolve",
 )
 # What only the gateway serving needs (dependency-injector would import the first two when they
-# are installed: entrypoints/lean_imports.py).
+# are installed: composition/lean_imports.py).
 WEB = (
     "fastapi",
     "starlette",
     "uvicorn",
     "jinja2",
-    "slurm_image.entrypoints.gateway",
-    "slurm_image.entrypoints.pages",
+    "slurm_image.gateway",
+    "slurm_image.gateway.pages",
 )
 SCHEDULER = (
     "httpx",
@@ -155,7 +155,7 @@ def site(tmp_path: Path) -> dict[str, Path]:
 
 def test_help_loads_no_model_no_container_and_no_use_case(tmp_path: Path) -> None:
     modules = loaded(tmp_path, "--help")
-    assert "slurm_image.entrypoints.cli" in modules
+    assert "slurm_image.cli.main" in modules
     assert (
         of(
             modules,
@@ -165,7 +165,7 @@ def test_help_loads_no_model_no_container_and_no_use_case(tmp_path: Path) -> Non
             "importlib.metadata",
             "slurm_image.adapters",
             "slurm_image.application",
-            "slurm_image.entrypoints.container",
+            "slurm_image.composition.container",
         )
         == []
     )
@@ -188,7 +188,7 @@ def test_show_and_list_load_no_model_library_no_container_and_nothing_of_the_sch
     assert "slurm_image.application.catalog_reader" in modules
     assert "slurm_image.adapters.local_store" in modules
     assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
-    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, "slurm_image.composition.container", "slurm_image.composition.api") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
 
@@ -204,7 +204,7 @@ def test_show_of_a_missing_alias_fails_as_cheaply_as_a_lookup(
     )
     assert "slurm_image.application.catalog_reader" in modules
     assert of(modules, "pydantic", "pydantic_core", "dependency_injector", "asyncio") == []
-    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, "slurm_image.composition.container", "slurm_image.composition.api") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
 
@@ -222,7 +222,7 @@ def test_history_loads_no_container_nothing_of_the_scheduler_and_no_use_case(
         modules
     )
     assert of(modules, "dependency_injector", "asyncio") == []
-    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, "slurm_image.composition.container", "slurm_image.composition.api") == []
     assert of(modules, "slurm_image.domain.profile", "slurm_image.application.history") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
@@ -235,7 +235,7 @@ def test_metrics_loads_no_container_nothing_of_the_scheduler_and_no_lifecycle_us
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), *command)
     assert {"slurm_image.application.metrics", "slurm_image.adapters.local_history"} <= modules
     assert of(modules, "dependency_injector", "asyncio") == []
-    assert of(modules, "slurm_image.entrypoints.container", "slurm_image.entrypoints.api") == []
+    assert of(modules, "slurm_image.composition.container", "slurm_image.composition.api") == []
     assert of(modules, *SCHEDULER) == []
     assert of(modules, *LIFECYCLE_SIDE) == []
     # the text's library only when the text is written
@@ -248,7 +248,7 @@ def test_show_verify_validates_and_rehashes_without_the_scheduler(
     modules = loaded(tmp_path, "--profile", str(site["sbatch"]), "show", "app", "--verify")
     assert "slurm_image.adapters.local_store" in modules
     assert {"slurm_image.domain.profile", "slurm_image.application.catalog"} <= modules
-    assert "slurm_image.entrypoints.container" in modules
+    assert "slurm_image.composition.container" in modules
     assert of(modules, *SCHEDULER) == []
 
 
@@ -297,7 +297,7 @@ def test_a_dry_run_of_a_pin_loads_no_registry_client_and_no_cryptography(
 
 def test_the_doctor_commands_default_timeout_is_the_doctors() -> None:
     from slurm_image.application.doctor import DEFAULT_TIMEOUT_S
-    from slurm_image.entrypoints import doctor_command
+    from slurm_image.cli import doctor_command
 
     assert doctor_command.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
 

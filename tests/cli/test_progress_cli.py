@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
-import slurm_image.entrypoints.cli as cli
-import slurm_image.entrypoints.cli_output as cli_output
+import slurm_image.cli.output as cli_output
+import slurm_image.composition.api as api
+import slurm_image.composition.main as cli
 from slurm_image.adapters.memory import FakeSubmitter
+from slurm_image.cli.arguments import Options
 from slurm_image.domain.paths import AttemptLayout
-from slurm_image.entrypoints.arguments import Options
 
 SOURCE = "registry.example.org/team/app:1.0@sha256:" + "b" * 64
 RECORD = (

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from slurm_image.adapters.slurmrest.client import TokenSource
+from slurm_image.composition.container import build_container, require_submitter
 from slurm_image.domain.profile import select_cluster
-from slurm_image.entrypoints.container import build_container, require_submitter
 from slurm_image.ports.submitter import SchedulerAuthError
 from support import run_cli
 

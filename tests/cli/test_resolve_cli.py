@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
+import slurm_image.composition.api as api
 from cli_site import CliSite, fake_scheduler
 from scripted_registry import LIST_V2, index_bytes, manifest_bytes
 from slurm_image.adapters.memory import FakeSubmitter, MemoryRegistry
@@ -211,6 +211,6 @@ def test_outdated_exits_with_the_registrys_code_when_a_tag_cannot_be_checked(sit
 
 def test_the_registry_timeout_the_cli_writes_out_is_the_use_cases_default() -> None:
     from slurm_image.application.resolve import DEFAULT_TIMEOUT_S
-    from slurm_image.entrypoints import tag_commands
+    from slurm_image.cli import tag_commands
 
     assert tag_commands.RESOLVE_TIMEOUT_S == api.RESOLVE_TIMEOUT_S == DEFAULT_TIMEOUT_S

@@ -17,11 +17,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
+import slurm_image.composition.api as api
 from cli_site import CliSite, fake_scheduler
 from cosign_artifacts import public_pem
 from slurm_image.adapters.memory import MemoryRegistry
-from slurm_image.entrypoints import site_policy
+from slurm_image.composition import site_policy
 from support import unavailable
 
 REGISTRY = "registry.example.org"

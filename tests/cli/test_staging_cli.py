@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from dependency_injector import providers
 
-import slurm_image.entrypoints.api as api
-import slurm_image.entrypoints.cli as cli
+import slurm_image.composition.api as api
+import slurm_image.composition.main as cli
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.domain.canonical import canonical_json
 from slurm_image.domain.paths import AttemptLayout

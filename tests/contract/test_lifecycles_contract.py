@@ -20,8 +20,8 @@ from slurm_image.application.lifecycle import Outcome
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.domain.job import JobState
 from slurm_image.domain.lifecycle_state import LifecycleState
-from slurm_image.entrypoints.errors import exit_code_for
-from slurm_image.entrypoints.exit_codes import EXIT_FORBIDDEN, EXIT_INVALID, EXIT_JOB_FAILED
+from slurm_image.wire.errors import exit_code_for
+from slurm_image.wire.exit_codes import EXIT_FORBIDDEN, EXIT_INVALID, EXIT_JOB_FAILED
 
 KINDS = ["local", "remote"]
 OTHER = f"registry.example.org/team/other:2@sha256:{'e' * 64}"

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from parallel import ordinary_uid
+from slurm_image.composition.runtime_files import load_runtime_files
 from slurm_image.domain.architecture import elf_machine
 from slurm_image.domain.credentials import CREDENTIALS_NAME, RegistryCredentials
 from slurm_image.domain.paths import AttemptLayout
@@ -37,7 +38,6 @@ from slurm_image.domain.request import make_request
 from slurm_image.domain.runtime import RuntimeFiles
 from slurm_image.domain.script import BINFMT_MISC, render_script
 from slurm_image.domain.shell import quote
-from slurm_image.entrypoints.runtime_files import load_runtime_files
 from support import install_enroot_standin
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

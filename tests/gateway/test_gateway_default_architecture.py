@@ -17,7 +17,7 @@ import pytest
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
 from slurm_image.application.lifecycle import Outcome
 from slurm_image.domain.architecture import from_machine
-from slurm_image.entrypoints.remote_error import RemoteError
+from slurm_image.wire.remote_error import RemoteError
 
 HERE = from_machine(platform.machine())
 OTHER = "aarch64" if HERE != "aarch64" else "x86_64"

@@ -17,7 +17,7 @@ import pytest
 
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
 from slurm_image.domain.listing import ListQuery
-from slurm_image.entrypoints import wire
+from slurm_image.wire import shapes
 
 NAMES = ("app-a", "app-b", "app-c")
 
@@ -66,7 +66,7 @@ def test_a_show_hands_the_thread_pool_who_asks_and_the_read(lab: GatewayLab) -> 
         assert answer.status_code == 200, answer.text
         assert handed == 2, "who asks, then the read and its encoding"
         shown = lab.local("carol").catalog_show(name)
-        assert answer.content == compact(wire.published_json(shown))
+        assert answer.content == compact(shapes.published_json(shown))
         assert answer.headers["content-type"] == "application/json"
         assert answer.headers["cache-control"] == "no-store"
 
@@ -77,7 +77,7 @@ def test_a_page_of_list_hands_the_thread_pool_who_asks_and_the_read(lab: Gateway
     assert answer.status_code == 200, answer.text
     assert handed == 2, "who asks, then the read and its encoding"
     page = lab.local("carol").catalog_page(ListQuery(limit=2))
-    assert answer.content == compact(wire.summary_page_json(page))
+    assert answer.content == compact(shapes.summary_page_json(page))
     assert answer.json()["next"] == NAMES[1]
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from gateway_lab import GatewayLab, gateway_lab
 from slurm_image.domain.profile import InvalidProfile, parse_profile
-from slurm_image.entrypoints.exit_codes import EXIT_NOT_AUTHENTICATED
-from slurm_image.entrypoints.gateway.who import Who
+from slurm_image.gateway.who import Who
+from slurm_image.wire.exit_codes import EXIT_NOT_AUTHENTICATED
 
 
 def forged(n: int) -> dict[str, str]:

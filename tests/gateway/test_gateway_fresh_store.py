@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from gateway_lab import gateway_lab
+from slurm_image.cli.arguments import Options
+from slurm_image.composition.serve import build
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.entrypoints.arguments import Options
-from slurm_image.entrypoints.exit_codes import EXIT_FORBIDDEN, EXIT_NOT_AUTHENTICATED
-from slurm_image.entrypoints.gateway.serve import Listener
-from slurm_image.entrypoints.remote_error import RemoteError
-from slurm_image.entrypoints.serve_command import build
+from slurm_image.gateway.serve import Listener
+from slurm_image.wire.exit_codes import EXIT_FORBIDDEN, EXIT_NOT_AUTHENTICATED
+from slurm_image.wire.remote_error import RemoteError
 
 
 def refusals(layout: StoreLayout) -> list[dict[str, Any]]:

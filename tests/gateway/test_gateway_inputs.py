@@ -13,7 +13,7 @@ import pytest
 
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
 from slurm_image.domain.untrusted_request import MAX_HEAD_BYTES, MAX_QUERY_TEXT, TEXT_RULE
-from slurm_image.entrypoints.exit_codes import EXIT_INVALID
+from slurm_image.wire.exit_codes import EXIT_INVALID
 
 IMPORT = {"operation": "import_oci", "source": SOURCE, "name": "a", "role": "client"}
 DEEPER = "nests deeper than 32 levels"

@@ -14,8 +14,9 @@ import pytest
 from gateway_lab import SOURCE, USERS, GatewayLab, gateway_lab
 from slurm_image.application.lifecycle import Outcome
 from slurm_image.domain.lifecycle_state import LifecycleState
-from slurm_image.entrypoints.gateway.app import Gateway, create_app
-from slurm_image.entrypoints.remote_error import RemoteError
+from slurm_image.gateway.app import create_app
+from slurm_image.gateway.state import Gateway
+from slurm_image.wire.remote_error import RemoteError
 
 
 @pytest.fixture

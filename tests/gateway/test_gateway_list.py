@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-import slurm_image.entrypoints.command_api as command_api
+import slurm_image.composition.command_api as command_api
 from cli_site import run_main as cli_run
 from gateway_lab import SOURCE, SQSH, GatewayLab, gateway_lab
 from publish_support import inspection

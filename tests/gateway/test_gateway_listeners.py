@@ -14,13 +14,13 @@ from typing import Any
 import httpx
 import pytest
 
-import slurm_image.entrypoints.command_api as command_api
+import slurm_image.composition.command_api as command_api
 from cli_site import run_main as cli_run
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
+from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
 from slurm_image.domain.errors import InvalidRequest
-from slurm_image.entrypoints.gateway.peer import peer_credentials
-from slurm_image.entrypoints.gateway.serve import parse_listener
-from slurm_image.entrypoints.remote import Gateway, RemoteLifecycles
+from slurm_image.gateway.peer import peer_credentials
+from slurm_image.gateway.serve import parse_listener
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_the_command_line_over_the_gateway_prints_and_exits_as_locally(
 def test_a_gateway_that_cannot_be_reached_is_exit_3(
     capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr("slurm_image.entrypoints.remote.UNREACHABLE_GRACE_S", 0.5)
+    monkeypatch.setattr("slurm_image.adapters.gateway_client.remote.UNREACHABLE_GRACE_S", 0.5)
     code, _, err = cli_run(capsys, "--gateway", f"unix:{tmp_path}/none.sock", "list")
     assert code == 3
     assert "cannot be reached" in err
@@ -158,7 +158,7 @@ def test_https_and_the_unix_socket_at_once_and_a_tls_listener_needs_its_key(
     import socket as sockets
     import threading
 
-    from slurm_image.entrypoints.gateway.serve import Listener, build_servers
+    from slurm_image.gateway.serve import Listener, build_servers
     from tls_material import make_tls_material
 
     with sockets.socket() as probe:

@@ -11,12 +11,12 @@ import httpx
 import pytest
 
 from gateway_lab import GatewayLab, gateway_lab
+from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
 from slurm_image.adapters.memory.munge import MemoryMunge
 from slurm_image.adapters.munge import RESTRICTED
 from slurm_image.adapters.system_clock import SystemClock
-from slurm_image.entrypoints.exit_codes import EXIT_NOT_AUTHENTICATED
-from slurm_image.entrypoints.remote import Gateway, RemoteLifecycles
 from slurm_image.ports.authentication import CredentialRefused
+from slurm_image.wire.exit_codes import EXIT_NOT_AUTHENTICATED
 
 
 @pytest.fixture
@@ -67,9 +67,9 @@ def test_a_credential_restricted_to_another_uid_is_refused(lab: GatewayLab) -> N
 
 @pytest.mark.parametrize("tcp", [True, False])
 def test_serve_keeps_its_replay_file_when_it_listens_over_tcp(tcp: bool) -> None:
-    from slurm_image.entrypoints.arguments import Options
-    from slurm_image.entrypoints.gateway.serve import Listener
-    from slurm_image.entrypoints.serve_command import build
+    from slurm_image.cli.arguments import Options
+    from slurm_image.composition.serve import build
+    from slurm_image.gateway.serve import Listener
 
     with gateway_lab(http=False) as lab:
         replay_file = lab.directory / "accepted-credentials"

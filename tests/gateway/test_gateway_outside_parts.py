@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from gateway_lab import SOURCE, GatewayLab, eventually, gateway_lab
-from slurm_image.entrypoints.exit_codes import EXIT_BUSY
+from slurm_image.wire.exit_codes import EXIT_BUSY
 
 HUNG = 48
 READS = ("/healthz", "/v1/aliases", "/v1/aliases/app", "/v1/history", "/", "/aliases/app")

@@ -15,7 +15,7 @@ import pytest
 
 from gateway_lab import PRIVATE_GROUP, SOURCE, GatewayLab, gateway_lab
 from slurm_image.domain.credentials import RegistryCredentials
-from slurm_image.entrypoints.exit_codes import EXIT_FORBIDDEN, EXIT_INVALID
+from slurm_image.wire.exit_codes import EXIT_FORBIDDEN, EXIT_INVALID
 
 LOG_LINE = b"pulled registry.example.org/team/app\n"
 OUTSIDERS = ("bob", "dave")

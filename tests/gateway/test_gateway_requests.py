@@ -14,7 +14,7 @@ import pytest
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
 from slurm_image.adapters.memory.munge import MemoryMunge
 from slurm_image.adapters.system_clock import SystemClock
-from slurm_image.entrypoints.exit_codes import EXIT_BUSY, EXIT_INVALID, EXIT_NOT_AUTHENTICATED
+from slurm_image.wire.exit_codes import EXIT_BUSY, EXIT_INVALID, EXIT_NOT_AUTHENTICATED
 
 IMPORT = {"operation": "import_oci", "source": SOURCE, "name": "a", "role": "client"}
 
@@ -304,7 +304,7 @@ def test_a_tag_the_policy_refuses_to_resolve_or_check_is_a_refusal_in_the_histor
     from slurm_image.domain.policy import Policy
     from slurm_image.domain.request import make_request
     from slurm_image.domain.resolution import ResolvedFrom
-    from slurm_image.entrypoints.remote_error import RemoteError
+    from slurm_image.wire.remote_error import RemoteError
 
     tag, digest = SOURCE.split("@")
     resolved = ResolvedFrom(tag=tag, digest=digest, resolved_at="2026-01-01T00:00:00.000000Z")

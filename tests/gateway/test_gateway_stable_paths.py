@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from gateway_lab import PRIVATE_GROUP, SOURCE, GatewayLab, gateway_lab
+from slurm_image.adapters.gateway_client.stable_paths import remote_stable_path
 from slurm_image.domain.credentials import RegistryCredentials
-from slurm_image.entrypoints.exit_codes import EXIT_INVALID
-from slurm_image.entrypoints.remote_error import RemoteError
-from slurm_image.entrypoints.stable_paths import remote_stable_path
+from slurm_image.wire.exit_codes import EXIT_INVALID
+from slurm_image.wire.remote_error import RemoteError
 
 OTHER_SOURCE = f"registry.example.org/team/other:2@sha256:{'e' * 64}"
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from gateway_lab import SOURCE, GatewayLab, eventually, gateway_lab
-from slurm_image.entrypoints.exit_codes import EXIT_BUSY
+from slurm_image.wire.exit_codes import EXIT_BUSY
 
 
 @pytest.fixture
@@ -212,7 +212,7 @@ def test_sigterm_ends_open_streams_and_the_gateway_exits(tmp_path: Path) -> None
         "[gateway]\nshutdown_timeout_s = 5\n"
     )
     sock = tmp_path / "gw.sock"
-    command = [sys.executable, "-m", "slurm_image.entrypoints.cli"]
+    command = [sys.executable, "-m", "slurm_image.composition"]
     gateway = subprocess.Popen(
         [*command, "--profile", str(profile), "serve", "--listen", f"unix:{sock}"],
         env={**os.environ, "PYTHONPATH": str(Path(".pkg").resolve())},

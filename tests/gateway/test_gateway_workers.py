@@ -22,11 +22,11 @@ import pytest
 
 from cli_site import run_main
 from publish_support import SOURCE, SQSH_BYTES, chain_json, inspection
+from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.request import make_request
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.entrypoints.api import Lifecycles
-from slurm_image.entrypoints.gateway.workers import STEADY_AFTER_S
-from slurm_image.entrypoints.remote import Gateway, RemoteLifecycles
+from slurm_image.gateway.workers import STEADY_AFTER_S
 from support import PACKAGE_DIR
 
 PROFILE = """workspace_root = "{root}"
@@ -81,7 +81,7 @@ def site(world_readable_tmp: Path) -> Path:
 @contextmanager
 def served(profile: Path, sock: Path, *options: str) -> Iterator[subprocess.Popen[bytes]]:
     """``slurm-image serve`` on ``sock`` until the block ends, then SIGTERM."""
-    command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(profile)]
+    command = [sys.executable, "-m", "slurm_image.composition", "--profile", str(profile)]
     log = sock.with_suffix(".log")
     with log.open("wb") as output:
         server = subprocess.Popen(
@@ -177,7 +177,7 @@ def test_a_worker_that_fails_as_it_starts_stops_the_gateway_with_its_exit_code(
     replay = site.parent / "replay"
     replay.write_text("")
     replay.chmod(0o644)  # others may read it: a worker refuses it
-    command = [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(site), "serve"]
+    command = [sys.executable, "-m", "slurm_image.composition", "--profile", str(site), "serve"]
     done = subprocess.run(
         [
             *command,
@@ -265,7 +265,7 @@ def test_a_gateway_killed_in_the_middle_of_imports_leaves_the_other_answering(
         assert "after" in _listed(second)
 
         gc = subprocess.run(
-            [sys.executable, "-m", "slurm_image.entrypoints", "--profile", str(site), "gc"],
+            [sys.executable, "-m", "slurm_image.composition", "--profile", str(site), "gc"],
             env=ENV,
             capture_output=True,
             text=True,

@@ -119,7 +119,7 @@ def world_runtime() -> Iterator[Runtime]:
         launcher.parent.mkdir()
         launcher.write_text(
             f"#!/bin/sh\nPYTHONPATH={packages} PYTHONDONTWRITEBYTECODE=1"
-            f' exec {python} -s -m slurm_image.entrypoints "$@"\n'
+            f' exec {python} -s -m slurm_image.composition "$@"\n'
         )
         for path in [directory, *directory.rglob("*")]:
             if path.is_dir():

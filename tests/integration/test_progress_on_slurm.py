@@ -87,7 +87,7 @@ class Site:
 
     def json(self, *args: str) -> dict[str, Any]:
         result = subprocess.run(
-            [sys.executable, "-m", "slurm_image.entrypoints", *args, "--json"],
+            [sys.executable, "-m", "slurm_image.composition", *args, "--json"],
             cwd=self.base,
             env=self.env,
             capture_output=True,

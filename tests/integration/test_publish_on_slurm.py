@@ -80,7 +80,7 @@ class Site:
         }
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "slurm_image.entrypoints", *args]
+        return [sys.executable, "-m", "slurm_image.composition", *args]
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -66,7 +66,7 @@ class Site:
         command = self.bin / "slurm-image"
         command.write_text(
             "#!/bin/sh\n"
-            f"PYTHONPATH={PACKAGE_DIR} exec {sys.executable} -m slurm_image.entrypoints"
+            f"PYTHONPATH={PACKAGE_DIR} exec {sys.executable} -m slurm_image.composition"
             f' --profile {self.profile} "$@"\n'
         )
         command.chmod(0o755)

@@ -42,7 +42,7 @@ from cosign_real import (
 )
 from slurm_image.domain.signatures import load_public_key
 from slurm_image.domain.store_layout import StoreLayout
-from slurm_image.entrypoints.exit_codes import EXIT_UNSIGNED
+from slurm_image.wire.exit_codes import EXIT_UNSIGNED
 from support import run_cli
 
 pytestmark = pytest.mark.e2e

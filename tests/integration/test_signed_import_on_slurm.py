@@ -28,7 +28,7 @@ from harness import registry_images  # noqa: F401  (the fixture, registered by i
 from cosign_real import OPEN, copy_manifest, make_cosign, make_repository
 from resolve_site import ResolveSite
 from slurm_image.domain.signatures import load_public_key
-from slurm_image.entrypoints.exit_codes import EXIT_UNSIGNED
+from slurm_image.wire.exit_codes import EXIT_UNSIGNED
 from support import install_enroot_standin
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e, pytest.mark.full_only]

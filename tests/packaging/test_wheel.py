@@ -94,7 +94,7 @@ import json, sys
 import entrypoints
 import slurm_image
 from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.composition.container import build_container, require_submitter
 
 profile = parse_profile({
     "workspace_root": "/srv/ws",
@@ -126,7 +126,8 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     assert dist_info.pop().startswith("slurm_image_lifecycle-")
     assert top - {n for n in top if n.endswith(".dist-info")} == {"slurm_image"}
     for module in (
-        "domain", "ports", "application", "adapters", "inspector", "streamer", "entrypoints",
+        "domain", "ports", "application", "adapters", "inspector", "streamer", "wire", "cli",
+        "gateway", "composition",
     ):  # fmt: skip
         assert f"slurm_image/{module}/__init__.py" in names
     assert "slurm_image/inspector/inspect_image.py" in names
@@ -136,8 +137,8 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     assert steps
     for step in steps:  # the batch job's shell steps are package data the renderer reads
         assert f"slurm_image/domain/job_steps/{step}" in names
-    assert "slurm_image/entrypoints/cli.py" in names
-    pages = ROOT / "src" / "entrypoints" / "pages"
+    assert "slurm_image/composition/main.py" in names
+    pages = ROOT / "src" / "gateway" / "pages"
     shipped = sorted(
         path.relative_to(pages).as_posix()
         for folder in ("templates", "static")
@@ -145,7 +146,7 @@ def test_the_wheel_holds_one_top_level_name_slurm_image(wheel: Path) -> None:
     )
     assert "templates/catalog.html" in shipped and "static/catalog.js" in shipped
     for page_file in shipped:  # the catalog's templates and assets are package data too
-        assert f"slurm_image/entrypoints/pages/{page_file}" in names
+        assert f"slurm_image/gateway/pages/{page_file}" in names
 
 
 def test_the_wheel_installs_beside_pypi_entrypoints_and_a_site_plugin(
@@ -215,7 +216,7 @@ SELECT_SPOOL = """\
 import json, sys
 import slurm_image, spool_submitter
 from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.container import build_container, require_submitter
+from slurm_image.composition.container import build_container, require_submitter
 from slurm_image.ports.submitter import SchedulerRejected
 
 def profile(spool):

@@ -11,7 +11,7 @@ from slurm_image import Lifecycles
 from slurm_image.application.errors import UnknownAlias
 from slurm_image.domain.errors import InvalidProfile, InvalidRequest, SignatureRefused
 from slurm_image.domain.lifecycle_state import LifecycleState
-from slurm_image.entrypoints.errors import exit_code_for
+from slurm_image.wire.errors import exit_code_for
 
 
 @pytest.fixture

@@ -122,7 +122,7 @@ def test_a_name_that_is_not_published_is_looked_for_again(lab: PublishLab) -> No
 OTHER_PROCESS = textwrap.dedent(
     """
     import sys
-    from slurm_image.entrypoints.api import Lifecycles
+    from slurm_image.composition.api import Lifecycles
 
     lifecycles = Lifecycles.from_profile(sys.argv[1], environ={})
     verb, name = sys.argv[2:4]

@@ -1,4 +1,4 @@
-"""The catalog's pages without a server (entrypoints/pages/): the rows ``views`` makes of
+"""The catalog's pages without a server (gateway/pages/): the rows ``views`` makes of
 published records, the history and the queue; every template autoescaped and every script
 putting text in as text; the files ``export`` writes and the ones it removes."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from slurm_image.domain.history import HistoryEvent
 from slurm_image.domain.published import Owned, PublishedAlias
-from slurm_image.entrypoints.pages import export, render, views
+from slurm_image.gateway.pages import export, render, views
 
 PATH = "/store/images/artifacts/" + "a" * 64 + ".sqsh"
 PAGES = Path(render.__file__).parent

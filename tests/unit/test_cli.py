@@ -32,7 +32,7 @@ def entry() -> list[str]:
     """The installed console script when there is one, else the module it points at."""
     if CONSOLE.exists():
         return [str(CONSOLE)]
-    return [sys.executable, "-m", "slurm_image.entrypoints.cli"]
+    return [sys.executable, "-m", "slurm_image.composition"]
 
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

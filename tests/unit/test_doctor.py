@@ -137,7 +137,7 @@ def test_a_profile_arch_the_node_runs_through_binfmt_misc_passes() -> None:
 
 
 def test_a_profile_arch_the_node_cannot_run_fails_with_why_and_what_to_do() -> None:
-    from slurm_image.entrypoints.doctor_command import exit_code
+    from slurm_image.cli.doctor_command import exit_code
 
     report = Site(arch="ppc64le").run()
     assert report.first_failure is not None and report.first_failure.name == "architecture"
@@ -464,7 +464,7 @@ def test_a_layer_cache_of_the_users_own_passes_with_what_it_holds() -> None:
 def test_a_layer_cache_another_user_could_change_fails_and_exits_2(
     owner: int, mode: int, problem: str
 ) -> None:
-    from slurm_image.entrypoints.doctor_command import exit_code
+    from slurm_image.cli.doctor_command import exit_code
 
     site = Site()
     site.filesystem.makedirs(CACHE, mode=0o700, uid=1000)

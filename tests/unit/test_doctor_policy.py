@@ -12,10 +12,10 @@ from test_doctor import ROOT, Site
 from cosign_artifacts import public_pem
 from slurm_image.adapters.memory import MemoryKeyFile, MemorySignatures
 from slurm_image.application.doctor import CHECKS, Doctor, DoctorReport
+from slurm_image.cli.doctor_command import exit_code
 from slurm_image.domain.profile import parse_profile
 from slurm_image.domain.signatures import load_public_key
-from slurm_image.entrypoints.doctor_command import exit_code
-from slurm_image.entrypoints.exit_codes import EXIT_INVALID
+from slurm_image.wire.exit_codes import EXIT_INVALID
 from support import profile_data
 
 KEY = ec.generate_private_key(ec.SECP256R1())

@@ -10,13 +10,13 @@ import pytest
 
 from slurm_image.application.errors import ApplicationError, VerificationFailed
 from slurm_image.domain.errors import DomainError, InvalidProfile, SlurmImageError
-from slurm_image.entrypoints.errors import EXIT_CODES, describe, exit_code_for
 from slurm_image.ports.credentials import CredentialsFileError
 from slurm_image.ports.filesystem import FilesystemError
 from slurm_image.ports.hasher import HashError
 from slurm_image.ports.lock import LockTimeout
 from slurm_image.ports.submitter import SchedulerRejected, SubmitterError
 from slurm_image.ports.workspace import WorkspaceError
+from slurm_image.wire.errors import EXIT_CODES, describe, exit_code_for
 
 ROOTS = [
     DomainError,

@@ -35,7 +35,7 @@ from slurm_image.application.publish import Publish
 from slurm_image.domain.layer_cache import CacheBound
 from slurm_image.domain.paths import AttemptLayout
 from slurm_image.domain.request import make_request
-from slurm_image.entrypoints.errors import exit_code_for
+from slurm_image.wire.errors import exit_code_for
 
 A, B, C, D = (f"img-{n:032x}" for n in range(1, 5))
 ARM_BYTES = SQSH_BYTES + b" arm64"

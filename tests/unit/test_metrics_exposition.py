@@ -1,4 +1,4 @@
-"""The snapshot in Prometheus's text format (entrypoints.metrics_exposition), read back with
+"""The snapshot in Prometheus's text format (wire.metrics_text), read back with
 ``prometheus_client``'s own parser: every family named ``slurm_image_*`` with its HELP and
 type, units in the names, and exactly the numbers of the JSON form."""
 
@@ -16,7 +16,7 @@ from metrics_support import collect, event, expected_samples, samples, series
 from publish_support import SQSH_BYTES, PublishLab
 from slurm_image.application.metrics import StoreMetrics
 from slurm_image.domain.layer_cache import CacheBound
-from slurm_image.entrypoints.metrics_exposition import exposition
+from slurm_image.wire.metrics_text import exposition
 
 A, B = (f"img-{n:032x}" for n in range(1, 3))
 

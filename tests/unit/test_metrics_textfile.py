@@ -1,4 +1,4 @@
-"""``metrics --textfile PATH`` writes its file atomically (entrypoints.textfile): a temporary
+"""``metrics --textfile PATH`` writes its file atomically (cli.textfile): a temporary
 file beside PATH, renamed onto it, mode 0644 whatever the umask; the old file replaced whole,
 no temporary left behind, even when the write fails; a PATH that cannot be written, or whose
 directory another user may write (where they could plant the file first), is refused naming
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from slurm_image.cli import textfile
+from slurm_image.cli.textfile import check_textfile, write_textfile
 from slurm_image.domain.errors import InvalidPath
-from slurm_image.entrypoints import textfile
-from slurm_image.entrypoints.errors import exit_code_for
-from slurm_image.entrypoints.textfile import check_textfile, write_textfile
+from slurm_image.wire.errors import exit_code_for
 from support import unavailable
 
 

@@ -1,4 +1,4 @@
-"""The gateway's calls to a registry and the scheduler (``entrypoints.gateway.outside``): each
+"""The gateway's calls to a registry and the scheduler (``gateway.outside``): each
 part's limit, from ``[gateway] max_registry_calls`` and ``max_scheduler_calls``; a call needing
 both parts takes both or neither."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from slurm_image.domain.errors import Busy, InvalidProfile
 from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.gateway.outside import (
+from slurm_image.gateway.outside import (
     REGISTRY,
     SCHEDULER,
     STORE,

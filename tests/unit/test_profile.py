@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
-from slurm_image.domain.errors import InvalidProfile
-from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.profile_loader import (
+from slurm_image.composition.profile_loader import (
     apply_overrides,
     load_profile,
     profile_path,
     store_root,
 )
+from slurm_image.domain.by_name import DEFAULT_RELEASE_GRACE
+from slurm_image.domain.errors import InvalidProfile
+from slurm_image.domain.profile import parse_profile
 from support import FULL_PROFILE, PROFILE
 
 # (dotted key, bad value); the error must name the dotted key.

@@ -272,8 +272,8 @@ def test_a_held_alias_lock_times_out_with_exit_6_and_other_aliases_proceed(
     lab: PublishLab,
 ) -> None:
     from slurm_image.application.publish import Publish, alias_lock
-    from slurm_image.entrypoints.errors import exit_code_for
     from slurm_image.ports.lock import LockTimeout
+    from slurm_image.wire.errors import exit_code_for
 
     lab.finished(A, name="one")
     lab.finished(B, name="two")

@@ -113,7 +113,7 @@ def test_an_import_without_a_valid_chain_for_its_pin_is_refused_and_records_noth
 
 
 def test_the_refusal_exits_5_as_every_verification_failure(lab: PublishLab) -> None:
-    from slurm_image.entrypoints.errors import exit_code_for
+    from slurm_image.wire.errors import exit_code_for
 
     lab.finished(A, chain=b"")
     with pytest.raises(VerificationFailed) as refused:

@@ -97,7 +97,7 @@ def test_a_signature_outside_its_schema_version_is_refused(lab: PublishLab) -> N
 
 
 def test_show_s_human_form_names_the_signer_after_the_source(lab: PublishLab) -> None:
-    from slurm_image.entrypoints.cli_output import describe_record
+    from slurm_image.cli.output import describe_record
 
     lab.finished(LIFECYCLE)
     record = lab.publish(LIFECYCLE).record

@@ -21,7 +21,7 @@ from slurm_image.domain.untrusted_json import (
     UnreadableJson,
     load_untrusted_json,
 )
-from slurm_image.entrypoints.errors import EXIT_REGISTRY_ANSWER, EXIT_UNSIGNED, exit_code_for
+from slurm_image.wire.errors import EXIT_REGISTRY_ANSWER, EXIT_UNSIGNED, exit_code_for
 
 PIN = "sha256:" + "ab" * 32
 BRACKETS = b"[" * 400_000

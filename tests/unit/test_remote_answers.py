@@ -1,5 +1,6 @@
 """What the command line makes of a gateway's answer that is not what the API says
-(entrypoints/remote.py): a refusal naming the gateway, exit 3, never an internal error."""
+(adapters/gateway_client/remote.py): a refusal naming the gateway, exit 3, never an internal
+error."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from slurm_image.entrypoints.errors import exit_code_for
-from slurm_image.entrypoints.exit_codes import EXIT_SCHEDULER
-from slurm_image.entrypoints.remote import Gateway, RemoteLifecycles
-from slurm_image.entrypoints.remote_error import RemoteError
+from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.wire.errors import exit_code_for
+from slurm_image.wire.exit_codes import EXIT_SCHEDULER
+from slurm_image.wire.remote_error import RemoteError
 
 
 def answering(body: Any, status: int = 200) -> RemoteLifecycles:

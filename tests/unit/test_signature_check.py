@@ -39,9 +39,9 @@ from slurm_image.domain.signatures import (
     legacy_tag,
     load_public_key,
 )
-from slurm_image.entrypoints.errors import EXIT_INVALID, EXIT_UNSIGNED, exit_code_for
 from slurm_image.ports.registry import RegistryUnavailable
 from slurm_image.ports.signatures import KeyFileError
+from slurm_image.wire.errors import EXIT_INVALID, EXIT_UNSIGNED, exit_code_for
 from support import make_plan
 
 REGISTRY = "registry.site.example"

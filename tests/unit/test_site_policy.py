@@ -1,7 +1,7 @@
 """The site policy (docs/design.md, "The site policy"): a root-owned ``policy.toml`` whose
 ``[policy]`` the profile, another profile and the ``SLURM_IMAGE_POLICY__*`` overrides cannot
 weaken. The merge rule (``domain.policy.strictest``); the file read only when root alone can
-change it and every directory on its way (``entrypoints.site_policy``, on real files: giving
+change it and every directory on its way (``composition.site_policy``, on real files: giving
 them to root needs root, which CI runs as); the profile loader applying it; the plan recording
 it in schema version 6 and no plan without it changing."""
 
@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from slurm_image.composition.profile_loader import load_profile
+from slurm_image.composition.site_policy import SITE_POLICY_PATH, read_site_policy
 from slurm_image.domain.errors import InvalidProfile, InvalidRequest, PlanInvariantViolation
 from slurm_image.domain.plan import derive_plan, load_plan
 from slurm_image.domain.policy import Policy, strictest
 from slurm_image.domain.profile import ProfileSelection, SitePolicy, parse_profile
 from slurm_image.domain.request import make_request
-from slurm_image.entrypoints.profile_loader import load_profile
-from slurm_image.entrypoints.site_policy import SITE_POLICY_PATH, read_site_policy
 from support import (
     CREATED_AT,
     DIGEST,
@@ -359,7 +359,7 @@ def test_the_site_policys_registries_hold_the_plan(tmp_path: Path, as_root: None
 
 
 def test_the_doctor_says_the_site_policy_applied_in_its_profile_line() -> None:
-    from slurm_image.entrypoints.doctor_command import profile_detail
+    from slurm_image.composition.doctor import profile_detail
 
     selection = ProfileSelection(how="explicit", profile_sha256="1" * 64)
     assert "site policy" not in profile_detail("/x.toml", selection)

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-import slurm_image.entrypoints.container as container_module
+import slurm_image.composition.container as container_module
 from slurm_image.adapters.memory import FakeSubmitter
 from slurm_image.adapters.sbatch import SbatchSubmitter
+from slurm_image.composition.container import SUBMITTER_GROUP, build_container, require_submitter
 from slurm_image.domain.errors import InvalidProfile
 from slurm_image.domain.profile import parse_profile
-from slurm_image.entrypoints.container import SUBMITTER_GROUP, build_container, require_submitter
 
 GIVEN: list[Mapping[str, Any]] = []
 

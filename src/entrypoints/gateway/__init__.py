@@ -1,7 +1,0 @@
-"""``slurm-image serve``: the gateway every user of a site asks and one service account imports
-for (docs/gateway.md). A second front end over the same use cases as the command line
-(``entrypoints.api.Lifecycles``, acting for each requester), adding none of its own rules:
-``app`` translates HTTP to the verbs, ``who`` says who is asking, ``http_errors`` maps the
-product's errors to statuses, ``peer`` reads a unix socket's peer credentials, ``serve`` runs
-the listeners and settles the store.
-"""
