@@ -324,7 +324,7 @@ STREAM_IMPORT_STEPS_BEFORE_CURL = (
 # etc/fstab and etc/environment and runs hooks on the host's view of the root, where an image's
 # symlinks lead out of it (docs/enroot.md); the job neutralises those entry points
 # (``contain-root``, on either path) and starts with a configuration of its own. 8c: the stage,
-# the sandbox's init on the overlay path. architecture.md, "Untrusted images", says why.
+# the sandbox's init on the overlay path. docs/trust.md, "Untrusted images", says why.
 IMAGE_STEPS_BEFORE_STAGE = (
     "inspection-path",
     "contain-root",

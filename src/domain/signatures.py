@@ -49,7 +49,7 @@ from slurm_image.domain.signed_by import SignatureFormat, SignedBy
 from slurm_image.domain.untrusted_json import UnreadableJson, load_untrusted_json
 
 # ``cryptography`` is imported where a key is read or a signature checked, not with this
-# module: a command that checks no signature never loads it (architecture.md, "Lazy loading").
+# module: a command that checks no signature never loads it (docs/startup.md).
 if TYPE_CHECKING:
     from typing import TypeAlias
 

@@ -2,7 +2,7 @@
 and the ``Hasher`` protocol of a standalone file hasher (``adapters.sha256_hasher``).
 
 ``Hasher`` is not a port the use cases take: each digest they compare comes from the port that
-read the bytes, through the same descriptor (architecture.md, "Hashing is not a port").
+read the bytes, through the same descriptor (docs/ports.md, "Hashing is not a port").
 
 Error contract (every adapter; each error carries ``field``, the path, and ``reason``):
 

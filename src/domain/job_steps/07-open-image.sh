@@ -22,7 +22,7 @@ path_identity=$(path_identity) || die 74 "$SQSH disappeared"
 # parent directory of $SQSH exchanged between the digest and the unpack would unpack other
 # bytes, with the file's own identity unchanged. So on the unpack path the bytes hashed are
 # copied, from the descriptor in the same pass, into the job's private scratch, and Enroot
-# unpacks that copy; the overlay path mounts /dev/fd/9, the very file hashed (architecture.md,
+# unpacks that copy; the overlay path mounts /dev/fd/9, the very file hashed (docs/trust.md,
 # "Untrusted images").
 readonly PRIVATE_SQSH=$scratch/image.sqsh
 path_choice=$(inspection_path)
