@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from slurm_image.application.attempt_plan import attempt_plan
 from slurm_image.application.errors import ApplicationError
 from slurm_image.application.records import attempt_directory, read_submission
 from slurm_image.application.status import LifecycleStatus, is_final, succeeded
@@ -41,7 +42,7 @@ from slurm_image.domain.access import Ownership
 from slurm_image.domain.errors import DomainError, SlurmImageError
 from slurm_image.domain.history import EventKind, HistoryEvent, reason_text
 from slurm_image.domain.job import JobState
-from slurm_image.domain.plan import PLAN_MAX_BYTES, Plan, load_plan
+from slurm_image.domain.plan import Plan
 from slurm_image.domain.publication import AliasDocument, AliasRecord
 from slurm_image.domain.requester import Requester
 from slurm_image.ports.clock import Clock
@@ -131,17 +132,6 @@ def latency_seconds(plan: Plan, record: AliasRecord) -> float | None:
     except (ValueError, TypeError):
         return None
     return seconds if seconds >= 0 else None
-
-
-def attempt_plan(workspace: Workspace, lifecycle_id: str) -> Plan | None:
-    """The attempt's plan, or None when it cannot be read (said in the log)."""
-    try:
-        layout, identity = attempt_directory(workspace, lifecycle_id)
-        data = workspace.read_verified(layout.plan, max_bytes=PLAN_MAX_BYTES, within=identity)
-        return load_plan(data.data)
-    except (WorkspaceError, DomainError, ApplicationError) as error:
-        log.info("the history names %s without its plan: %s", lifecycle_id, error)
-        return None
 
 
 def attempt_fields(

@@ -13,8 +13,8 @@ its publication.
 
 from __future__ import annotations
 
+from slurm_image.application.attempt_plan import attempt_plan
 from slurm_image.application.catalog_reader import Sees
-from slurm_image.application.history import attempt_plan
 from slurm_image.application.orders import Orders
 from slurm_image.application.records import attempt_directory, unknown_lifecycle
 from slurm_image.domain.access import Access, Ownership

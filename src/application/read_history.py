@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from slurm_image.application.errors import UnknownAlias
 from slurm_image.domain import paths
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.domain.history import HistoryEvent, HistoryRead
@@ -43,8 +44,6 @@ class _Shown:
                 field="since", rule="must be an aware time (UTC, or with an offset)"
             )
         if name is not None and hidden is not None and hidden(name):
-            from slurm_image.application.errors import UnknownAlias
-
             raise UnknownAlias.named(name)
         self._hidden = hidden
         self._unseen = unseen
@@ -95,8 +94,6 @@ class ReadHistory:
         read = shown(self._history.read(since))
         hiding = self._hidden is not None or self._unseen is not None
         if name is not None and hiding and not read.events:
-            from slurm_image.application.errors import UnknownAlias
-
             raise UnknownAlias.named(name)
         return read
 
