@@ -1,4 +1,4 @@
-"""bench/run.py's own parts stay true to the product: its workspace builders publish real
+"""The bench's own parts stay true to the product: its workspace builders publish real
 aliases, and the hashing code it cuts from the rendered job is the job's and hashes right."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -35,6 +36,11 @@ def load_bench(file: str) -> ModuleType:
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     return load_bench("run.py")
+
+
+def part(function: object) -> ModuleType:
+    """The module of bench/ that holds ``function``, as bench/run.py imported it."""
+    return sys.modules[function.__module__]
 
 
 def test_the_site_builder_publishes_aliases_the_catalog_resolves(
@@ -74,7 +80,7 @@ def test_the_jobs_hash_function_is_cut_whole_from_the_rendered_script(
     site = bench.Site(tmp_path / "site")
     source = "registry.example.org/team/app:1@sha256:" + "7" * 64
     planned = site.sbatch.plan("import_oci", source, name="app", role="client")
-    function = bench.hash_function(planned.script)
+    function = part(bench.hashing).hash_function(planned.script)
     assert function.startswith("hash_file() {\n") and function.endswith("}\n")
     data = tmp_path / "data"
     data.write_bytes(b"some bytes\n" * 1000)
@@ -98,7 +104,7 @@ def test_the_floors_load_what_every_validating_container_command_loads(bench: Mo
     loaded = {}
     for name in ("FLOOR_MODEL", "FLOOR_CONTAINER"):
         done = subprocess.run(
-            [sys.executable, "-c", getattr(bench, name) + check],
+            [sys.executable, "-c", getattr(part(bench.commands), name) + check],
             capture_output=True,
             text=True,
             check=True,
@@ -113,7 +119,8 @@ def test_the_floors_load_what_every_validating_container_command_loads(bench: Mo
 def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
     bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    workloads = sys.modules[bench.big_images.__module__]
+    big_image = part(bench.big_figures)
+    workloads = sys.modules[big_image.big_images.__module__]
     monkeypatch.setattr(workloads, "CACHE", tmp_path / "cache")
     root = tmp_path / "root"
     (root / "usr" / "bin").mkdir(parents=True)
@@ -121,7 +128,7 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
     (root / "usr" / "share" / "doc").mkdir(parents=True)
     (root / "usr" / "share" / "doc" / "left-out").write_text("excluded as in the test images")
     (root / ".slurm-image-root-complete").touch()
-    spec = bench.BigImageSpec(
+    spec = big_image.BigImageSpec(
         random_mib=2, random_files=2, small_files=30, small_bytes=512, files_per_directory=10,
         root=str(root),
     )  # fmt: skip
@@ -159,7 +166,7 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
 
     monkeypatch.setattr(workloads, "_generate_content", regenerate)
     assert workloads.generate_big_layers(spec, log=lambda _: None) == directory
-    other = bench.BigImageSpec(**{**spec.__dict__, "small_files": 31})
+    other = big_image.BigImageSpec(**{**spec.__dict__, "small_files": 31})
     assert other.key() != spec.key()
     with pytest.raises(AssertionError, match="generated again"):
         workloads.generate_big_layers(other, log=lambda _: None)
@@ -169,15 +176,17 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
 def test_phase_seconds_are_the_spans_between_the_phases_first_sightings(
     bench: ModuleType,
 ) -> None:
-    ran = bench.Ran(10.0, 0, 0, "", "", {"import": 1.5, "checks": 0.2, "hash": 8.0})
-    assert bench.phase_seconds(ran) == pytest.approx({"checks": 1.3, "import": 6.5, "hash": 2.0})
-    assert bench.phase_seconds(bench.Ran(3.0, 0, 0, "", "", {})) == {}
+    big_image = part(bench.big_figures)
+    ran = big_image.Ran(10.0, 0, 0, "", "", {"import": 1.5, "checks": 0.2, "hash": 8.0})
+    assert big_image.phase_seconds(ran) == pytest.approx(
+        {"checks": 1.3, "import": 6.5, "hash": 2.0}
+    )
+    assert big_image.phase_seconds(big_image.Ran(3.0, 0, 0, "", "", {})) == {}
 
 
 def test_the_phase_clock_notes_each_phase_once_when_it_first_appears(
     bench: ModuleType, tmp_path: Path
 ) -> None:
-    import time
 
     import batch  # bench/batch.py, on sys.path while bench/run.py loads
 
@@ -213,7 +222,7 @@ def test_a_bare_import_is_phased_by_the_lines_enroot_prints(
     assert ran.returncode == 0 and ran.stdout == "out\n"
     assert ran.stderr.count("Extracting image layers...") == 2  # the whole output is kept
     assert list(ran.phases) == ["download", "extract", "squash"]
-    spent = bench.phase_seconds(ran)
+    spent = part(bench.big_figures).phase_seconds(ran)
     assert spent["download"] >= 0.25 and spent["squash"] >= 0.25
     assert sum(spent.values()) == pytest.approx(ran.seconds)
 
