@@ -1,5 +1,6 @@
 """The bench's own parts stay true to the product: its workspace builders publish real
-aliases, and the hashing code it cuts from the rendered job is the job's and hashes right."""
+aliases, the hashing code it cuts from the rendered job is the job's and hashes right, and the
+Slurm bench's profiles, scripts and figures are what it says."""
 
 from __future__ import annotations
 
@@ -227,26 +228,150 @@ def test_a_bare_import_is_phased_by_the_lines_enroot_prints(
     assert sum(spent.values()) == pytest.approx(ran.seconds)
 
 
-def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def on_slurm() -> ModuleType:
+    return load_bench("on_slurm.py")
+
+
+def slurm_profile(on_slurm: ModuleType, importer: str) -> str:
+    return str(
+        on_slurm.PROFILE.format(
+            root="/srv/ws",
+            partition="build",
+            memory=on_slurm.MEMORY,
+            scratch="/tmp",
+            job_path="/opt/enroot:/usr/bin",
+            importer=importer,
+        )
+    )
+
+
+def test_the_slurm_bench_profiles_name_their_importer(on_slurm: ModuleType) -> None:
     import tomllib
 
     from slurm_image.domain.profile import parse_profile
 
-    module = load_bench("on_slurm.py")
-    text = module.PROFILE.format(
-        root="/srv/ws", partition="build", scratch="/tmp", job_path="/opt/enroot:/usr/bin"
+    enroot = parse_profile(tomllib.loads(slurm_profile(on_slurm, "")))
+    stream = parse_profile(tomllib.loads(slurm_profile(on_slurm, 'importer = "stream"\n')))
+    assert (enroot.submitter.kind, enroot.image_build.partition) == ("sbatch", "build")
+    assert enroot.image_build.importer_name == "enroot"
+    assert stream.image_build.importer_name == "stream"
+    assert enroot.model_copy(update={"image_build": stream.image_build}) == stream
+
+
+def test_the_bare_import_squashes_with_the_options_the_products_job_gives_enroot(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    import re
+
+    from slurm_image import Lifecycles
+
+    profile = tmp_path / "profile.toml"
+    profile.write_text(slurm_profile(on_slurm, "").replace("/srv/ws", str(tmp_path / "ws")))
+    (tmp_path / "ws").mkdir(mode=0o700)
+    source = "registry.example.org/team/app:1@sha256:" + "7" * 64
+    script = (
+        Lifecycles.from_profile(str(profile), environ={})
+        .plan("import_oci", source, name="app", role="client")
+        .script
     )
-    profile = parse_profile(tomllib.loads(text))
-    assert profile.submitter.kind == "sbatch"
-    assert profile.image_build.partition == "build"
+    memory = re.search(r"^readonly SQUASH_MEMORY='?([^'\n]*)'?$", script, re.MULTILINE)
+    assert memory is not None
+    assert f"-comp lzo -noD -exit-on-error {memory.group(1)}" == on_slurm.SQUASH_OPTIONS
+    assert 'squash="-comp lzo -noD"' in script and 'squash="$squash -exit-on-error"' in script
+
+
+def test_the_bare_job_runs_enroot_import_and_stamps_each_phase(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    enroot = bin_dir / "enroot"
+    enroot.write_text(
+        "#!/bin/bash\n"
+        'printf \'%s\\n\' "$*" "$ENROOT_SQUASH_OPTIONS" "$ENROOT_CACHE_PATH" >"$HOME/called"\n'
+        "echo '[INFO] Querying registry' >&2; sleep 0.3\n"
+        "echo '[INFO] Extracting image layers...' >&2; sleep 0.3\n"
+        "echo '[INFO] Creating squashfs filesystem...' >&2; sleep 0.3\n"
+    )
+    enroot.chmod(0o755)
     script = tmp_path / "bare.sh"
     script.write_text(
-        module.BARE.format(
-            scratch=tmp_path / "s", path="/usr/bin", home=tmp_path, arch="x86_64", uri="docker://x"
+        on_slurm.BARE.format(
+            scratch=tmp_path / "s",
+            cache=tmp_path / "cache",
+            path=f"{bin_dir}:/usr/bin:/bin",
+            home=tmp_path,
+            squash=on_slurm.SQUASH_OPTIONS,
+            start=on_slurm.BARE_START,
+            arch="x86_64",
+            uri="docker://x",
         )
     )
-    checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
+    before = time.time()
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
+    after = time.time()
+
+    called = (tmp_path / "called").read_text().splitlines()
+    assert called == [
+        f"import -a x86_64 -o {tmp_path}/s/bare.sqsh docker://x",
+        on_slurm.SQUASH_OPTIONS,
+        str(tmp_path / "cache"),
+    ]
+    assert (tmp_path / "cache").is_dir() and not (tmp_path / "s").exists()
+    seen = on_slurm.bare_phases(done.stdout)
+    assert list(seen) == ["download", "extract", "squash"]
+    assert before <= seen["download"] < seen["extract"] < seen["squash"] <= after
+    spent = on_slurm.spans(seen, after)
+    assert spent["download"] >= 0.25 and spent["extract"] >= 0.25 and spent["squash"] >= 0.25
+
+
+def test_the_progress_phases_are_those_of_the_attempt_made_while_watching(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "ws" / "images" / ".tmp" / "jobs"
+    (jobs / "earlier").mkdir(parents=True)
+    (jobs / "earlier" / "progress.json").write_text(json.dumps({"format": 1, "phase": "done"}))
+    with on_slurm.progress_phases(tmp_path / "ws") as seen:
+        (jobs / "new").mkdir()
+        for phase in ("checks", "download", "checks", "squash"):
+            (jobs / "new" / "progress.json").write_text(json.dumps({"format": 1, "phase": phase}))
+            time.sleep(0.35)
+    assert list(seen) == ["checks", "download", "squash"]
+    assert seen["checks"] < seen["download"] < seen["squash"]
+
+
+def test_the_slurm_figures_are_ratios_of_the_contestants_medians(on_slurm: ModuleType) -> None:
+    from types import SimpleNamespace
+
+    images = SimpleNamespace(tar_bytes=2_110_000_000, entries=46733, compressed_bytes=1.77e9)
+    seconds = {
+        "bare": [100, 120, 110],
+        "bare_warm": [80, 90, 100],
+        "enroot": [105, 125, 115],
+        "enroot_warm": [85, 95, 105],
+        "stream": [60, 70, 80],
+        "stream_warm": [40, 50, 30],
+    }
+    ran = []
+    for i in range(3):
+        one = {}
+        for name, values in seconds.items():
+            one[name] = {"seconds": values[i], "phases": {"squash": values[i] / 2}}
+            if name.startswith(("enroot", "stream")):
+                one[name] |= {"path": "overlay", "published_after_s": 1.0 + i}
+        ran.append(one)
+
+    figures = on_slurm.figures_of(images, 3, ran)
+
+    assert figures["stream_vs_bare_enroot"] == pytest.approx(70 / 110)
+    assert figures["enroot_job_vs_bare_enroot"] == pytest.approx(115 / 110)
+    assert figures["stream_warm_vs_enroot_warm"] == pytest.approx(40 / 90)
+    assert figures["slurm_stream_warm_s"] == 40 and figures["slurm_bare_warm_squash_s"] == 45
+    assert figures["slurm_published_after_job_end_max_s"] == 3.0
+    assert figures["slurm_overlay_path"] == 1 and figures["slurm_image_entries"] == 46733
+    ran[0]["stream"]["path"] = "unpacked"
+    assert on_slurm.figures_of(images, 3, ran)["slurm_overlay_path"] == 0
 
 
 @pytest.fixture(scope="module")
