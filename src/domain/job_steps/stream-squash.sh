@@ -19,9 +19,9 @@ verify_blob() {
 stream_compressor() {
     # tar2sqfs's compressor options for ENROOT_SQUASH_OPTIONS, one a line: the compressor its
     # -comp names (lzo, Enroot's default) and, with -noD (Enroot's default too: data blocks
-    # stored as they are), that compressor's fastest level, since tar2sqfs compresses every
-    # block. mksquashfs's other options have no counterpart (-mem: tar2sqfs keeps a bounded
-    # queue of blocks).
+    # stored as they are), that compressor's fastest setting, since tar2sqfs compresses every
+    # block (lzo: lzo1x_1, whose level must be 0; every lzo variant reads back alike).
+    # mksquashfs's other options have no counterpart (-mem: tar2sqfs keeps a bounded queue).
     local words compressor=lzo plain_data="" i
     if [ -n "${ENROOT_SQUASH_OPTIONS+set}" ]; then
         read -r -a words <<<"$ENROOT_SQUASH_OPTIONS"
@@ -37,7 +37,8 @@ stream_compressor() {
     printf '%s\n' -c "$compressor"
     [ -n "$plain_data" ] || return 0
     case $compressor in
-    gzip | lzo | zstd) printf '%s\n' -X level=1 ;;
+    lzo) printf '%s\n' -X algorithm=lzo1x_1,level=0 ;;
+    gzip | zstd) printf '%s\n' -X level=1 ;;
     xz | lzma) printf '%s\n' -X level=0 ;;
     esac
 }
