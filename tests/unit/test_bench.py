@@ -1,5 +1,6 @@
-"""bench/run.py's own parts stay true to the product: its workspace builders publish real
-aliases, and the hashing code it cuts from the rendered job is the job's and hashes right."""
+"""The bench's own parts stay true to the product: its workspace builders publish real
+aliases, the hashing code it cuts from the rendered job is the job's and hashes right, and the
+Slurm bench's profiles, scripts and figures are what it says."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -35,6 +37,11 @@ def load_bench(file: str) -> ModuleType:
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     return load_bench("run.py")
+
+
+def part(function: object) -> ModuleType:
+    """The module of bench/ that holds ``function``, as bench/run.py imported it."""
+    return sys.modules[function.__module__]
 
 
 def test_the_site_builder_publishes_aliases_the_catalog_resolves(
@@ -74,7 +81,7 @@ def test_the_jobs_hash_function_is_cut_whole_from_the_rendered_script(
     site = bench.Site(tmp_path / "site")
     source = "registry.example.org/team/app:1@sha256:" + "7" * 64
     planned = site.sbatch.plan("import_oci", source, name="app", role="client")
-    function = bench.hash_function(planned.script)
+    function = part(bench.hashing).hash_function(planned.script)
     assert function.startswith("hash_file() {\n") and function.endswith("}\n")
     data = tmp_path / "data"
     data.write_bytes(b"some bytes\n" * 1000)
@@ -98,7 +105,7 @@ def test_the_floors_load_what_every_validating_container_command_loads(bench: Mo
     loaded = {}
     for name in ("FLOOR_MODEL", "FLOOR_CONTAINER"):
         done = subprocess.run(
-            [sys.executable, "-c", getattr(bench, name) + check],
+            [sys.executable, "-c", getattr(part(bench.commands), name) + check],
             capture_output=True,
             text=True,
             check=True,
@@ -113,7 +120,8 @@ def test_the_floors_load_what_every_validating_container_command_loads(bench: Mo
 def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
     bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    workloads = sys.modules[bench.big_images.__module__]
+    big_image = part(bench.big_figures)
+    workloads = sys.modules[big_image.big_images.__module__]
     monkeypatch.setattr(workloads, "CACHE", tmp_path / "cache")
     root = tmp_path / "root"
     (root / "usr" / "bin").mkdir(parents=True)
@@ -121,7 +129,7 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
     (root / "usr" / "share" / "doc").mkdir(parents=True)
     (root / "usr" / "share" / "doc" / "left-out").write_text("excluded as in the test images")
     (root / ".slurm-image-root-complete").touch()
-    spec = bench.BigImageSpec(
+    spec = big_image.BigImageSpec(
         random_mib=2, random_files=2, small_files=30, small_bytes=512, files_per_directory=10,
         root=str(root),
     )  # fmt: skip
@@ -159,7 +167,7 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
 
     monkeypatch.setattr(workloads, "_generate_content", regenerate)
     assert workloads.generate_big_layers(spec, log=lambda _: None) == directory
-    other = bench.BigImageSpec(**{**spec.__dict__, "small_files": 31})
+    other = big_image.BigImageSpec(**{**spec.__dict__, "small_files": 31})
     assert other.key() != spec.key()
     with pytest.raises(AssertionError, match="generated again"):
         workloads.generate_big_layers(other, log=lambda _: None)
@@ -169,15 +177,17 @@ def test_the_big_image_is_generated_once_per_parameters_into_the_cache(
 def test_phase_seconds_are_the_spans_between_the_phases_first_sightings(
     bench: ModuleType,
 ) -> None:
-    ran = bench.Ran(10.0, 0, 0, "", "", {"import": 1.5, "checks": 0.2, "hash": 8.0})
-    assert bench.phase_seconds(ran) == pytest.approx({"checks": 1.3, "import": 6.5, "hash": 2.0})
-    assert bench.phase_seconds(bench.Ran(3.0, 0, 0, "", "", {})) == {}
+    big_image = part(bench.big_figures)
+    ran = big_image.Ran(10.0, 0, 0, "", "", {"import": 1.5, "checks": 0.2, "hash": 8.0})
+    assert big_image.phase_seconds(ran) == pytest.approx(
+        {"checks": 1.3, "import": 6.5, "hash": 2.0}
+    )
+    assert big_image.phase_seconds(big_image.Ran(3.0, 0, 0, "", "", {})) == {}
 
 
 def test_the_phase_clock_notes_each_phase_once_when_it_first_appears(
     bench: ModuleType, tmp_path: Path
 ) -> None:
-    import time
 
     import batch  # bench/batch.py, on sys.path while bench/run.py loads
 
@@ -213,31 +223,155 @@ def test_a_bare_import_is_phased_by_the_lines_enroot_prints(
     assert ran.returncode == 0 and ran.stdout == "out\n"
     assert ran.stderr.count("Extracting image layers...") == 2  # the whole output is kept
     assert list(ran.phases) == ["download", "extract", "squash"]
-    spent = bench.phase_seconds(ran)
+    spent = part(bench.big_figures).phase_seconds(ran)
     assert spent["download"] >= 0.25 and spent["squash"] >= 0.25
     assert sum(spent.values()) == pytest.approx(ran.seconds)
 
 
-def test_the_slurm_bench_profile_and_bare_job_are_valid(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def on_slurm() -> ModuleType:
+    return load_bench("on_slurm.py")
+
+
+def slurm_profile(on_slurm: ModuleType, importer: str) -> str:
+    return str(
+        on_slurm.PROFILE.format(
+            root="/srv/ws",
+            partition="build",
+            memory=on_slurm.MEMORY,
+            scratch="/tmp",
+            job_path="/opt/enroot:/usr/bin",
+            importer=importer,
+        )
+    )
+
+
+def test_the_slurm_bench_profiles_name_their_importer(on_slurm: ModuleType) -> None:
     import tomllib
 
     from slurm_image.domain.profile import parse_profile
 
-    module = load_bench("on_slurm.py")
-    text = module.PROFILE.format(
-        root="/srv/ws", partition="build", scratch="/tmp", job_path="/opt/enroot:/usr/bin"
+    enroot = parse_profile(tomllib.loads(slurm_profile(on_slurm, "")))
+    stream = parse_profile(tomllib.loads(slurm_profile(on_slurm, 'importer = "stream"\n')))
+    assert (enroot.submitter.kind, enroot.image_build.partition) == ("sbatch", "build")
+    assert enroot.image_build.importer_name == "enroot"
+    assert stream.image_build.importer_name == "stream"
+    assert enroot.model_copy(update={"image_build": stream.image_build}) == stream
+
+
+def test_the_bare_import_squashes_with_the_options_the_products_job_gives_enroot(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    import re
+
+    from slurm_image import Lifecycles
+
+    profile = tmp_path / "profile.toml"
+    profile.write_text(slurm_profile(on_slurm, "").replace("/srv/ws", str(tmp_path / "ws")))
+    (tmp_path / "ws").mkdir(mode=0o700)
+    source = "registry.example.org/team/app:1@sha256:" + "7" * 64
+    script = (
+        Lifecycles.from_profile(str(profile), environ={})
+        .plan("import_oci", source, name="app", role="client")
+        .script
     )
-    profile = parse_profile(tomllib.loads(text))
-    assert profile.submitter.kind == "sbatch"
-    assert profile.image_build.partition == "build"
+    memory = re.search(r"^readonly SQUASH_MEMORY='?([^'\n]*)'?$", script, re.MULTILINE)
+    assert memory is not None
+    assert f"-comp lzo -noD -exit-on-error {memory.group(1)}" == on_slurm.SQUASH_OPTIONS
+    assert 'squash="-comp lzo -noD"' in script and 'squash="$squash -exit-on-error"' in script
+
+
+def test_the_bare_job_runs_enroot_import_and_stamps_each_phase(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    enroot = bin_dir / "enroot"
+    enroot.write_text(
+        "#!/bin/bash\n"
+        'printf \'%s\\n\' "$*" "$ENROOT_SQUASH_OPTIONS" "$ENROOT_CACHE_PATH" >"$HOME/called"\n'
+        "echo '[INFO] Querying registry' >&2; sleep 0.3\n"
+        "echo '[INFO] Extracting image layers...' >&2; sleep 0.3\n"
+        "echo '[INFO] Creating squashfs filesystem...' >&2; sleep 0.3\n"
+    )
+    enroot.chmod(0o755)
     script = tmp_path / "bare.sh"
     script.write_text(
-        module.BARE.format(
-            scratch=tmp_path / "s", path="/usr/bin", home=tmp_path, arch="x86_64", uri="docker://x"
+        on_slurm.BARE.format(
+            scratch=tmp_path / "s",
+            cache=tmp_path / "cache",
+            path=f"{bin_dir}:/usr/bin:/bin",
+            home=tmp_path,
+            squash=on_slurm.SQUASH_OPTIONS,
+            start=on_slurm.BARE_START,
+            arch="x86_64",
+            uri="docker://x",
         )
     )
-    checked = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
+    before = time.time()
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
+    after = time.time()
+
+    called = (tmp_path / "called").read_text().splitlines()
+    assert called == [
+        f"import -a x86_64 -o {tmp_path}/s/bare.sqsh docker://x",
+        on_slurm.SQUASH_OPTIONS,
+        str(tmp_path / "cache"),
+    ]
+    assert (tmp_path / "cache").is_dir() and not (tmp_path / "s").exists()
+    seen = on_slurm.bare_phases(done.stdout)
+    assert list(seen) == ["download", "extract", "squash"]
+    assert before <= seen["download"] < seen["extract"] < seen["squash"] <= after
+    spent = on_slurm.spans(seen, after)
+    assert spent["download"] >= 0.25 and spent["extract"] >= 0.25 and spent["squash"] >= 0.25
+
+
+def test_the_progress_phases_are_those_of_the_attempt_made_while_watching(
+    on_slurm: ModuleType, tmp_path: Path
+) -> None:
+    jobs = tmp_path / "ws" / "images" / ".tmp" / "jobs"
+    (jobs / "earlier").mkdir(parents=True)
+    (jobs / "earlier" / "progress.json").write_text(json.dumps({"format": 1, "phase": "done"}))
+    with on_slurm.progress_phases(tmp_path / "ws") as seen:
+        (jobs / "new").mkdir()
+        for phase in ("checks", "download", "checks", "squash"):
+            (jobs / "new" / "progress.json").write_text(json.dumps({"format": 1, "phase": phase}))
+            time.sleep(0.35)
+    assert list(seen) == ["checks", "download", "squash"]
+    assert seen["checks"] < seen["download"] < seen["squash"]
+
+
+def test_the_slurm_figures_are_ratios_of_the_contestants_medians(on_slurm: ModuleType) -> None:
+    from types import SimpleNamespace
+
+    images = SimpleNamespace(tar_bytes=2_110_000_000, entries=46733, compressed_bytes=1.77e9)
+    seconds = {
+        "bare": [100, 120, 110],
+        "bare_warm": [80, 90, 100],
+        "enroot": [105, 125, 115],
+        "enroot_warm": [85, 95, 105],
+        "stream": [60, 70, 80],
+        "stream_warm": [40, 50, 30],
+    }
+    ran = []
+    for i in range(3):
+        one = {}
+        for name, values in seconds.items():
+            one[name] = {"seconds": values[i], "phases": {"squash": values[i] / 2}}
+            if name.startswith(("enroot", "stream")):
+                one[name] |= {"path": "overlay", "published_after_s": 1.0 + i}
+        ran.append(one)
+
+    figures = on_slurm.figures_of(images, 3, ran)
+
+    assert figures["stream_vs_bare_enroot"] == pytest.approx(70 / 110)
+    assert figures["enroot_job_vs_bare_enroot"] == pytest.approx(115 / 110)
+    assert figures["stream_warm_vs_enroot_warm"] == pytest.approx(40 / 90)
+    assert figures["slurm_stream_warm_s"] == 40 and figures["slurm_bare_warm_squash_s"] == 45
+    assert figures["slurm_published_after_job_end_max_s"] == 3.0
+    assert figures["slurm_overlay_path"] == 1 and figures["slurm_image_entries"] == 46733
+    ran[0]["stream"]["path"] = "unpacked"
+    assert on_slurm.figures_of(images, 3, ran)["slurm_overlay_path"] == 0
 
 
 @pytest.fixture(scope="module")
