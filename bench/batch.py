@@ -26,8 +26,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -69,20 +69,23 @@ class Ran:
 
 
 @contextmanager
-def phase_clock(progress: Path | None, start: float) -> Iterator[dict[str, float]]:
-    """While the body runs, read ``progress`` (a job's progress record) every 0.1 s and note
-    when each phase first appears, in seconds from ``start``."""
+def watch_phases(
+    records: Callable[[], Iterable[Path]], clock: Callable[[], float]
+) -> Iterator[dict[str, float]]:
+    """While the body runs, read every progress record ``records()`` names every 0.1 s and note
+    the ``clock()`` at which each phase first appears."""
     seen: dict[str, float] = {}
     stop = threading.Event()
 
     def watch() -> None:
-        while progress is not None and not stop.wait(0.1):
-            try:
-                phase = json.loads(progress.read_bytes()).get("phase")
-            except (OSError, ValueError):
-                continue
-            if isinstance(phase, str) and phase not in seen:
-                seen[phase] = time.perf_counter() - start
+        while not stop.wait(0.1):
+            for record in records():
+                try:
+                    phase = json.loads(record.read_bytes()).get("phase")
+                except (OSError, ValueError):
+                    continue
+                if isinstance(phase, str) and phase not in seen:
+                    seen[phase] = clock()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -91,6 +94,14 @@ def phase_clock(progress: Path | None, start: float) -> Iterator[dict[str, float
     finally:
         stop.set()
         watcher.join()
+
+
+def phase_clock(progress: Path | None, start: float) -> AbstractContextManager[dict[str, float]]:
+    """While the body runs, read ``progress`` (a job's progress record) every 0.1 s and note
+    when each phase first appears, in seconds from ``start``."""
+    return watch_phases(
+        lambda: [] if progress is None else [progress], lambda: time.perf_counter() - start
+    )
 
 
 ENROOT_IMPORT_MARKERS = {

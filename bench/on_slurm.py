@@ -44,17 +44,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from batch import ENROOT_IMPORT_MARKERS, NODE_PATH, install_standin, remove
+from batch import ENROOT_IMPORT_MARKERS, NODE_PATH, install_standin, remove, watch_phases
+from timing import verdict
 from workloads import BigImages, BigImageSpec, big_images
 
 from slurm_image.domain.paths import AttemptLayout
@@ -156,34 +155,16 @@ def spans(seen: dict[str, float], end: float) -> dict[str, float]:
     return {phase: max(0.0, stop - at) for (phase, at), stop in zip(ordered, ends, strict=True)}
 
 
-@contextmanager
-def progress_phases(workspace: Path) -> Iterator[dict[str, float]]:
+def progress_phases(workspace: Path) -> AbstractContextManager[dict[str, float]]:
     """While the body runs, when (epoch seconds) the progress record of an attempt it made in
     ``workspace`` first named each phase; one attempt at a time."""
-    seen: dict[str, float] = {}
-    stop = threading.Event()
     jobs = Path(AttemptLayout(str(workspace), "x").jobs)
     earlier = set(jobs.iterdir()) if jobs.is_dir() else set()
 
-    def watch() -> None:
-        while not stop.wait(0.1):
-            for record in jobs.glob("*/progress.json"):
-                if record.parent in earlier:
-                    continue
-                try:
-                    phase = json.loads(record.read_bytes()).get("phase")
-                except (OSError, ValueError):
-                    continue
-                if isinstance(phase, str) and phase not in seen:
-                    seen[phase] = time.time()
+    def records() -> list[Path]:
+        return [r for r in jobs.glob("*/progress.json") if r.parent not in earlier]
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        watcher.join()
+    return watch_phases(records, time.time)
 
 
 def bare_phases(output: str) -> dict[str, float]:
@@ -392,12 +373,7 @@ def main() -> int:
         print(json.dumps(shown, sort_keys=True))
         return 0
     for key, value in shown.items():
-        goal = GOALS.get(key)
-        verdict = ""
-        if goal is not None:
-            kind, bound = goal
-            verdict = f"  (goal {kind} {bound}: {'met' if value <= bound else 'MISSED'})"
-        print(f"{key:44} {value}{verdict}")
+        print(f"{key:44} {value}{verdict(GOALS.get(key), value)}")
     return 0
 
 

@@ -90,7 +90,7 @@ from inspect_job import job_figures  # noqa: E402
 from publication_rate import publications  # noqa: E402
 from scheduler_calls import scheduler_calls_per_poll  # noqa: E402
 from startup import commands  # noqa: E402
-from timing import CLI, ENV, rounds  # noqa: E402
+from timing import CLI, ENV, rounds, verdict  # noqa: E402
 from workloads import Site  # noqa: E402
 
 from gateway import (  # noqa: E402
@@ -258,19 +258,7 @@ def main() -> int:
         print(json.dumps(rounded, sort_keys=True))
         return 0
     for key, value in rounded.items():
-        goal = GOALS.get(key)
-        verdict = ""
-        if goal is not None:
-            kind, bound = goal
-            met = (
-                value >= bound
-                if kind == ">="
-                else value <= bound
-                if kind == "<="
-                else value == bound
-            )
-            verdict = f"  (goal {kind} {bound}: {'met' if met else 'MISSED'})"
-        print(f"{key:36} {value}{verdict}")
+        print(f"{key:36} {value}{verdict(GOALS.get(key), value)}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """What every figure of ``bench/run.py`` is timed with: the product's console script and
 interpreter, the environment their processes get, and rounds that run every contestant once in
-turn (a noisy neighbour slows a figure and its baseline alike)."""
+turn (a noisy neighbour slows a figure and its baseline alike), and how a figure reads against
+its goal."""
 
 from __future__ import annotations
 
@@ -52,3 +53,12 @@ def rounds(contestants: dict[str, Callable[[], object]], count: int) -> dict[str
         for name, action in contestants.items():
             samples[name].append(timed(action))
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def verdict(goal: tuple[str, float] | None, value: float) -> str:
+    """What a figure says of its goal (``(">=" | "<=" | "==", bound)``), or nothing without one."""
+    if goal is None:
+        return ""
+    kind, bound = goal
+    met = value >= bound if kind == ">=" else value <= bound if kind == "<=" else value == bound
+    return f"  (goal {kind} {bound}: {'met' if met else 'MISSED'})"
