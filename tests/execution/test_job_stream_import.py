@@ -180,8 +180,9 @@ def test_a_node_without_tar2sqfs_fails_the_stream_import_with_85(
         (None, "Compression lzo\n\talgorithm lzo1x_1\n"),
         ("-comp gzip -noD -mem 512M", "Compression gzip\n\tcompression-level 1\n"),
         ("-comp lzo", "Compression lzo\nBlock size"),
+        ("-noD -mem 512M", "Compression gzip\n\tcompression-level 1\n"),
     ],
-    ids=["enroot-default", "gzip-noD", "lzo-data-compressed"],
+    ids=["enroot-default", "gzip-noD", "lzo-data-compressed", "mksquashfs-default-noD"],
 )
 def test_the_stream_import_squashes_as_enroot_would_plain_data_at_the_fastest_level(
     make_job: JobFactory,

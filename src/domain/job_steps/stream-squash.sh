@@ -18,11 +18,12 @@ verify_blob() {
 }
 stream_compressor() {
     # tar2sqfs's compressor options for ENROOT_SQUASH_OPTIONS, one a line: the compressor its
-    # -comp names (lzo, Enroot's default) and, with -noD (Enroot's default too: data blocks
-    # stored as they are), that compressor's fastest setting, since tar2sqfs compresses every
-    # block (lzo: lzo1x_1, whose level must be 0; every lzo variant reads back alike).
+    # -comp names (without one, mksquashfs's own default, gzip; unset, Enroot's default
+    # options, lzo) and, with -noD (Enroot's default too: data blocks stored as they are), that
+    # compressor's fastest setting, since tar2sqfs compresses every block (lzo: lzo1x_1, whose
+    # level must be 0; every lzo variant reads back alike).
     # mksquashfs's other options have no counterpart (-mem: tar2sqfs keeps a bounded queue).
-    local words compressor=lzo plain_data="" i
+    local words compressor=gzip plain_data="" i
     if [ -n "${ENROOT_SQUASH_OPTIONS+set}" ]; then
         read -r -a words <<<"$ENROOT_SQUASH_OPTIONS"
     else
