@@ -16,6 +16,7 @@ import random
 import shutil
 import ssl
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -44,6 +45,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 STANDIN = FIXTURES / "enroot" / "enroot"
 DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CI = os.environ.get("CI") == "true"
+_SPAWN_LOCK = threading.Lock()
 ROOTS = Path(
     os.environ.get("SLURM_IMAGE_ROOTS_CACHE", Path.home() / ".cache" / "slurm-image" / "roots")
 )
@@ -273,20 +275,29 @@ class Job:
         inspection_path: str = "unpacked",
     ) -> Result:
         """Execute a spool copy of the script the way slurmd does (chdir, stdin /dev/null)."""
-        command = self.command(inspection_path)
         environment = self.environment(**(env or {}))
         for key in unset:
             environment.pop(key, None)
-        completed = subprocess.run(
-            command,
-            cwd=self.job_dir,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return Result(completed.returncode, completed.stdout, completed.stderr)
+        # A child forked by another thread while this spool file is open for writing keeps it
+        # open, and exec then fails with ETXTBSY: write and spawn under one lock.
+        with _SPAWN_LOCK:
+            command = self.command(inspection_path)
+            process = subprocess.Popen(
+                command,
+                cwd=self.job_dir,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+        return Result(process.returncode, stdout, stderr)
 
     def inspection_path_record(self) -> dict[str, str]:
         layout = AttemptLayout(self.plan.profile.workspace_root, self.plan.lifecycle_id)
