@@ -1,8 +1,8 @@
 """Who connects to a unix socket, as the kernel says (``SO_PEERCRED``; docs/gateway.md, "Who is
-asking"): uvicorn's HTTP protocol, with the peer's uid, gid and pid put in every request's
-state, as slurmrestd's ``rest_auth/local`` reads them. Nothing a client sends can set them. And
-the connections' limits (docs/gateway.md, "Limits"): how many one peer and all may keep open,
-and how long a request's head may take."""
+asking"): uvicorn's HTTP protocol (httptools, the C parser), with the peer's uid, gid and pid put
+in every request's state, as slurmrestd's ``rest_auth/local`` reads them. Nothing a client sends
+can set them. And the connections' limits (docs/gateway.md, "Limits"): how many one peer and all
+may keep open, and how long and how large a request's head may be."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from slurm_image.domain.errors import Busy
 from slurm_image.domain.limits import Slots
@@ -41,9 +41,9 @@ def peer_credentials(sock: socket.socket) -> PeerCredentials:
     return PeerCredentials(pid=pid, uid=uid, gid=gid)
 
 
-class PeerCredentialsProtocol(H11Protocol):
-    """uvicorn's h11 protocol, with each unix-socket connection's peer credentials, and whether
-    each connection is TLS, in the state of its requests."""
+class PeerCredentialsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with each unix-socket connection's peer credentials, and
+    whether each connection is TLS, in the state of its requests."""
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -58,9 +58,13 @@ class ConnectionLimits:
     """The connections one gateway keeps open (``[gateway] max_connections``, and
     ``max_connections_per_peer``: per uid on a unix socket, per address over TCP; counted by
     ``domain.limits.Slots``), and how long a connection may take to send a request's head
-    (``header_timeout_s``). Touched only from the event loop."""
+    (``header_timeout_s``), and how many bytes a connection may send while a request's head is
+    unfinished (``head_bytes``; the parser itself buffers a head without bound). Touched only
+    from the event loop."""
 
-    def __init__(self, *, total: int, per_peer: int, header_timeout_s: float) -> None:
+    def __init__(
+        self, *, total: int, per_peer: int, header_timeout_s: float, head_bytes: int
+    ) -> None:
         self.slots = Slots(
             per_key=per_peer,
             total=total,
@@ -69,6 +73,7 @@ class ConnectionLimits:
             total_field="max_connections",
         )
         self.header_timeout_s = header_timeout_s
+        self.head_bytes = head_bytes
 
     @property
     def in_use(self) -> int:
@@ -104,12 +109,34 @@ def refusal(refused: Busy) -> bytes:
 
 def guarded_protocol(limits: ConnectionLimits) -> type[PeerCredentialsProtocol]:
     """``PeerCredentialsProtocol`` within ``limits``: a connection past them is answered 429 and
-    closed at once, and one that has sent no whole request head ``header_timeout_s`` after it
-    connected, or after its last answer, is closed."""
+    closed at once; one that has sent no whole request head ``header_timeout_s`` after it
+    connected, or after its last answer, is closed; one that sends more than ``head_bytes``
+    while a request's head is unfinished is answered 400 and closed."""
 
     class Guarded(PeerCredentialsProtocol):
         _peer: object = None
         _head_timer: Any = None
+        _awaiting_head = True
+        _head_received = 0
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_head:
+                self._head_received += len(data)
+            super().data_received(data)
+            if (
+                self._awaiting_head
+                and self._head_received > limits.head_bytes
+                and not self.transport.is_closing()
+            ):
+                self.send_400_response("Invalid HTTP request received.")
+
+        def on_headers_complete(self) -> None:
+            self._awaiting_head = False
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._awaiting_head, self._head_received = True, 0
+            super().on_message_complete()
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)

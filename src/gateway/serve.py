@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -139,6 +140,7 @@ def build_servers(
         total=settings.max_connections,
         per_peer=settings.max_connections_per_peer,
         header_timeout_s=settings.header_timeout_s,
+        head_bytes=2 * MAX_HEAD_BYTES,
     )
     app.state.gateway.connections = limits
     protocol = guarded_protocol(limits)
@@ -157,7 +159,6 @@ def build_servers(
             timeout_graceful_shutdown=settings.shutdown_timeout_s,
             ssl_certfile=tls_cert if tls else None,
             ssl_keyfile=tls_key if tls else None,
-            h11_max_incomplete_event_size=2 * MAX_HEAD_BYTES,
             proxy_headers=bool(trusted_proxies),
             forwarded_allow_ips=list(trusted_proxies) or None,
             backlog=accept_at_once or 2048,
@@ -186,7 +187,7 @@ def serve(
     for listener in listeners:
         log.warning("slurm-image gateway listening on %s", listener.describe())
     try:
-        asyncio.run(_serve_all(servers, on_stop=app.state.gateway.answers.stop))
+        run_servers(servers, on_stop=app.state.gateway.answers.stop)
     finally:
         settler.stop()
         for listener in listeners:
@@ -201,6 +202,20 @@ class QuietServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def run_servers(
+    servers: list[tuple[QuietServer, list[socket.socket]]], on_stop: Callable[[], None]
+) -> None:
+    """Serve ``servers`` on one event loop until SIGINT or SIGTERM. asyncio's own loop, not
+    uvloop: libuv makes a listening socket's backlog the number a server is given, and accepts
+    every waiting connection at once, where ``accept_at_once`` must bound only the accepting.
+
+    What was made before serving (the modules, the application, its routes) lives as long as
+    the process: frozen out of the garbage collector, whose full passes would otherwise walk it
+    all again every second or so under load, pausing every request in flight."""
+    gc.freeze()
+    asyncio.run(_serve_all(servers, on_stop))
 
 
 async def _serve_all(

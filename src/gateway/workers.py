@@ -12,7 +12,6 @@ gateway stops, with that child's exit code (its error is in the log), as one pro
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -28,11 +27,11 @@ from typing import TYPE_CHECKING
 from slurm_image.gateway.serve import (
     SETTLE_EVERY_S,
     Listener,
-    _serve_all,
     _Settler,
     bind,
     build_servers,
     require_tls_files,
+    run_servers,
 )
 
 if TYPE_CHECKING:
@@ -98,7 +97,7 @@ def serve_workers(
             bound=shared,
             accept_at_once=ACCEPT_AT_ONCE,
         )
-        asyncio.run(_serve_all(servers, on_stop=app.state.gateway.answers.stop))
+        run_servers(servers, on_stop=app.state.gateway.answers.stop)
 
     def settler(_: int) -> None:
         settling = _Settler(lifecycles, settle_every_s)

@@ -5,6 +5,7 @@ naming its field and rule, says nothing of the gateway's insides, and stages not
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,6 +174,24 @@ def test_headers_past_their_bound_are_refused(lab: GatewayLab, size: int) -> Non
         "field": "headers",
         "rule": f"must hold at most {MAX_HEAD_BYTES} bytes in all",
     }
+
+
+def test_a_head_past_twice_its_bound_is_answered_400_and_closed(lab: GatewayLab) -> None:
+    """The parser buffers an unfinished head without bound: the gateway counts what a
+    connection sends until the head ends, in however many pieces it comes."""
+    port = int(lab.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        start = b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nX-Long: "
+        connection.sendall(start)
+        sent = len(start)
+        while sent <= 2 * MAX_HEAD_BYTES:  # nothing past the piece that crosses the bound
+            connection.sendall(b"a" * 4096)
+            sent += 4096
+        answer = b""
+        while piece := connection.recv(4096):
+            answer += piece
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"connection: close" in answer.lower()
 
 
 def test_an_unknown_field_with_a_long_name_is_not_echoed(lab: GatewayLab) -> None:
