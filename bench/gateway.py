@@ -4,7 +4,8 @@ line's own ``show``, and one job for many requesters.
 - ``under_load``: a real ``slurm-image serve --workers N`` (the console script, processes of its
   own) on a unix socket in the bench's directory, over a store the bench's user owns (the in-memory
   scheduler, ``[submitter] kind = "fake"``). Clients ask it at once, each over one kept-alive
-  connection, from one asyncio loop in this process (httpx's ``AsyncClient`` over the socket);
+  connection, from one asyncio loop in this process (``raw_http``, the least client that reads
+  the gateway's answers, so that the cores go to the gateway);
   each request is timed from sending it to its whole answer read. ``show`` (``GET
   /v1/aliases/NAME``, every name in turn) and ``list`` (``GET /v1/aliases?limit=1000``: the
   whole catalog's summaries, up to 1,000 aliases) are loads of their own, one after the other;
@@ -46,6 +47,7 @@ from typing import Any, NamedTuple
 import httpx
 import uvicorn
 from dependency_injector import providers
+from raw_http import Connection, NotUnderstood
 from workloads import SOURCE, Site, chain_record, inspection
 
 from slurm_image.adapters.gateway_client.remote import Gateway as Address
@@ -223,16 +225,9 @@ async def _load(
     latencies: list[float] = []
     issued = 0
     began = time.perf_counter()
-    sessions = [
-        httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=str(sock), verify=False),
-            base_url=BASE_URL,
-            timeout=600,
-        )
-        for _ in range(clients)
-    ]
+    connections = [await Connection.open(sock) for _ in range(clients)]
 
-    async def client(http: httpx.AsyncClient) -> None:
+    async def client(connection: Connection) -> None:
         nonlocal issued
         checked = False
         while issued < requests:
@@ -246,11 +241,10 @@ async def _load(
                 start = due
             else:
                 issued += 1
-            answer = await http.get(target)
-            body = answer.content
+            status, body = await connection.get(target)
             latencies.append(time.perf_counter() - start)
-            if answer.status_code != 200:
-                raise LoadFailed(f"GET {target} answered {answer.status_code}: {body[:500]!r}")
+            if status != 200:
+                raise LoadFailed(f"GET {target} answered {status}: {body[:500]!r}")
             if not checked:  # each client's first answer read whole: what was served
                 check(target, json.loads(body))
                 checked = True
@@ -258,13 +252,13 @@ async def _load(
     try:
         server, this = cpu_seconds(pid), time.process_time()
         start = began = time.perf_counter()
-        await asyncio.gather(*(client(session) for session in sessions))
+        await asyncio.gather(*(client(connection) for connection in connections))
         seconds = time.perf_counter() - start
         server, this = cpu_seconds(pid) - server, time.process_time() - this
         return Load(latencies, seconds, server_cpu_s=server, client_cpu_s=this)
     finally:
-        for session in sessions:
-            await session.aclose()
+        for connection in connections:
+            await connection.close()
 
 
 def load(
@@ -281,7 +275,7 @@ def load(
     spent meanwhile."""
     try:
         return asyncio.run(_load(pid, sock, path, clients, requests, check, rate))
-    except LoadFailed as failed:
+    except (LoadFailed, NotUnderstood) as failed:
         raise SystemExit(f"the gateway under load: {failed}") from None
 
 

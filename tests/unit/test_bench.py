@@ -4,6 +4,7 @@ Slurm bench's profiles, scripts and figures are what it says."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import importlib.util
@@ -377,6 +378,38 @@ def test_the_slurm_figures_are_ratios_of_the_contestants_medians(on_slurm: Modul
 @pytest.fixture(scope="module")
 def gateway_bench(bench: ModuleType) -> ModuleType:
     return sys.modules[bench.under_load.__module__]
+
+
+def test_the_loads_client_reads_answers_back_to_back_and_refuses_one_without_a_length(
+    gateway_bench: ModuleType, tmp_path: Path
+) -> None:
+    raw_http = sys.modules[gateway_bench.Connection.__module__]
+    sock = tmp_path / "s.sock"
+    answers = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nx: y\r\n\r\nhello",
+        b"HTTP/1.1 404 Not Found\r\ncontent-type: a\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+    ]
+    asked: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for reply in answers:
+            asked.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(reply)
+        await writer.drain()
+
+    async def scenario() -> list[object]:
+        server = await asyncio.start_unix_server(answer, str(sock))
+        connection = await gateway_bench.Connection.open(sock)
+        got: list[object] = [await connection.get("/a"), await connection.get("/b?x=1")]
+        with pytest.raises(raw_http.NotUnderstood, match="content-length"):
+            await connection.get("/c")
+        await connection.close()
+        server.close()
+        return got
+
+    assert asyncio.run(scenario()) == [(200, b"hello"), (404, b"{}")]
+    assert asked[1] == b"GET /b?x=1 HTTP/1.1\r\nhost: gateway\r\n\r\n"
 
 
 def test_the_percentile_is_the_nearest_rank(gateway_bench: ModuleType) -> None:
