@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,17 @@ class ConnectionLimits:
     ``max_connections_per_peer``: per uid on a unix socket, per address over TCP; counted by
     ``domain.limits.Slots``), and how long a connection may take to send a request's head
     (``header_timeout_s``), and how many bytes a connection may send while a request's head is
-    unfinished (``head_bytes``; the parser itself buffers a head without bound). Touched only
-    from the event loop."""
+    unfinished (``head_bytes``; the parser itself buffers a head without bound); ``counted`` is
+    told how many are open whenever that changes. Touched only from the event loop."""
 
     def __init__(
-        self, *, total: int, per_peer: int, header_timeout_s: float, head_bytes: int
+        self,
+        *,
+        total: int,
+        per_peer: int,
+        header_timeout_s: float,
+        head_bytes: int,
+        counted: Callable[[int], None] | None = None,
     ) -> None:
         self.slots = Slots(
             per_key=per_peer,
@@ -74,6 +81,7 @@ class ConnectionLimits:
         )
         self.header_timeout_s = header_timeout_s
         self.head_bytes = head_bytes
+        self._counted = counted
 
     @property
     def in_use(self) -> int:
@@ -85,10 +93,16 @@ class ConnectionLimits:
             self.slots.open(peer, f"peer {peer}")
         except Busy as refused:
             return refused
+        self._count()
         return None
 
     def release(self, peer: object) -> None:
         self.slots.close(peer)
+        self._count()
+
+    def _count(self) -> None:
+        if self._counted is not None:
+            self._counted(self.slots.in_use)
 
 
 def refusal(refused: Busy) -> bytes:

@@ -123,6 +123,7 @@ def build_servers(
     trusted_proxies: Sequence[str] = (),
     bound: Mapping[Listener, socket.socket] | None = None,
     accept_at_once: int | None = None,
+    counted: Callable[[int], None] | None = None,
 ) -> list[tuple[QuietServer, list[socket.socket]]]:
     """The servers of ``listeners``, each with its bound sockets: the plain ones (unix, loopback
     HTTP) share one, the TLS ones another. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
@@ -133,7 +134,7 @@ def build_servers(
     ``bound``: each listener's socket, bound already (by default each is bound here);
     ``accept_at_once``: the connections taken at most each time a listener is ready (by
     default uvicorn's backlog, 2,048, which it also gives the kernel for a socket it listens
-    on)."""
+    on); ``counted``: told the number of open connections whenever it changes."""
     require_tls_files(listeners, tls_cert, tls_key)
     settings = app.state.gateway.settings
     limits = ConnectionLimits(
@@ -141,6 +142,7 @@ def build_servers(
         per_peer=settings.max_connections_per_peer,
         header_timeout_s=settings.header_timeout_s,
         head_bytes=2 * MAX_HEAD_BYTES,
+        counted=counted,
     )
     app.state.gateway.connections = limits
     protocol = guarded_protocol(limits)

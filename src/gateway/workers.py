@@ -16,7 +16,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurm_image.gateway.accept_share import OpenCounts, SharedListener
 from slurm_image.gateway.serve import (
     SETTLE_EVERY_S,
     Listener,
@@ -43,9 +43,8 @@ log = logging.getLogger("slurm_image.gateway")
 
 STEADY_AFTER_S = 5.0
 ACCEPT_AT_ONCE = 1
-"""Connections a worker takes each time a listener is ready: one, so that a busy worker leaves
-the next to an idle one (taking them all at once, one worker held most of 50 clients' kept-alive
-connections and the other idled)."""
+"""Connections a worker takes each time a listener is ready: one, so that each is taken by the
+rule of ``gateway.accept_share``."""
 _STOPS = {signal.SIGINT, signal.SIGTERM}
 _WATCHED = _STOPS | {signal.SIGCHLD}
 
@@ -81,11 +80,13 @@ def serve_workers(
     trusted = lifecycles.profile.gateway_settings.trusted_proxies
     require_tls_files(listeners, tls_cert, tls_key)
     bound = {listener: bind(listener) for listener in listeners}
+    counts = OpenCounts(workers)
 
     def worker(index: int) -> None:
+        counts.publish(index, 0)  # a worker replacing a dead one starts with none
         app = application(index)
         shared = {
-            listener: _SharedListener(fileno=os.dup(sock.fileno()))
+            listener: SharedListener(fileno=os.dup(sock.fileno()), counts=counts, index=index)
             for listener, sock in bound.items()
         }
         servers = build_servers(
@@ -96,6 +97,7 @@ def serve_workers(
             trusted_proxies=trusted,
             bound=shared,
             accept_at_once=ACCEPT_AT_ONCE,
+            counted=lambda open_now: counts.publish(index, open_now),
         )
         run_servers(servers, on_stop=app.state.gateway.answers.stop)
 
@@ -120,15 +122,6 @@ def serve_workers(
                     Path(listener.path).unlink()
     if failed:
         raise SystemExit(failed)
-
-
-class _SharedListener(socket.socket):
-    """A worker's handle on a socket the first process bound and made listen: the server's
-    ``listen(backlog)`` leaves it as it is (``ACCEPT_AT_ONCE`` is not a backlog for the
-    kernel, and the other workers share it)."""
-
-    def listen(self, backlog: int = 0, /) -> None:
-        return None
 
 
 class _Supervisor:

@@ -7,7 +7,9 @@ one killed in the middle of imports leaving the other answering and the store re
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -168,6 +170,41 @@ def test_workers_share_the_socket_a_dead_one_is_replaced_and_sigterm_stops_them_
             or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
         )
     assert not sock.exists()
+
+
+def _open_connections_seen(connection: socket.socket) -> int:
+    """``gateway_open_connections`` of the worker holding ``connection``, asked over it."""
+    connection.sendall(b"GET /metrics HTTP/1.1\r\nhost: gateway\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += connection.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: *(\d+)", head.lower()).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += connection.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200"), answer[:300]
+    found = re.search(rb"^slurm_image_gateway_open_connections{[^}]*} (\d+)", body, re.MULTILINE)
+    assert found is not None, body[-2000:]
+    return int(found.group(1))
+
+
+def test_the_workers_hold_even_shares_of_connections_that_arrive_at_once(site: Path) -> None:
+    sock = site.parent / "gateway.sock"
+    many = 40
+    with served(site, sock, "--workers", "2"):
+        connections = []
+        try:
+            for _ in range(many):  # all queued before any is taken
+                connections.append(socket.socket(socket.AF_UNIX))
+                connections[-1].settimeout(30)
+                connections[-1].connect(str(sock))
+            for connection in connections:  # each taken by a worker by the time it answers
+                _open_connections_seen(connection)
+            seen = [_open_connections_seen(connection) for connection in connections]
+        finally:
+            for connection in connections:
+                connection.close()
+    assert all(abs(share - many // 2) <= 4 for share in seen), f"uneven shares of {many}: {seen}"
 
 
 def test_a_worker_that_fails_as_it_starts_stops_the_gateway_with_its_exit_code(
