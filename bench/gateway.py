@@ -9,10 +9,12 @@ line's own ``show``, and one job for many requesters.
   each request is timed from sending it to its whole answer read. ``show`` (``GET
   /v1/aliases/NAME``, every name in turn) and ``list`` (``GET /v1/aliases?limit=1000``: the
   whole catalog's summaries, up to 1,000 aliases) are loads of their own, one after the other;
-  ``show`` twice: closed (each client asks again once answered: the most it serves) and paced
-  (500 a second offered, each latency counted from when its request was due: the latency at
-  the goal's rate). The CPU time the server (all its processes) and this process spent during
-  a load, over its wall time, says which side was saturated. Beside it, in rounds, the command
+  ``show`` three times: cold (every alias once, the first read of each since the gateway
+  started), then, on the catalog's index as a gateway serving for a while holds it, closed
+  (each client asks again once answered: the most it serves) and paced (500 a second offered,
+  each latency counted from when its request was due: the latency at the goal's rate). The CPU
+  time the server (all its processes) and this process spent during a load, over its wall
+  time, says which side was saturated. Beside it, in rounds, the command
   line's ``show NAME --json`` (a process, as ``show_vs_python`` runs it) and one ``show`` of an
   idle gateway.
 - ``full_listing``: the whole catalog of a large store read page by page (``GET
@@ -340,6 +342,8 @@ def under_load(
         for action in contestants.values():  # warm: bytecode, page cache, the first request
             action()
         times = rounds(contestants, sizes.rounds)
+        every = len(names)  # each alias's first show reads its file: the index is cold
+        cold = load(pid, sock, lambda i: f"/v1/aliases/{names[i]}", sizes.clients, every, _shown)
         show = load(
             pid,
             sock,
@@ -364,6 +368,7 @@ def under_load(
         with served(cli, gateway_profile(listed.site), list_sock, env, sizes.workers) as list_pid:
             listing = _list_load(list_pid, list_sock, listed, sizes)
     figures = show.figures("show") | paced.figures("show_paced") | listing.figures("list")
+    figures |= cold.figures("show_cold")
     figures["gateway_list_aliases"] = len(listed.names)
     figures["gateway_cli_show_ms"] = times["cli"] * 1000
     figures["gateway_idle_show_ms"] = times["idle"] * 1000

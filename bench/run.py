@@ -38,6 +38,9 @@ Keys (``--json`` prints them as one object; the goals are in ``GOALS``):
                          its own, on a unix socket, over the store of ``show_vs_python``) asked
                          ``GET /v1/aliases/NAME`` by 50 concurrent clients: requests per
                          second, latency percentiles (bench/gateway.py)
+                         once every alias has been shown (the catalog's index warm)
+  gateway_show_cold_*    the same figures for the first ``show`` of each alias after the
+                         gateway started (the index cold), before the others
   gateway_show_paced_*   the same figures with 500 requests a second offered (each latency
                          counted from when its request was due); ``gateway_show_paced_vs_cli``
                          its p50 over the command line's ``show``

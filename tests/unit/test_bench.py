@@ -444,7 +444,7 @@ def test_the_gateway_load_asks_a_served_store_for_every_alias_and_the_whole_cata
     )
     assert (figures["gateway_clients"], figures["gateway_workers"]) == (4, 2)
     assert figures["gateway_list_aliases"] == 3
-    for kind in ("show", "show_paced", "list"):
+    for kind in ("show", "show_cold", "show_paced", "list"):
         assert figures[f"gateway_{kind}_per_second"] > 0
         assert 0 < figures[f"gateway_{kind}_p50_ms"] <= figures[f"gateway_{kind}_p99_ms"]
         assert figures[f"gateway_{kind}_server_cpu_ms"] >= 0
