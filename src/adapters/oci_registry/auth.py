@@ -67,6 +67,7 @@ class Authentication:
         self.login = self.request.credentials.login if self.request.credentials else None
         self.token_with_credentials = False
         self._cached_key: TokenKey | None = None
+        self._cached_token: Token | None = None
 
     def cached(self) -> str | None:
         """The ``Authorization`` of a token still valid from an earlier challenge of this
@@ -76,14 +77,17 @@ class Authentication:
         token = cache.tokens.get(key) if key is not None else None
         if key is None or token is None or token.expires_at <= self.conversation.monotonic():
             return None
-        self._cached_key = key
+        self._cached_key, self._cached_token = key, token
         self.conversation.secrets.add(token.value)
         return f"Bearer {token.value}"
 
     def drop_cached(self) -> None:
-        """The token of ``cached`` was refused: the challenge decides again."""
-        if self._cached_key is not None:
-            del self.cache.tokens[self._cached_key]
+        """The token of ``cached`` was refused: the challenge decides again. Imports in other
+        threads share the cache: one may have dropped that token already, or put a new one in
+        its place, which stays."""
+        key = self._cached_key
+        if key is not None and self.cache.tokens.get(key) is self._cached_token:
+            self.cache.tokens.pop(key, None)
 
     def answer(self, reply: Reply) -> str:
         """The ``Authorization`` to send after the registry's 401 ``reply``."""
