@@ -16,6 +16,9 @@ from slurm_image.domain import paths
 if TYPE_CHECKING:
     from argparse import Namespace
 
+    from slurm_image.application.lifecycles_port import LifecyclesPort
+    from slurm_image.domain.publication import AliasRecord
+
 
 def publish_command(options: Options, args: Namespace) -> None:
     """Verify the finished job's result and publish it under its alias."""
@@ -23,11 +26,7 @@ def publish_command(options: Options, args: Namespace) -> None:
         paths.name(args.lifecycle_id, "lifecycle_id")
         api = lifecycles(options)
         record = api.publish(args.lifecycle_id, replace=args.replace)
-        details = (
-            record.details()
-            | api.catalog_show(record.name, arch=record.architecture).owned.fields()
-        )
-        details["stable_path"] = _stable_path(record.name, details)
+        details = published_details(api, record)
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
     emit(
@@ -36,6 +35,15 @@ def publish_command(options: Options, args: Namespace) -> None:
         f"published {record.name}\n{describe_record(details)}",
         record.path,
     )
+
+
+def published_details(api: LifecyclesPort, record: AliasRecord) -> dict[str, object]:
+    """What ``publish`` and ``import --wait`` print of the alias ``record`` was published
+    under: its details, who owns it, and its stable path."""
+    shown = api.catalog_show(record.name, arch=record.architecture)
+    details = record.details() | shown.owned.fields()
+    details["stable_path"] = _stable_path(record.name, details)
+    return details
 
 
 def _stable_path(name: str, details: dict[str, object]) -> str | None:

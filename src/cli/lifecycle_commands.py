@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slurm_image.cli.arguments import PROG, Options
+from slurm_image.cli.catalog_commands import published_details
 from slurm_image.cli.command_failure import CommandFailed, next_step
 from slurm_image.cli.output import describe_record, emit, progress
 from slurm_image.cli.services import gateway_url, lifecycles, own_credentials
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from argparse import Namespace
 
     from slurm_image.application.lifecycle import Outcome
+    from slurm_image.application.lifecycles_port import LifecyclesPort
     from slurm_image.domain.request import Operation
 
 log = logging.getLogger("slurm_image")
@@ -136,15 +138,20 @@ def lifecycle_command(
         raise
     except Exception as error:
         raise CommandFailed(error, next_step(error)) from error
-    emit_outcome(options, outcome)
+    emit_outcome(options, outcome, api)
 
 
-def emit_outcome(options: Options, outcome: Outcome) -> None:
+def emit_outcome(options: Options, outcome: Outcome, api: LifecyclesPort) -> None:
     if outcome.published is not None:
         record = outcome.published
         how = "answered from the store (no job)" if outcome.from_store else "published"
-        human = f"{how}: {record.name}\n{describe_record(record.details())}"
-        emit(options, outcome.as_dict(), human, record.path)
+        try:
+            details = published_details(api, record)
+        except Exception as error:
+            raise CommandFailed(error, next_step(error)) from error
+        human = f"{how}: {record.name}\n{describe_record(details)}"
+        answer = outcome.as_dict() | {"stable_path": details["stable_path"]}
+        emit(options, answer, human, record.path)
     elif outcome.job_id is None:
         emit(
             options,

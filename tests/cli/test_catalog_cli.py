@@ -417,7 +417,21 @@ def test_import_wait_stages_submits_waits_and_publishes(
     published = site.json("import", SOURCE, "--name", "app", "--role", "client", "--wait")
     assert published["state"] == "PUBLISHED" and published["from_store"] is False
     assert published["path"] == site.layout.artifact(SHA) and published["job_id"]
-    assert site.json("show", "app")["sqsh_sha256"] == SHA
+    shown = site.json("show", "app")
+    assert shown["sqsh_sha256"] == SHA
+    assert (
+        published["stable_path"]
+        == shown["stable_path"]
+        == site.layout.images + ("/by-name/x86_64/app.sqsh")
+    )
+
+
+def test_import_wait_answered_from_the_store_prints_the_stable_path_for_srun(site: Site) -> None:
+    site.json("publish", site.finished_import())
+    code, out, _ = site.run("import", SOURCE, "--name", "again", "--role", "client", "--wait")
+    assert code == 0 and out.startswith("answered from the store (no job): again")
+    stable = f"{site.layout.images}/by-name/x86_64/again.sqsh"
+    assert any(line.split() == ["by", "name", stable] for line in out.splitlines()), out
 
 
 def test_import_wait_of_a_failing_job_exits_4_and_publishes_nothing(
