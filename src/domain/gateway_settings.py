@@ -146,11 +146,11 @@ class GatewaySettings(BaseModel):
     address over TCP, is answered 429 and closed); the connections' clocks (a request's head
     within ``header_timeout_s``, an idle connection closed after ``idle_timeout_s``, a SIGTERM
     drained within ``shutdown_timeout_s``); the requests that ask a registry or the scheduler,
-    each part's at once within ``max_registry_calls`` and ``max_scheduler_calls`` (429 past
-    it, at once); ``trusted_proxies``: the reverse proxies whose
-    forwarded headers name the client (none: the connection's own address is the client's,
-    whatever a request says); ``url``: the gateway a client asks (``unix:PATH`` or
-    ``https://HOST:PORT``)."""
+    each part's at once within ``max_registry_calls`` and ``max_scheduler_calls``, and each
+    registry host's within ``max_calls_per_registry`` (429 past it, at once);
+    ``trusted_proxies``: the reverse proxies whose forwarded headers name the client (none: the
+    connection's own address is the client's, whatever a request says); ``url``: the gateway a
+    client asks (``unix:PATH`` or ``https://HOST:PORT``)."""
 
     model_config = FROZEN
 
@@ -170,6 +170,7 @@ class GatewaySettings(BaseModel):
     idle_timeout_s: Annotated[int, Field(ge=1, le=600)] = 5
     shutdown_timeout_s: Annotated[int, Field(ge=1, le=600)] = 10
     max_registry_calls: Annotated[int, Field(ge=1, le=1024)] = 32
+    max_calls_per_registry: Annotated[int, Field(ge=1, le=1024)] = 16
     max_scheduler_calls: Annotated[int, Field(ge=1, le=1024)] = 32
     trusted_proxies: Proxies = ()
 

@@ -324,3 +324,15 @@ def _parse_name(name_and_tag: str, text: str) -> tuple[str | None, str, str | No
             text,
         )
     return registry, repository, tag
+
+
+def registry_named(text: str) -> str | None:
+    """The registry host ``text`` asks, pinned or by tag, in lowercase as the resolver asks it
+    (Docker Hub's names as ``registry-1.docker.io``); None for text that is no reference
+    (whoever parses it next refuses it)."""
+    for parse in (parse_reference, parse_tag_reference):
+        try:
+            return parse(text).enroot_registry.lower()
+        except InvalidReference:
+            continue
+    return None

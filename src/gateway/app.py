@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from slurm_image.domain.errors import InvalidRequest, SlurmImageError
 from slurm_image.domain.listing import DEFAULT_LIMIT, ListQuery
+from slurm_image.domain.reference import registry_named
 from slurm_image.gateway.encoded import json_answer
 from slurm_image.gateway.http_errors import retry_after, status_for
 from slurm_image.gateway.inputs import (
@@ -265,6 +266,7 @@ def create_app(gateway: Gateway) -> FastAPI:
                 timeout_s=body.timeout_s,
                 credentials=registry_credentials(body.credentials),
             ),
+            registry=registry_named(body.reference),
         )
         return shapes.resolution_json(resolution)
 
@@ -274,6 +276,7 @@ def create_app(gateway: Gateway) -> FastAPI:
         planned = await outside.call(
             REGISTRY if body.resolve else STORE,
             lambda: lifecycles.plan(body.operation, body.source, **body.asked()),
+            registry=registry_named(body.source),
         )
         return shapes.planned_json(planned)
 
@@ -295,7 +298,8 @@ def create_app(gateway: Gateway) -> FastAPI:
             )
             return shapes.outcome_json(outcome) | {"request": request.model_dump(mode="json")}
 
-        return await outside.call(parts_of_start(body.operation, submit=body.submit), started)
+        parts = parts_of_start(body.operation, submit=body.submit)
+        return await outside.call(parts, started, registry=registry_named(body.source))
 
     @app.post("/v1/lifecycles/wait")
     async def wait(body: WaitBody, who: Asking, lifecycles: Verbs) -> dict[str, Any]:

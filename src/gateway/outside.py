@@ -1,10 +1,12 @@
 """The gateway's calls to the parts outside it (docs/gateway.md, "Limits"): a registry, asked to
 resolve a tag, check an import's signatures or say what is outdated; and the scheduler, asked to
 submit, observe or cancel a job. Each part has a limit of its own on the calls under way
-(``[gateway] max_registry_calls``, ``max_scheduler_calls``); a request past it is refused at once
-(429, ``Retry-After``, naming the setting) instead of waiting behind calls that may not end
-until their own timeouts. Their threads are not the thread pool's that the store's reads use, so
-a registry or scheduler that stops answering slows only the requests that need it.
+(``[gateway] max_registry_calls``, ``max_scheduler_calls``), and each registry host one within
+the registries' (``max_calls_per_registry``); a request past it is refused at once (429,
+``Retry-After``, naming the setting) instead of waiting behind calls that may not end until
+their own timeouts. Their threads are not the thread pool's that the store's reads use, so a
+registry or scheduler that stops answering slows only the requests that need it, and one
+registry that stops answering leaves the others theirs.
 """
 
 from __future__ import annotations
@@ -28,21 +30,35 @@ threads."""
 T = TypeVar("T")
 
 
-def _slots(limit: int, what: str, setting: str) -> Slots:
-    return Slots(per_key=limit, total=limit, what=what, per_key_field=setting, total_field=setting)
+SEVERAL_REGISTRIES = ""
+"""The key of a call that may ask several registries (``outdated``), or none it names: counted
+as one registry of its own."""
 
 
 class OutsideParts:
-    """The calls under way to each part (``Slots``, touched only from the event loop) and the
-    threads they run in."""
+    """The calls under way to each part (``Slots``, touched only from the event loop; the
+    registries' keyed by host) and the threads they run in."""
 
-    def __init__(self, registry_calls: int, scheduler_calls: int) -> None:
+    def __init__(
+        self, registry_calls: int, scheduler_calls: int, calls_per_registry: int | None = None
+    ) -> None:
+        per_registry = min(calls_per_registry or registry_calls, registry_calls)
         self.slots: dict[Part, Slots] = {
-            "registry": _slots(
-                registry_calls, "calls to registries under way", "max_registry_calls"
+            "registry": Slots(
+                per_key=per_registry,
+                total=registry_calls,
+                what="calls to registries under way",
+                per_key_field="max_calls_per_registry"
+                if per_registry < registry_calls
+                else "max_registry_calls",
+                total_field="max_registry_calls",
             ),
-            "scheduler": _slots(
-                scheduler_calls, "calls to the scheduler under way", "max_scheduler_calls"
+            "scheduler": Slots(
+                per_key=scheduler_calls,
+                total=scheduler_calls,
+                what="calls to the scheduler under way",
+                per_key_field="max_scheduler_calls",
+                total_field="max_scheduler_calls",
             ),
         }
         self.threads = CapacityLimiter(registry_calls + scheduler_calls)
@@ -59,37 +75,52 @@ class OutsideParts:
         """Whether a call needing ``parts`` would be taken now."""
         return all(self.slots[part].in_use < self.slots[part].total for part in parts)
 
-    def take(self, parts: Collection[Part]) -> Callable[[], None]:
-        """A slot of each of ``parts`` (``Busy`` naming the first part's setting that is full,
-        nothing taken), and what gives them back."""
-        taken: list[Part] = []
+    def take(
+        self, parts: Collection[Part], registry: str | None = SEVERAL_REGISTRIES
+    ) -> Callable[[], None]:
+        """A slot of each of ``parts`` (the registries' one of ``registry``'s; ``Busy`` naming
+        the first setting that is full, nothing taken), and what gives them back."""
+        taken: list[tuple[Part, str]] = []
         try:
             for part in parts:
-                self.slots[part].open(part, "the gateway")
-                taken.append(part)
+                key = (registry or SEVERAL_REGISTRIES) if part == "registry" else part
+                self.slots[part].open(key, _asker(part, key))
+                taken.append((part, key))
         except Busy:
-            for part in taken:
-                self.slots[part].close(part)
+            for part, key in taken:
+                self.slots[part].close(key)
             raise
 
         def release() -> None:
-            for part in taken:
-                self.slots[part].close(part)
+            for part, key in taken:
+                self.slots[part].close(key)
             taken.clear()
 
         return release
 
-    async def call(self, parts: Collection[Part], work: Callable[[], T]) -> T:
-        """``work`` in a thread, holding a slot of each of ``parts`` until it returns (a call
-        whose client went away still holds them: its thread runs on); ``Busy`` at once when a
-        part has none left. With no part (``STORE``), in the thread pool."""
+    async def call(
+        self,
+        parts: Collection[Part],
+        work: Callable[[], T],
+        registry: str | None = SEVERAL_REGISTRIES,
+    ) -> T:
+        """``work`` in a thread, holding a slot of each of ``parts`` (of the registries', the
+        host ``registry``'s) until it returns (a call whose client went away still holds them:
+        its thread runs on); ``Busy`` at once when a part has none left. With no part
+        (``STORE``), in the thread pool."""
         if not parts:
             return await run_in_threadpool(work)
-        release = self.take(parts)
+        release = self.take(parts, registry)
         try:
             return await to_thread.run_sync(work, limiter=self.threads)
         finally:
             release()
+
+
+def _asker(part: Part, key: str) -> str:
+    if part != "registry":
+        return "the gateway"
+    return f"registry {key}" if key else "the calls that ask several registries"
 
 
 def parts_of_start(operation: str, *, submit: bool) -> tuple[Part, ...]:

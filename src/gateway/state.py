@@ -49,7 +49,11 @@ class Gateway:
     def __post_init__(self) -> None:
         settings = self.settings
         self.answers = LongAnswers(settings.max_streams_per_user, settings.max_streams)
-        self.outside = OutsideParts(settings.max_registry_calls, settings.max_scheduler_calls)
+        self.outside = OutsideParts(
+            settings.max_registry_calls,
+            settings.max_scheduler_calls,
+            settings.max_calls_per_registry,
+        )
 
     @property
     def settings(self) -> GatewaySettings:

@@ -1,6 +1,7 @@
 """A registry or a scheduler that stops answering (docs/gateway.md, "Limits"): the requests that
-need it hold at most ``[gateway] max_registry_calls`` or ``max_scheduler_calls`` threads, one
-more is refused at once (429, Retry-After, naming the setting), and the reads of the store, the
+need it hold at most ``[gateway] max_registry_calls`` or ``max_scheduler_calls`` threads (one
+registry at most ``max_calls_per_registry``, the others answered meanwhile), one more is
+refused at once (429, Retry-After, naming the setting), and the reads of the store, the
 pages and /healthz are answered meanwhile; when the part answers again, every call ends and
 every thread is given back.
 
@@ -138,7 +139,7 @@ def assert_released(lab: GatewayLab, part: str) -> None:
 def test_a_registry_that_stops_answering_holds_only_its_own_calls(
     registry: SilentRegistry,
 ) -> None:
-    with gateway_lab(f"max_registry_calls = {HUNG}") as lab:
+    with gateway_lab(f"max_registry_calls = {HUNG}\nmax_calls_per_registry = {HUNG}") as lab:
         published(lab)
         tag = {"reference": f"{registry.address}/team/app:1", "timeout_s": 600}
         with ThreadPoolExecutor(HUNG) as pool:
@@ -159,6 +160,32 @@ def test_a_registry_that_stops_answering_holds_only_its_own_calls(
             assert answer.json()["error"]["field"] == registry.address
         assert_released(lab, "registry")
         assert ask(lab, "POST", "/v1/resolve", tag).status_code == 502, "a call is taken again"
+
+
+def test_a_registry_that_stops_answering_holds_only_its_share_of_the_registries_calls(
+    registry: SilentRegistry,
+) -> None:
+    share = 4
+    with gateway_lab(f"max_calls_per_registry = {share}") as lab:
+        tag = {"reference": f"{registry.address}/team/app:1", "timeout_s": 600}
+        other = SilentRegistry()
+        other.come_back()  # answers at once: 404, and plain HTTP
+        with ThreadPoolExecutor(share) as pool:
+            hung = [pool.submit(ask, lab, "POST", "/v1/resolve", tag) for _ in range(share)]
+            try:
+                assert eventually(lambda: registry.holding == share, within_s=60)
+                assert_refused(ask(lab, "POST", "/v1/resolve", tag), "max_calls_per_registry")
+                elsewhere = {"reference": f"{other.address}/team/app:1", "timeout_s": 60}
+                answer = ask(lab, "POST", "/v1/resolve", elsewhere)
+                assert answer.status_code == 502, answer.text
+                assert answer.json()["error"]["field"] == other.address
+                assert gauge(lab, "gateway_registry_calls") == share
+            finally:
+                registry.come_back()
+                other.close()
+            answers = [future.result(timeout=300) for future in hung]
+        assert [answer.status_code for answer in answers] == [502] * share
+        assert_released(lab, "registry")
 
 
 def test_a_scheduler_that_stops_answering_holds_only_its_own_calls() -> None:

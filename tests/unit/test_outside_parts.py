@@ -1,6 +1,7 @@
 """The gateway's calls to a registry and the scheduler (``gateway.outside``): each
-part's limit, from ``[gateway] max_registry_calls`` and ``max_scheduler_calls``; a call needing
-both parts takes both or neither."""
+part's limit, from ``[gateway] max_registry_calls`` and ``max_scheduler_calls``, and each
+registry host's share (``max_calls_per_registry``); a call needing both parts takes both or
+neither."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from slurm_image.domain.errors import Busy, InvalidProfile
 from slurm_image.domain.profile import parse_profile
+from slurm_image.domain.reference import registry_named
 from slurm_image.gateway.outside import (
     REGISTRY,
     SCHEDULER,
@@ -35,6 +37,7 @@ def test_each_part_has_a_limit_of_its_own_in_the_profile() -> None:
     assert (settings.max_registry_calls, settings.max_scheduler_calls) == (3, 5)
     defaults = parse_profile(profile({})).gateway
     assert (defaults.max_registry_calls, defaults.max_scheduler_calls) == (32, 32)
+    assert defaults.max_calls_per_registry == 16
 
 
 @pytest.mark.parametrize(
@@ -43,6 +46,7 @@ def test_each_part_has_a_limit_of_its_own_in_the_profile() -> None:
         ({"max_registry_calls": 0}, "greater than or equal to 1"),
         ({"max_scheduler_calls": 1025}, "less than or equal to 1024"),
         ({"max_registry_calls": "many"}, "integer"),
+        ({"max_calls_per_registry": 0}, "greater than or equal to 1"),
     ],
 )
 def test_a_limit_out_of_its_bounds_is_refused_naming_it(
@@ -65,6 +69,39 @@ def test_past_a_parts_limit_a_call_is_refused_naming_its_setting() -> None:
     release()
     release()
     assert outside.under_way("registry") == 0 and outside.free(REGISTRY)
+
+
+def test_each_registry_has_its_share_of_the_registries_calls() -> None:
+    outside = OutsideParts(registry_calls=3, scheduler_calls=1, calls_per_registry=2)
+    releases = [outside.take(REGISTRY, "a.example"), outside.take(REGISTRY, "a.example")]
+    with pytest.raises(Busy) as refused:
+        outside.take(REGISTRY, "a.example")
+    assert refused.value.field == "max_calls_per_registry"
+    assert "a.example has 2" in refused.value.rule
+    releases.append(outside.take(REGISTRY, "b.example"))
+    with pytest.raises(Busy) as refused:
+        outside.take(REGISTRY, "c.example")
+    assert refused.value.field == "max_registry_calls"
+    for release in releases:
+        release()
+    assert outside.under_way("registry") == 0
+
+
+def test_a_share_no_smaller_than_the_whole_is_named_as_the_whole() -> None:
+    outside = OutsideParts(registry_calls=1, scheduler_calls=1, calls_per_registry=4)
+    outside.take(REGISTRY, "a.example")
+    with pytest.raises(Busy) as refused:
+        outside.take(REGISTRY, "a.example")
+    assert refused.value.field == "max_registry_calls"
+
+
+def test_a_source_names_its_registry_pinned_or_by_tag() -> None:
+    digest = "sha256:" + "a" * 64
+    assert registry_named(f"registry.example:5000/team/app@{digest}") == "registry.example:5000"
+    assert registry_named("Registry.Example/team/app:1") == "registry.example"
+    assert registry_named("ubuntu:24.04") == "registry-1.docker.io"
+    assert registry_named("/shared/images/app.sqsh") is None
+    assert registry_named("no good@") is None
 
 
 def test_a_call_needing_both_parts_takes_both_or_neither() -> None:
