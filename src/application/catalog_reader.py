@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import platform
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from slurm_image.application.errors import UnknownAlias, VerificationFailed
 from slurm_image.domain import paths
 from slurm_image.domain.architecture import check_architecture
-from slurm_image.domain.by_name import NameLayout, StablePath
+from slurm_image.domain.by_name import NameLayout, StablePath, link_target
 from slurm_image.domain.errors import DomainError
 from slurm_image.domain.listing import ListQuery, SummaryPage, summary_of
 from slurm_image.domain.published import PublishedAlias, PublishedEntries, read_published
@@ -60,6 +61,15 @@ def require_unchangeable(store: Store, path: str) -> None:
 
 Sees = Callable[["Ownership"], bool]
 """Whether the requester may know an alias exists (``domain.access.Access.sees``)."""
+
+
+@dataclass(frozen=True)
+class StablePathsChecked:
+    """What ``CatalogReader.stable_paths_checked`` found: the aliases seen, and the stable
+    paths among theirs that disagree with the catalog."""
+
+    aliases: int
+    wrong: tuple[str, ...]
 
 
 class CatalogReader:
@@ -170,6 +180,26 @@ class CatalogReader:
                 " path --pinned)",
             )
         return StablePath(name=name, architecture=architecture, path=link, pinned=pinned)
+
+    def stable_paths_checked(self) -> StablePathsChecked:
+        """Of the aliases this reader sees, how many there are, and the stable paths of their
+        entries that are missing or name another artifact than the entry's (``gc`` repairs
+        them, as the store's owner). An alias that cannot be read is left out, as ``list``
+        leaves it; a link that cannot be read counts as missing."""
+        layout = NameLayout(self.layout)
+        aliases, wrong = 0, []
+        for entries in self.each(self.entries):
+            aliases += 1
+            group = entries.owned.group if entries.owned.private else None
+            for entry in entries.entries:
+                link = layout.link(entries.name, entry.record.get("architecture"), group)
+                try:
+                    current = self._store.read_link(link)
+                except WorkspaceError:
+                    current = None
+                if current != link_target(link, entry.record["path"]):
+                    wrong.append(link)
+        return StablePathsChecked(aliases, tuple(wrong))
 
     def each(
         self, read: Callable[[str], Record], names: Sequence[str] | None = None

@@ -14,7 +14,7 @@ profile's ``image_build.arch``). A check that cannot run because an earlier one 
 reported as failed, saying which. A profile with a ``[policy]`` table also gets ``policy``,
 after ``layer_cache``: its allowed registries, whether a signature is required, and each key's
 fingerprint, or why the key file cannot be used (docs/design.md, "Image policy and
-signatures").
+signatures"); then ``stable_paths``: whether each alias's stable path names its current image.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_image.application.catalog_reader import StablePathsChecked
 from slurm_image.domain import layer_cache
 from slurm_image.domain.architecture import ARCHITECTURES
 from slurm_image.domain.doctor_script import (
@@ -73,6 +74,8 @@ INSPECTION_PATH = "inspection_path"
 ARCHITECTURE = "architecture"
 POLICY = "policy"
 """Reported only for a profile with a ``[policy]`` table, so it is not in ``CHECKS``."""
+STABLE_PATHS = "stable_paths"
+"""Reported when the doctor is given the catalog to read (the command line's always is)."""
 CHECKS = (
     PROFILE,
     SUBMITTER,
@@ -180,8 +183,10 @@ class Doctor:
         poll_s: float = 1.0,
         home: str | None = None,
         signatures: Signatures | None = None,
+        stable_paths: Callable[[], StablePathsChecked] | None = None,
     ) -> None:
         self._home = home
+        self._stable_paths = stable_paths
         self._signatures = signatures
         self._workspace = workspace
         self._submitter = submitter
@@ -209,6 +214,8 @@ class Doctor:
         self._check_layer_cache(run, profile)
         if profile.policy is not None:
             self._check_policy(run, profile.policy)
+        if self._stable_paths is not None:
+            self._check_stable_paths(run, self._stable_paths)
         node_checks = CHECKS[CHECKS.index(JOB) :]
         if directory is None:
             run.skip(node_checks, "the workspace root is not writable")
@@ -324,6 +331,30 @@ class Doctor:
             LAYER_CACHE,
             True,
             f"{path}: yours alone; {len(blobs)} blobs, {held} of {bound} (layer_cache_max)",
+        )
+
+    @staticmethod
+    def _check_stable_paths(run: _Run, checked: Callable[[], StablePathsChecked]) -> bool:
+        """Each alias's stable path (``path NAME``, ``srun --container-image``) names its
+        current image, for the aliases this user sees."""
+        try:
+            found = checked()
+        except (DomainError, WorkspaceError) as error:
+            return run.add(STABLE_PATHS, False, f"the catalog cannot be read: {_explain(error)}")
+        if not found.aliases:
+            return run.add(STABLE_PATHS, True, "no alias is published for you to see yet")
+        if not found.wrong:
+            return run.add(
+                STABLE_PATHS,
+                True,
+                f"the stable paths of the {found.aliases} aliases you see name their images",
+            )
+        more = f" and {len(found.wrong) - 1} more" if len(found.wrong) > 1 else ""
+        return run.add(
+            STABLE_PATHS,
+            False,
+            f"{found.wrong[0]}{more}: missing or naming another image than the alias's"
+            " (the store's owner repairs them with slurm-image gc; meanwhile, path --pinned)",
         )
 
     def _check_policy(self, run: _Run, policy: Policy) -> bool:

@@ -2,8 +2,8 @@
 ``architecture``, ``runs_architectures``).
 
 Exit 0 only when every check passed; otherwise the code of the first failed check's kind
-(docs/cli.md, "Exit codes"): 2 the profile or the workspace root, 3 the submitter or the partition,
-4 the doctor's job or what it found on the compute node.
+(docs/cli.md, "Exit codes"): 2 the profile, the workspace root or the store's stable paths, 3 the
+submitter or the partition, 4 the doctor's job or what it found on the compute node.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def exit_code(report: DoctorReport) -> int:
         PROFILE,
         SANDBOX,
         SQUASHFS_TOOLS,
+        STABLE_PATHS,
         SUBMITTER,
         WORKSPACE,
     )
@@ -51,6 +52,7 @@ def exit_code(report: DoctorReport) -> int:
         WORKSPACE: EXIT_INVALID,
         LAYER_CACHE: EXIT_INVALID,
         POLICY: EXIT_INVALID,
+        STABLE_PATHS: EXIT_INVALID,
         SUBMITTER: EXIT_SCHEDULER,
         PARTITION: EXIT_SCHEDULER,
         JOB: EXIT_JOB_FAILED,

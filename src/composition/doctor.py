@@ -63,5 +63,6 @@ def diagnose(options: Options, timeout_s: float) -> DoctorReport:
         clock=container.clock(),
         home=container.home(),
         signatures=container.signatures(),
+        stable_paths=lambda: container.catalog_reader().stable_paths_checked(),
     )
     return doctor(profile, profile_detail(options.profile, selection), timeout_s=timeout_s)

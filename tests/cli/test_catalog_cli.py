@@ -484,3 +484,20 @@ def test_the_profiles_architecture_is_planned_and_the_option_overrides_it(site: 
     )
     assert asked["plan"]["architecture"] == "aarch64"
     assert asked["plan"]["request"]["architecture"] == "aarch64"
+
+
+def test_the_stable_paths_check_finds_a_link_missing_or_naming_another_image(site: Site) -> None:
+    from slurm_image.adapters.local_store import LocalStore
+    from slurm_image.application.catalog_reader import CatalogReader, StablePathsChecked
+
+    reader = CatalogReader(LocalStore.reader(root=str(site.root)))
+    assert reader.stable_paths_checked() == StablePathsChecked(0, ())
+    site.json("publish", site.finished_import())
+    assert reader.stable_paths_checked() == StablePathsChecked(1, ())
+    link = Path(f"{site.layout.images}/by-name/x86_64/app.sqsh")
+    link.unlink()
+    assert reader.stable_paths_checked() == StablePathsChecked(1, (str(link),))
+    link.symlink_to("../../artifacts/" + "0" * 64 + ".sqsh")
+    assert reader.stable_paths_checked() == StablePathsChecked(1, (str(link),))
+    site.json("gc")
+    assert reader.stable_paths_checked() == StablePathsChecked(1, ())

@@ -108,6 +108,7 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "partition",
         "workspace",
         "layer_cache",
+        "stable_paths",
         "job",
         "enroot",
         "squashfs_tools",
@@ -118,9 +119,10 @@ def test_doctor_one_line_per_check_and_exit_4_without_enroot_on_the_node(
         "architecture",
     ]
     assert [line.split()[0] for line in lines] == (
-        ["ok"] * 6 + ["FAIL", "ok", "ok", "ok", "FAIL", "ok", "ok"]
+        ["ok"] * 7 + ["FAIL", "ok", "ok", "ok", "FAIL", "ok", "ok"]
     )
-    assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[6]
+    assert "no alias is published for you to see yet" in lines[5]
+    assert "enroot version printed nothing (job_path /usr/bin:/bin)" in lines[7]
     assert done.stderr == ""
 
 
