@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,16 @@ class Cluster:
         """``scontrol show job -o`` as a dict of its KEY=VALUE words."""
         words = self.command("scontrol", "show", "job", "-o", job_id).split()
         return dict(word.split("=", 1) for word in words if "=" in word)
+
+    def await_no_jobs(self, timeout_s: float = 120) -> None:
+        """Until the cluster holds no pending or running job (at most ``timeout_s``): a job
+        that ends while the controller is stopped may never be told ended, and then holds the
+        node until its time limit, keeping the next tests' jobs pending."""
+        deadline = time.monotonic() + timeout_s
+        while self.command("squeue", "-h", "-o", "%i").strip():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.5)
 
     def jobs_with_comment(self, marker: str) -> list[str]:
         out = self.command("squeue", "-h", "-t", "all", "-o", "%i|%k")

@@ -189,6 +189,7 @@ class SlurmScheduler(Scheduler):
 
     @contextmanager
     def controller_down(self) -> Iterator[None]:
+        self.local.await_no_jobs()  # an earlier test's job may still be ending
         self.local.run("controller", "stop")
         try:
             yield
