@@ -325,7 +325,9 @@ class Lifecycle:
             )
         access = self._may_request(request)
         if rights is None or rights.may_publish(lifecycle_id):
-            built = publisher(lifecycle_id, replace=publisher.first_order_replace(lifecycle_id))
+            built = publisher.permitted(
+                lifecycle_id, replace=publisher.first_order_replace(lifecycle_id)
+            )
             if built.record.architecture != target.architecture:
                 raise VerificationFailed(
                     field="architecture",

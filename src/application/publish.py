@@ -143,6 +143,12 @@ class Publish:
         joined it and the admins may; to anyone who may not know of it, it is unknown."""
         if self._rights is not None:
             self._rights.require_publisher(lifecycle_id)
+        return self.permitted(lifecycle_id, replace=replace)
+
+    def permitted(self, lifecycle_id: str, *, replace: bool = False) -> Publication:
+        """``__call__`` for a caller whose right to publish was weighed already, once: a
+        joined request may publish while its order is in the book, and the book closes as soon
+        as any of its requests has published, so asking a second time could refuse it."""
         publication = self._publish(lifecycle_id, replace=replace)
         self.fulfil(lifecycle_id, publication.record.architecture)
         return publication

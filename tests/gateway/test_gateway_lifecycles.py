@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_mock import MockerFixture
 
 from gateway_lab import SOURCE, USERS, GatewayLab, gateway_lab
 from slurm_image.application.lifecycle import Outcome
+from slurm_image.application.orders import Orders
 from slurm_image.domain.lifecycle_state import LifecycleState
+from slurm_image.domain.orders import load_order_book
 from slurm_image.gateway.app import create_app
 from slurm_image.gateway.state import Gateway
 from slurm_image.wire.remote_error import RemoteError
@@ -96,6 +99,36 @@ def test_an_import_nobody_waits_for_is_published_when_the_store_is_settled(
         ("published", "a", "alice"),
         ("published", "b", "bob"),
     ]
+
+
+def test_a_joined_request_whose_book_closes_while_it_publishes_still_gets_its_alias(
+    lab: GatewayLab, mocker: MockerFixture
+) -> None:
+    """Between a joined request's right to publish being weighed (its order is in the book) and
+    its publication, the lifecycle's owner publishes and so closes the book: the joined
+    request is not refused for the order that was just fulfilled."""
+    outcome = lab.client("alice").import_image(SOURCE, name="a", role="client")
+    lab.client("bob").import_image(SOURCE, name="b", role="client")
+    book_path = Path(lab.layout.order_book(outcome.lifecycle_id))
+    bob_request = load_order_book(book_path.read_bytes()).orders[1].request
+    lab.run_job(outcome.lifecycle_id)
+    real_book = Orders.book
+    owner_published: list[str] = []
+
+    def book_then_the_owner_publishes(orders: Orders, lifecycle_id: str) -> Any:
+        book = real_book(orders, lifecycle_id)
+        if book is not None and not owner_published:
+            owner_published.append(lifecycle_id)
+            lab.local("alice").publish(lifecycle_id)
+        return book
+
+    mocker.patch.object(Orders, "book", book_then_the_owner_publishes)
+    finished = lab.local("bob").finish(outcome.lifecycle_id, bob_request)
+    assert owner_published == [outcome.lifecycle_id]
+    assert not book_path.exists(), "the owner's publication closed the book"
+    assert (finished.state, finished.joined) == (LifecycleState.PUBLISHED, True)
+    assert finished.published is not None and finished.published.name == "b"
+    assert lab.alias_file("b")["owner"]["user"] == "bob"
 
 
 def test_a_failed_job_closes_its_book_and_nothing_is_published(lab: GatewayLab) -> None:
