@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import importlib.util
+import logging
 import os
 import shutil
 import stat
@@ -64,6 +65,16 @@ if importlib.util.find_spec("xdist") is not None:
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return make_scheduler(config, log)
+
+
+@pytest.fixture(autouse=True)
+def product_logger_as_found() -> Iterator[None]:
+    """The command line run in-process configures the product's logger (its own handler, a
+    level, no propagation); put it back, so that a later test's ``caplog`` still hears it."""
+    logger = logging.getLogger("slurm_image")
+    found = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = found
 
 
 @pytest.fixture(scope="session")
