@@ -18,6 +18,23 @@ LOCAL_SLURM = Path(__file__).resolve().parents[1] / "scripts" / "local-slurm"
 CLUSTERS = ["22.05", "24.11", "26.05"]
 
 
+TEST_SQUASH_OPTIONS = "-comp lz4 -noD"
+"""The test sites' ``ENROOT_SQUASH_OPTIONS``, a site's own choice (``[enroot] environment``):
+mksquashfs squashes the test images some 30 times faster with lz4 than with Enroot's default
+lzo, which was most of an import's time here. The default stays under test: tests/execution,
+scripts/demo and test_cli_on_slurm.py's import on each cluster (docs/testing.md)."""
+
+
+def enroot_table(*settings: str, allow_http: bool = True) -> str:
+    """A test site's ``[enroot]`` table: the ``settings`` lines, and an environment of
+    ``TEST_SQUASH_OPTIONS`` and, with ``allow_http``, the local registry's plain HTTP."""
+    environment = [f'ENROOT_SQUASH_OPTIONS = "{TEST_SQUASH_OPTIONS}"']
+    if allow_http:
+        environment.insert(0, 'ENROOT_ALLOW_HTTP = "yes"')
+    lines = [*settings, f"environment = {{ {', '.join(environment)} }}"]
+    return "[enroot]\n" + "".join(f"{line}\n" for line in lines)
+
+
 @dataclass(frozen=True)
 class Cluster:
     """One local cluster: what clients need to reach it (``scripts/local-slurm env``)."""

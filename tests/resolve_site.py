@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from clusters import enroot_table
 from support import run_cli
 
 
@@ -31,14 +32,12 @@ class ResolveSite:
         base.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(mode=0o700)
         enroot = ['credentials_file = "~/.config/enroot/.credentials"'] if netrc is not None else []
-        if allow_http:
-            enroot.append('environment = { ENROOT_ALLOW_HTTP = "yes" }')
         (base / "slurm-image.toml").write_text(
             f'workspace_root = "{self.workspace}"\n'
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
             + image_build
-            + ("[enroot]\n" + "\n".join(enroot) + "\n" if enroot else "")
+            + enroot_table(*enroot, allow_http=allow_http)
             + profile_tail
         )
         if netrc is not None:

@@ -38,7 +38,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from accounts import OrdinaryAccount, OrdinaryGroup
-from clusters import Cluster
+from clusters import Cluster, enroot_table
 from munge_daemon import MungeDaemons
 from support import install_enroot_standin, unavailable
 
@@ -249,7 +249,7 @@ class GatewaySite:
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
             f'job_path = "{standin}:{JOB_PATH}"\n'
-            + ('[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' if plain_http else "")
+            + enroot_table(allow_http=plain_http)
             + self._submitter()
             + "[gateway]\nrequests_per_minute = 100000\n"
         )

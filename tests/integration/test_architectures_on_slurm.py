@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from clusters import enroot_table
 from multiarch import MultiImage, elf_machine, multi_image, require_machine
 from support import install_enroot_standin, run_cli, unavailable
 
@@ -36,8 +37,7 @@ class Site:
             f'workspace_root = "{self.workspace}"\n'
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
-            f'job_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table(kind)
+            f'job_path = "{job_path}"\n' + enroot_table() + local.submitter_table(kind)
         )
         self.env = {"SLURM_CONF": local.slurm_conf, "HOME": str(base)}
 

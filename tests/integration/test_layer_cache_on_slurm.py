@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from clusters import enroot_table
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixture of the local registry's test images, registered here by import
@@ -50,8 +52,7 @@ def site(base: Path, local: Any) -> tuple[Path, dict[str, str]]:
         f'workspace_root = "{workspace}"\n'
         "[image_build]\n"
         'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
-        f'job_path = "{job_path}"\n'
-        '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table()
+        f'job_path = "{job_path}"\n' + enroot_table() + local.submitter_table()
     )
     return workspace, {"SLURM_CONF": local.slurm_conf, "HOME": str(base)}
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from clusters import TEST_SQUASH_OPTIONS
 from slurm_image.domain.inspection import InspectionRecord, validate_inspection
 from slurm_image.domain.job import JobState
 from support import install_enroot_standin, run_cli
@@ -80,7 +81,9 @@ def _squash(layout: str, manifest: dict[str, Any], target: Path) -> Path:
     """The layout's image at ``target``: a copy of the one squashed from this version of its
     root (the manifest and the root's completion stamp), squashed first when there is none."""
     stamp = (LAYOUTS / layout / ".slurm-image-root-complete").stat().st_mtime_ns
-    key = hashlib.sha256(json.dumps([manifest, stamp], sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(
+        json.dumps([manifest, stamp, TEST_SQUASH_OPTIONS], sort_keys=True).encode()
+    ).hexdigest()
     SQUASHED.mkdir(mode=0o755, exist_ok=True)
     squashed = SQUASHED / f"{layout}-{key[:16]}.sqsh"
     with (SQUASHED / f"{layout}.lock").open("a") as lock:
@@ -103,7 +106,7 @@ def _mksquashfs(layout: str, manifest: dict[str, Any], target: Path) -> None:
         'mount --bind "$1" "$2/etc/environment" && root=$2 image=$3 && shift 3 && '
         'exec mksquashfs "$root" "$image" "$@"'
     )
-    options = ["-all-root", "-no-progress", "-quiet", "-noappend", "-comp", "lzo", "-noD"]
+    options = ["-all-root", "-no-progress", "-quiet", "-noappend", *TEST_SQUASH_OPTIONS.split()]
     options += ["-wildcards", "-e", *SQUASH_EXCLUDE, ".slurm-image-root-complete"]
     command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "squash"]
     try:

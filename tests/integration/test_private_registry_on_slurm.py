@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 # the execution suite's fixtures of the registries, registered here by import
 from harness import AuthRegistry, auth_registry, registry_images  # noqa: F401
 
+from clusters import enroot_table
 from support import install_enroot_standin, run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -52,7 +53,7 @@ class Site:
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:10:00"\n'
             f'job_path = "{standin}:{JOB_PATH}"\n'
-            '[enroot]\ncredentials_file = "~/.config/enroot/.credentials"\n'
+            + enroot_table('credentials_file = "~/.config/enroot/.credentials"', allow_http=False)
             + self.local.submitter_table()
         )
 

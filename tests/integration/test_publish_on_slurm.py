@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from clusters import enroot_table
+
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +72,8 @@ class Site:
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\n'
             f'time_limit = "0:15:00"\njob_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table(kind)
+            + enroot_table()
+            + local.submitter_table(kind)
         )
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

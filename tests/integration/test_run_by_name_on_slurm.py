@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 from harness import registry_images  # noqa: F401  (the fixture, registered by import)
 
-from clusters import Cluster, cluster
+from clusters import Cluster, cluster, enroot_table
 from support import PACKAGE_DIR, install_enroot_standin, run_cli
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
@@ -59,8 +59,7 @@ class Site:
             f'workspace_root = "{self.workspace}"\n'
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
-            f'job_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table()
+            f'job_path = "{job_path}"\n' + enroot_table() + local.submitter_table()
         )
         # the command line as a job finds it on the node (this host, on Slurm 22.05)
         command = self.bin / "slurm-image"

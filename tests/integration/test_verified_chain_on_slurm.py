@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from clusters import enroot_table
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "execution"))
 
 # the execution suite's fixture of the local registry's test images, registered here by import
@@ -56,8 +58,7 @@ class Site:
             f'workspace_root = "{self.workspace}"\n'
             "[image_build]\n"
             'partition = "build"\ncpus_per_task = 1\nmemory = "1G"\ntime_limit = "0:15:00"\n'
-            f'job_path = "{job_path}"\n'
-            '[enroot]\nenvironment = { ENROOT_ALLOW_HTTP = "yes" }\n' + local.submitter_table()
+            f'job_path = "{job_path}"\n' + enroot_table() + local.submitter_table()
         )
         self.env = {"SLURM_CONF": local.slurm_conf, "HOME": str(base)}
 
