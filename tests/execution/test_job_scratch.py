@@ -24,6 +24,7 @@ from harness import (
 )
 from test_untrusted_image import AttackImage, attack_image
 
+from clusters import TEST_SQUASH_OPTIONS
 from lying_registry import CLIENT, NOPYTHON, Answer, LyingRegistry, lying_registry, pinned
 
 __all__ = ["attack_image"]
@@ -48,7 +49,10 @@ def test_a_successful_import_leaves_nothing_in_the_node_s_scratch(
     make_job: JobFactory, registry_images: dict[str, str], inspection_path: str
 ) -> None:
     job = make_job(
-        operation="import_oci", role="client", source=registry_images["client"], environment=HTTP
+        operation="import_oci",
+        role="client",
+        source=registry_images["client"],
+        environment={**HTTP, "ENROOT_SQUASH_OPTIONS": TEST_SQUASH_OPTIONS},
     )
 
     result = job.run(inspection_path=inspection_path)

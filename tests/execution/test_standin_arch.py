@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from harness import Standin, need_squashfs_tools
 
+from clusters import TEST_SQUASH_OPTIONS
 from lying_registry import LyingRegistry, digest_of, index_of, lying_registry
 from multiarch import MULTI_MACHINES, MultiImage, elf_machine, multi_image, require_machine
 
@@ -46,6 +47,7 @@ class Enroot:
             "ENROOT_TEMP_PATH": str(base),
             "ENROOT_MAX_PROCESSORS": "2",
             "ENROOT_ALLOW_HTTP": "yes",
+            "ENROOT_SQUASH_OPTIONS": TEST_SQUASH_OPTIONS,
             "ENROOT_LOGIN_SHELL": "no",
             "ENROOT_SYSCONF_PATH": str(sysconf),
         }

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from harness import Standin
 
+from clusters import TEST_SQUASH_OPTIONS
 from lying_registry import (
     CLIENT,
     LIST_V2,
@@ -51,6 +52,7 @@ class Enroot:
             "ENROOT_TEMP_PATH": str(tmp_path),
             "ENROOT_MAX_PROCESSORS": "2",
             "ENROOT_ALLOW_HTTP": "yes",
+            "ENROOT_SQUASH_OPTIONS": TEST_SQUASH_OPTIONS,
         }
 
     def import_(self, registry: LyingRegistry, digest: str) -> subprocess.CompletedProcess[str]:
