@@ -219,12 +219,15 @@ class SbatchScheduler(SlurmScheduler):
         return self._submitter(self.local.slurm_conf, retry_policy)
 
     def unreachable_submitter(self, *, retry_policy: RetryPolicy) -> SbatchSubmitter:
-        # The controller stays up for everyone else: this client is told a port nobody serves.
+        # The controller stays up for everyone else: this client is told a port nobody serves,
+        # and gives up connecting after 2 s rather than the cluster's MessageTimeout.
         conf = Path(self.local.slurm_conf).read_text()
         lines = [
-            "SlurmctldPort=9" if line.startswith("SlurmctldPort=") else line
+            line
             for line in conf.splitlines()
+            if not line.startswith(("SlurmctldPort=", "MessageTimeout="))
         ]
+        lines += ["SlurmctldPort=9", "MessageTimeout=2"]
         elsewhere = self.tmp_path / "slurm.conf"
         elsewhere.write_text("\n".join(lines) + "\n")
         return self._submitter(str(elsewhere), retry_policy)
