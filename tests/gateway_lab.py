@@ -29,7 +29,7 @@ from typing import Any
 from dependency_injector import providers
 
 from publish_support import chain_json, inspection
-from slurm_image.adapters.gateway_client.remote import Gateway as GatewayAddress
+from slurm_image.adapters.gateway_client.exchange import Gateway as GatewayAddress
 from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.adapters.memory import FakeSubmitter, MemoryAccounts
 from slurm_image.adapters.memory.munge import MemoryMunge

@@ -41,7 +41,8 @@ def gateway_url(options: Options) -> str | None:
 
 
 def remote(url: str) -> RemoteLifecycles:
-    from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+    from slurm_image.adapters.gateway_client.exchange import Gateway
+    from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 
     gateway = Gateway(url)
     source = None
@@ -60,9 +61,7 @@ class _RemoteCatalog:
         return self._lifecycles.catalog_show(name, arch=arch)
 
     def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
-        from slurm_image.adapters.gateway_client.stable_paths import remote_stable_path
-
-        return remote_stable_path(self._lifecycles, name, arch=arch)
+        return self._lifecycles.stable_path(name, arch=arch)
 
     def page(self, query: ListQuery) -> SummaryPage:
         return self._lifecycles.catalog_page(query)

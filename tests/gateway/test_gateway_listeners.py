@@ -17,7 +17,8 @@ import pytest
 import slurm_image.composition.command_api as command_api
 from cli_site import run_main as cli_run
 from gateway_lab import SOURCE, GatewayLab, gateway_lab
-from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.adapters.gateway_client.exchange import Gateway
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.domain.errors import InvalidRequest
 from slurm_image.gateway.peer import peer_credentials
 from slurm_image.gateway.serve import parse_listener

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from gateway_lab import GatewayLab, gateway_lab
-from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.adapters.gateway_client.exchange import Gateway
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.adapters.memory.munge import MemoryMunge
 from slurm_image.adapters.munge import RESTRICTED
 from slurm_image.adapters.system_clock import SystemClock

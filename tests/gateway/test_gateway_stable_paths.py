@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gateway_lab import PRIVATE_GROUP, SOURCE, GatewayLab, gateway_lab
-from slurm_image.adapters.gateway_client.stable_paths import remote_stable_path
 from slurm_image.domain.credentials import RegistryCredentials
 from slurm_image.wire.exit_codes import EXIT_INVALID
 from slurm_image.wire.remote_error import RemoteError
@@ -38,13 +37,13 @@ def test_path_through_the_gateway_is_the_stores_own_and_follows_a_replace(
     lab: GatewayLab,
 ) -> None:
     _publish(lab, "alice", SOURCE, b"one")
-    remote = remote_stable_path(lab.client("bob"), "a", arch="x86_64")
+    remote = lab.client("bob").stable_path("a", arch="x86_64")
     local = lab.local().container.catalog_reader().stable_path("a", arch="x86_64")
     assert remote == local
     assert remote.path == f"{lab.layout.images}/by-name/x86_64/a.sqsh"
     assert Path(remote.path).read_bytes() == b"one"
     _publish(lab, "alice", OTHER_SOURCE, b"two", replace=True)
-    replaced = remote_stable_path(lab.client("bob"), "a", arch="x86_64")
+    replaced = lab.client("bob").stable_path("a", arch="x86_64")
     assert replaced.path == remote.path and replaced.pinned != remote.pinned
     assert Path(replaced.path).read_bytes() == b"two"
     assert Path(remote.pinned).read_bytes() == b"one"  # kept for the jobs that started with it
@@ -53,13 +52,13 @@ def test_path_through_the_gateway_is_the_stores_own_and_follows_a_replace(
 def test_a_private_alias_path_is_its_groups_alone(lab: GatewayLab) -> None:
     login = RegistryCredentials(host="registry.example.org", login="alice", password="pw-1")
     _publish(lab, "alice", SOURCE, b"one", group=PRIVATE_GROUP, credentials=login)
-    found = remote_stable_path(lab.client("alice"), "a", arch="x86_64")
+    found = lab.client("alice").stable_path("a", arch="x86_64")
     assert found.path == f"{lab.layout.images}/by-name/groups/{PRIVATE_GROUP}/x86_64/a.sqsh"
     directory = os.stat(Path(found.path).parent.parent)
     assert stat.S_IMODE(directory.st_mode) == 0o750 and directory.st_gid == 1
     assert Path(found.path).read_bytes() == b"one"
     with pytest.raises(RemoteError) as refused:
-        remote_stable_path(lab.client("bob"), "a", arch="x86_64")
+        lab.client("bob").stable_path("a", arch="x86_64")
     assert refused.value.exit_code == EXIT_INVALID
     assert refused.value.field == "name"
 
@@ -74,6 +73,6 @@ def test_an_unknown_alias_or_architecture_is_refused_as_the_local_reader_refuses
     _publish(lab, "alice", SOURCE, b"one")
     before = sorted(str(path) for path in Path(lab.layout.images).rglob("*"))
     with pytest.raises(RemoteError) as refused:
-        remote_stable_path(lab.client("bob"), name, arch=arch)
+        lab.client("bob").stable_path(name, arch=arch)
     assert (refused.value.field, refused.value.exit_code) == (field, EXIT_INVALID)
     assert sorted(str(path) for path in Path(lab.layout.images).rglob("*")) == before

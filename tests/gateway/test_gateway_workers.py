@@ -24,7 +24,8 @@ import pytest
 
 from cli_site import run_main
 from publish_support import SOURCE, SQSH_BYTES, chain_json, inspection
-from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.adapters.gateway_client.exchange import Gateway
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.composition.api import Lifecycles
 from slurm_image.domain.request import make_request
 from slurm_image.domain.store_layout import StoreLayout

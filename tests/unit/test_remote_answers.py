@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from slurm_image.adapters.gateway_client.remote import Gateway, RemoteLifecycles
+from slurm_image.adapters.gateway_client.exchange import Gateway
+from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.wire.errors import exit_code_for
 from slurm_image.wire.exit_codes import EXIT_SCHEDULER
 from slurm_image.wire.remote_error import RemoteError

@@ -4,31 +4,35 @@ the local ``Lifecycles`` does, each asked of ``slurm-image serve`` over its unix
 and returns the same types, so every command prints and exits exactly as in the local mode. Both
 pass one contract suite (tests/contract/test_lifecycles_contract.py).
 
-Over HTTPS each request carries a fresh MUNGE credential (``ports.authentication``), restricted to
-the uid the gateway says it runs as (``/v1/about``); over the unix socket the kernel tells the
-gateway who connects. A gateway that cannot be reached (or restarts) is asked again with backoff
-within the command's own time; a refusal is a ``RemoteError`` with the gateway's field, rule and
-exit code.
+Each request goes through one ``GatewayExchange`` (``exchange``: who asks, the gateway asked
+again while it cannot be reached); a refusal is a ``RemoteError`` with the gateway's field, rule
+and exit code.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import platform
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from slurm_image.adapters.gateway_client.exchange import (
+    FIELD,
+    LONG_POLL_S,
+    UNREACHABLE_GRACE_S,
+    Gateway,
+    GatewayExchange,
+)
 from slurm_image.application.lifecycles_port import RESOLVE_TIMEOUT_S, LifecyclesPort
-from slurm_image.domain.gateway_settings import parse_address
 from slurm_image.wire import requests, shapes
 from slurm_image.wire.exit_codes import EXIT_SCHEDULER
 from slurm_image.wire.remote_error import RemoteError
 
 if TYPE_CHECKING:
     import httpx
-    from pydantic import BaseModel
 
     from slurm_image.application.lifecycle import Outcome
     from slurm_image.application.logs import Write
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
     from slurm_image.application.status import LifecycleStatus
     from slurm_image.application.submit import Submission
     from slurm_image.application.wait import Progress, WaitResult
+    from slurm_image.domain.by_name import StablePath
     from slurm_image.domain.credentials import RegistryCredentials
     from slurm_image.domain.history import HistoryRead
     from slurm_image.domain.listing import ListQuery, SummaryPage
@@ -47,27 +52,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.request import Operation
     from slurm_image.ports.authentication import CredentialSource
 
-FIELD = "gateway"
 Answer = TypeVar("Answer")
-LONG_POLL_S = 20.0
-"""How long one ``wait`` request is held by the gateway (at most its 25 s)."""
-UNREACHABLE_GRACE_S = 10.0
-"""How long a one-shot command asks a gateway that cannot be reached again."""
-
-
-class Gateway:
-    """Where the gateway is: ``unix:PATH`` or ``https://HOST:PORT`` (``http://`` on loopback,
-    for tests)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.address = parse_address(url, FIELD)
-        self.socket = self.address.path
-        self.base = "http://gateway" if self.socket is not None else self.address.describe()
-
-    @property
-    def tcp(self) -> bool:
-        return self.socket is None
 
 
 class RemoteLifecycles(LifecyclesPort):
@@ -83,123 +68,15 @@ class RemoteLifecycles(LifecyclesPort):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.gateway = gateway
-        self._credential_source = credential_source
-        self._client = client if client is not None else self._new_client()
+        self.exchange = GatewayExchange(
+            gateway,
+            credential_source=credential_source,
+            client=client,
+            sleep=sleep,
+            monotonic=monotonic,
+        )
         self._sleep = sleep
         self._monotonic = monotonic
-        self._uid: int | None = None
-
-    def _new_client(self) -> httpx.Client:
-        import httpx
-
-        transport = (
-            httpx.HTTPTransport(uds=self.gateway.socket)
-            if self.gateway.socket is not None
-            else httpx.HTTPTransport(retries=0)
-        )
-        return httpx.Client(
-            transport=transport,
-            base_url=self.gateway.base,
-            timeout=httpx.Timeout(LONG_POLL_S + 30.0, connect=5.0),
-            follow_redirects=False,
-        )
-
-    # -- the exchange ------------------------------------------------------------------
-
-    def _headers(self) -> dict[str, str]:
-        if not self.gateway.tcp or self._credential_source is None:
-            return {}
-        credential = self._credential_source.credential(restrict_uid=self._gateway_uid())
-        return {"Authorization": f"Munge {credential}"}
-
-    def _gateway_uid(self) -> int:
-        """The uid the gateway decodes credentials as (``/v1/about``, asked once): each
-        credential is restricted to it, so that only the gateway's account can take it."""
-        if self._uid is None:
-            self._uid = self._ask(about_uid, "GET", "/v1/about", anonymous=True)
-        return self._uid
-
-    def _ask(
-        self,
-        read: Callable[[Any], Answer],
-        method: str,
-        path: str,
-        *,
-        body: BaseModel | None = None,
-        params: Mapping[str, Any] | None = None,
-        retry_for_s: float = UNREACHABLE_GRACE_S,
-        anonymous: bool = False,
-    ) -> Answer:
-        """``_call``, its answer read by ``read`` (``wire``'s): an answer that is not what the
-        API says is the gateway's fault, refused like a gateway that cannot be reached."""
-        data = self._call(
-            method, path, body=body, params=params, retry_for_s=retry_for_s, anonymous=anonymous
-        )
-        try:
-            return read(data)
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise RemoteError(
-                field=FIELD,
-                rule=f"{self.gateway.url} answered {method} {path} with what the API does not"
-                f" say ({type(error).__name__})",
-                exit_code=EXIT_SCHEDULER,
-            ) from None
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: BaseModel | None = None,
-        params: Mapping[str, Any] | None = None,
-        retry_for_s: float = UNREACHABLE_GRACE_S,
-        anonymous: bool = False,
-    ) -> Any:
-        """One request (with no credential when ``anonymous``), asked again while the gateway
-        cannot be reached (within ``retry_for_s``); a refusal raises ``RemoteError``."""
-        import httpx
-
-        sent = None if body is None else requests.request_json(body)
-        deadline = self._monotonic() + retry_for_s
-        pause = 0.2
-        while True:
-            try:
-                headers = {} if anonymous else self._headers()
-                answer = self._client.request(
-                    method, path, json=sent, params=params, headers=headers
-                )
-            except httpx.TransportError as error:
-                if self._monotonic() + pause > deadline:
-                    raise RemoteError(
-                        field=FIELD,
-                        rule=f"{self.gateway.url} cannot be reached ({type(error).__name__})",
-                        exit_code=EXIT_SCHEDULER,
-                    ) from None
-                self._sleep(pause)
-                pause = min(pause * 2, 2.0)
-                continue
-            return self._read(answer)
-
-    def _read(self, answer: httpx.Response) -> Any:
-        try:
-            data = answer.json()
-        except ValueError:
-            data = None
-        if answer.is_success and data is not None:
-            return data
-        error = data.get("error") if isinstance(data, dict) else None
-        if isinstance(error, dict):
-            refusal = shapes.remote_error_from(error)
-            retry = answer.headers.get("Retry-After")
-            if retry is not None and retry.isdigit():
-                refusal.retry_after_s = int(retry)
-                refusal.add_note(f"ask again in {retry} s")
-            raise refusal
-        raise RemoteError(
-            field=FIELD,
-            rule=f"{self.gateway.url} answered HTTP {answer.status_code} without an error body",
-            exit_code=EXIT_SCHEDULER,
-        )
 
     # -- lifecycles --------------------------------------------------------------------
 
@@ -252,7 +129,7 @@ class RemoteLifecycles(LifecyclesPort):
             group=group,
             credentials=credentials,
         )
-        return self._ask(shapes.planned_from, "POST", "/v1/plans", body=body)
+        return self.exchange.ask(shapes.planned_from, "POST", "/v1/plans", body=body)
 
     def import_image(
         self,
@@ -326,7 +203,7 @@ class RemoteLifecycles(LifecyclesPort):
         from slurm_image.application.wait import require_success
         from slurm_image.domain.lifecycle_state import LifecycleState
 
-        outcome, asked = self._ask(
+        outcome, asked = self.exchange.ask(
             lambda data: (shapes.outcome_from(data), dict(data["request"])),
             "POST",
             "/v1/lifecycles",
@@ -336,7 +213,7 @@ class RemoteLifecycles(LifecyclesPort):
             return outcome
         waited = self.wait([outcome.lifecycle_id], timeout_s=timeout_s, on_poll=on_poll)
         require_success(waited)
-        done = self._ask(
+        done = self.exchange.ask(
             shapes.outcome_from,
             "POST",
             f"/v1/lifecycles/{outcome.lifecycle_id}/finish",
@@ -352,11 +229,13 @@ class RemoteLifecycles(LifecyclesPort):
         )
 
     def submit(self, lifecycle_id: str) -> Submission:
-        return self._ask(shapes.submission_from, "POST", f"/v1/lifecycles/{lifecycle_id}/submit")
+        return self.exchange.ask(
+            shapes.submission_from, "POST", f"/v1/lifecycles/{lifecycle_id}/submit"
+        )
 
     def status(self, lifecycle_ids: Sequence[str]) -> list[LifecycleStatus]:
         ids = {"ids": list(lifecycle_ids)}
-        return self._ask(
+        return self.exchange.ask(
             each("lifecycles", shapes.status_from), "GET", "/v1/lifecycles", params=ids
         )
 
@@ -378,7 +257,7 @@ class RemoteLifecycles(LifecyclesPort):
             left = None if timeout_s is None else max(0.0, timeout_s - elapsed)
             poll = LONG_POLL_S if left is None else min(LONG_POLL_S, left)
             try:
-                result = self._ask(
+                result = self.exchange.ask(
                     shapes.wait_from,
                     "POST",
                     "/v1/lifecycles/wait",
@@ -409,12 +288,12 @@ class RemoteLifecycles(LifecyclesPort):
         path = f"/v1/lifecycles/{lifecycle_id}/logs"
         params = {"follow": "true" if follow else "false"}
         try:
-            with self._client.stream(
-                "GET", path, params=params, headers=self._headers(), timeout=None
+            with self.exchange.client.stream(
+                "GET", path, params=params, headers=self.exchange.headers(), timeout=None
             ) as answer:
                 if not answer.is_success:
                     answer.read()
-                    self._read(answer)
+                    self.exchange.read(answer)
                 for kind, data in _events(answer.iter_lines()):
                     if kind == "log":
                         write(str(data["path"]), base64.b64decode(data["data_b64"]))
@@ -433,10 +312,12 @@ class RemoteLifecycles(LifecyclesPort):
         )
 
     def cancel(self, lifecycle_id: str) -> LifecycleStatus:
-        return self._ask(shapes.status_from, "POST", f"/v1/lifecycles/{lifecycle_id}/cancel")
+        return self.exchange.ask(
+            shapes.status_from, "POST", f"/v1/lifecycles/{lifecycle_id}/cancel"
+        )
 
     def publish(self, lifecycle_id: str, *, replace: bool = False) -> AliasRecord:
-        return self._ask(
+        return self.exchange.ask(
             shapes.alias_record_from,
             "POST",
             f"/v1/lifecycles/{lifecycle_id}/publish",
@@ -444,7 +325,9 @@ class RemoteLifecycles(LifecyclesPort):
         )
 
     def cleanup(self, lifecycle_id: str) -> str:
-        return self._ask(text("lifecycle_id"), "POST", f"/v1/lifecycles/{lifecycle_id}/cleanup")
+        return self.exchange.ask(
+            text("lifecycle_id"), "POST", f"/v1/lifecycles/{lifecycle_id}/cleanup"
+        )
 
     # -- tags --------------------------------------------------------------------------
 
@@ -462,7 +345,7 @@ class RemoteLifecycles(LifecyclesPort):
             timeout_s=float(timeout_s),
             credentials=requests.credentials_body(credentials),
         )
-        return self._ask(shapes.resolution_from, "POST", "/v1/resolve", body=body)
+        return self.exchange.ask(shapes.resolution_from, "POST", "/v1/resolve", body=body)
 
     def outdated(
         self, names: Sequence[str] = (), *, timeout_s: float = RESOLVE_TIMEOUT_S
@@ -470,7 +353,7 @@ class RemoteLifecycles(LifecyclesPort):
         params: dict[str, Any] = {"timeout_s": timeout_s}
         if names:
             params["names"] = list(names)
-        return self._ask(
+        return self.exchange.ask(
             each("entries", shapes.outdated_from), "GET", "/v1/outdated", params=params
         )
 
@@ -486,10 +369,10 @@ class RemoteLifecycles(LifecyclesPort):
                 return shapes.alias_record_from(data["verified"])
             return shapes.alias_record_from(dict(shapes.published_from(data).record))
 
-        return self._ask(record, "GET", f"/v1/aliases/{name}", params=params)
+        return self.exchange.ask(record, "GET", f"/v1/aliases/{name}", params=params)
 
     def architectures(self, name: str) -> tuple[str | None, ...]:
-        return self._ask(
+        return self.exchange.ask(
             lambda data: tuple(shapes.published_from(data).architectures),
             "GET",
             f"/v1/aliases/{name}",
@@ -497,7 +380,19 @@ class RemoteLifecycles(LifecyclesPort):
 
     def catalog_show(self, name: str, *, arch: str | None = None) -> PublishedAlias:
         params = {"arch": arch} if arch is not None else None
-        return self._ask(shapes.published_from, "GET", f"/v1/aliases/{name}", params=params)
+        return self.exchange.ask(shapes.published_from, "GET", f"/v1/aliases/{name}", params=params)
+
+    def stable_path(self, name: str, *, arch: str | None = None) -> StablePath:
+        """``path NAME`` (docs/gateway.md, "Run by name"): the same ``StablePath`` the catalog
+        reader gives where the store is mounted, asked for ``arch``, else for this machine's
+        architecture, so that a job on a node gets that node's image whichever way it asks."""
+        from slurm_image.domain.architecture import from_machine
+
+        asked = arch if arch is not None else from_machine(platform.machine())
+        params = {"arch": asked} if asked is not None else None
+        return self.exchange.ask(
+            shapes.stable_path_from, "GET", f"/v1/aliases/{name}/path", params=params
+        )
 
     def catalog_page(self, query: ListQuery) -> SummaryPage:
         """One page of ``list``'s summaries (``domain.listing``)."""
@@ -512,7 +407,7 @@ class RemoteLifecycles(LifecyclesPort):
             )
             if value is not None
         }
-        return self._ask(
+        return self.exchange.ask(
             lambda data: shapes.summary_page_from(data, query.after),
             "GET",
             "/v1/aliases",
@@ -525,29 +420,19 @@ class RemoteLifecycles(LifecyclesPort):
             params["name"] = name
         if since is not None:
             params["since"] = since.isoformat()
-        return self._ask(shapes.history_from, "GET", "/v1/history", params=params)
+        return self.exchange.ask(shapes.history_from, "GET", "/v1/history", params=params)
 
     def unregister(self, name: str) -> str:
-        return self._ask(text("name"), "DELETE", f"/v1/aliases/{name}")
+        return self.exchange.ask(text("name"), "DELETE", f"/v1/aliases/{name}")
 
     def gc(self, *, older_than: timedelta, dry_run: bool = False) -> list[Removed]:
         body = requests.GcBody.model_construct(
             older_than=f"{int(older_than.total_seconds())}s", dry_run=dry_run
         )
-        return self._ask(each("removed", shapes.removed_from), "POST", "/v1/gc", body=body)
+        return self.exchange.ask(each("removed", shapes.removed_from), "POST", "/v1/gc", body=body)
 
     def queue(self) -> list[dict[str, object]]:
-        return self._ask(each("queue", mapping), "GET", "/v1/queue")
-
-
-def about_uid(data: Any) -> int:
-    """The gateway's uid in its ``/v1/about`` answer."""
-    from slurm_image.domain.requester import MAX_ID
-
-    uid = data["uid"]
-    if type(uid) is not int or not 0 <= uid <= MAX_ID:
-        raise ValueError("uid")
-    return uid
+        return self.exchange.ask(each("queue", mapping), "GET", "/v1/queue")
 
 
 def text(key: str) -> Callable[[Any], str]:
