@@ -52,7 +52,7 @@ from dependency_injector import providers
 from raw_http import Connection, NotUnderstood
 from workloads import SOURCE, Site, chain_record, inspection
 
-from slurm_image.adapters.gateway_client.remote import Gateway as Address
+from slurm_image.adapters.gateway_client.exchange import Gateway as Address
 from slurm_image.adapters.gateway_client.remote import RemoteLifecycles
 from slurm_image.adapters.memory import FakeSubmitter, MemoryAccounts, MemoryMunge
 from slurm_image.adapters.system_clock import SystemClock
