@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from slurm_image.domain.access import Ownership
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
 from slurm_image.ports.store import Store
-from slurm_image.ports.workspace import WorkspaceError
+from slurm_image.ports.workspace import NotFound, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ def read_record(store: Store, path: str) -> bytes | None:
         if store.entry_kind(path) is None:
             return None
         return store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
+    except NotFound:
+        return None  # removed between the look and the read: no record, as if never there
     except WorkspaceError as error:
         raise VerificationFailed(field=error.field, rule=error.rule) from None
 
