@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from slurm_image.application.catalog_index import CatalogIndex
     from slurm_image.domain.access import Ownership
 from slurm_image.domain.store_layout import STORE_RECORD_MAX_BYTES, StoreLayout
-from slurm_image.ports.store import Store
+from slurm_image.ports.store import ChangedWhileRead, Store
 from slurm_image.ports.workspace import NotFound, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -31,17 +31,29 @@ log = logging.getLogger(__name__)
 Record = TypeVar("Record")
 
 
+RECORD_READ_ATTEMPTS = 3
+"""How often a record replaced while it was read is read again (records are replaced whole, by
+rename: the next read finds the new one)."""
+
+
 def read_record(store: Store, path: str) -> bytes | None:
     """The bytes of the store record at ``path``, or None when there is none. A record that is
-    not a private regular file of bounded size fails verification."""
-    try:
-        if store.entry_kind(path) is None:
-            return None
-        return store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
-    except NotFound:
-        return None  # removed between the look and the read: no record, as if never there
-    except WorkspaceError as error:
-        raise VerificationFailed(field=error.field, rule=error.rule) from None
+    not a private regular file of bounded size fails verification; one replaced while it was
+    read is read again, up to ``RECORD_READ_ATTEMPTS`` times."""
+    attempt = 1
+    while True:
+        try:
+            if store.entry_kind(path) is None:
+                return None
+            return store.read_stable(path, max_bytes=STORE_RECORD_MAX_BYTES).data
+        except NotFound:
+            return None  # removed between the look and the read: no record, as if never there
+        except ChangedWhileRead as error:
+            if attempt >= RECORD_READ_ATTEMPTS:
+                raise VerificationFailed(field=error.field, rule=error.rule) from None
+            attempt += 1
+        except WorkspaceError as error:
+            raise VerificationFailed(field=error.field, rule=error.rule) from None
 
 
 def require_unchangeable(store: Store, path: str) -> None:

@@ -1,6 +1,7 @@
 """A store record removed between the look and the read (an order book closed by another
 request's publication, an alias unregistered) is no record, as one never there: never a
-verification failure naming a file that does not exist."""
+verification failure naming a file that does not exist. One replaced while it was read (a
+book rewritten by a request joining it) is read again."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from slurm_image.adapters.local_store import LocalStore
 from slurm_image.adapters.memory import MemoryFilesystem
 from slurm_image.adapters.memory.store import MemoryStore
-from slurm_image.application.catalog_reader import read_record
-from slurm_image.ports.store import Store
+from slurm_image.application.catalog_reader import RECORD_READ_ATTEMPTS, read_record
+from slurm_image.application.errors import VerificationFailed
+from slurm_image.ports.store import ChangedWhileRead, Store
+from slurm_image.ports.workspace import VerifiedRead
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -65,3 +68,45 @@ def test_a_record_there_throughout_is_read(store: Store) -> None:
     store.publish_file(path, b"{}", mode=0o600, staging=directory)
 
     assert read_record(store, path) == b"{}"
+
+
+def replaced_while_read(store: Store, times: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the store's next ``times`` reads find the record replaced while they read it."""
+    reads: list[str] = []
+    read_stable = store.read_stable
+
+    def read_or_replaced(path: str, *, max_bytes: int) -> VerifiedRead:
+        reads.append(path)
+        if len(reads) <= times:
+            raise ChangedWhileRead(field=path, rule="changed while it was read")
+        return read_stable(path, max_bytes=max_bytes)
+
+    monkeypatch.setattr(store, "read_stable", read_or_replaced)
+    return reads
+
+
+def test_a_record_replaced_while_read_is_read_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = f"{store.root}/orders"
+    path = f"{directory}/img-1.json"
+    store.ensure_directory(directory, mode=0o700)
+    store.publish_file(path, b"{}", mode=0o600, staging=directory)
+    reads = replaced_while_read(store, RECORD_READ_ATTEMPTS - 1, monkeypatch)
+
+    assert read_record(store, path) == b"{}"
+    assert len(reads) == RECORD_READ_ATTEMPTS
+
+
+def test_a_record_that_keeps_changing_fails_verification(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = f"{store.root}/orders"
+    path = f"{directory}/img-1.json"
+    store.ensure_directory(directory, mode=0o700)
+    store.publish_file(path, b"{}", mode=0o600, staging=directory)
+    replaced_while_read(store, RECORD_READ_ATTEMPTS, monkeypatch)
+
+    with pytest.raises(VerificationFailed) as failed:
+        read_record(store, path)
+    assert (failed.value.field, failed.value.rule) == (path, "changed while it was read")
