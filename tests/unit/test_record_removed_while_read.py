@@ -30,6 +30,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return MemoryStore("/site/store", filesystem, uid=1000)
 
 
+@pytest.fixture
+def record(store: Store) -> str:
+    """The path of a record written whole into ``store``, as an order book is."""
+    directory = f"{store.root}/orders"
+    path = f"{directory}/img-1.json"
+    store.ensure_directory(directory, mode=0o700)
+    store.publish_file(path, b"{}", mode=0o600, staging=directory)
+    return path
+
+
 def removed_once_looked_at(
     store: Store, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> list[str | None]:
@@ -49,25 +59,17 @@ def removed_once_looked_at(
 
 
 def test_a_record_removed_after_the_look_reads_as_none(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, record: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = f"{store.root}/orders"
-    path = f"{directory}/img-1.json"
-    store.ensure_directory(directory, mode=0o700)
-    store.publish_file(path, b"{}", mode=0o600, staging=directory)
-    looked = removed_once_looked_at(store, path, monkeypatch)
+    looked = removed_once_looked_at(store, record, monkeypatch)
 
-    assert read_record(store, path) is None
+    assert read_record(store, record) is None
     assert looked == ["file"], "the record was there when looked at"
 
 
-def test_a_record_there_throughout_is_read(store: Store) -> None:
-    directory = f"{store.root}/orders"
-    path = f"{directory}/img-1.json"
-    store.ensure_directory(directory, mode=0o700)
-    store.publish_file(path, b"{}", mode=0o600, staging=directory)
+def test_a_record_there_throughout_is_read(store: Store, record: str) -> None:
 
-    assert read_record(store, path) == b"{}"
+    assert read_record(store, record) == b"{}"
 
 
 def replaced_while_read(store: Store, times: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -86,27 +88,19 @@ def replaced_while_read(store: Store, times: int, monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_record_replaced_while_read_is_read_again(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, record: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = f"{store.root}/orders"
-    path = f"{directory}/img-1.json"
-    store.ensure_directory(directory, mode=0o700)
-    store.publish_file(path, b"{}", mode=0o600, staging=directory)
     reads = replaced_while_read(store, RECORD_READ_ATTEMPTS - 1, monkeypatch)
 
-    assert read_record(store, path) == b"{}"
+    assert read_record(store, record) == b"{}"
     assert len(reads) == RECORD_READ_ATTEMPTS
 
 
 def test_a_record_that_keeps_changing_fails_verification(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, record: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory = f"{store.root}/orders"
-    path = f"{directory}/img-1.json"
-    store.ensure_directory(directory, mode=0o700)
-    store.publish_file(path, b"{}", mode=0o600, staging=directory)
     replaced_while_read(store, RECORD_READ_ATTEMPTS, monkeypatch)
 
     with pytest.raises(VerificationFailed) as failed:
-        read_record(store, path)
-    assert (failed.value.field, failed.value.rule) == (path, "changed while it was read")
+        read_record(store, record)
+    assert (failed.value.field, failed.value.rule) == (record, "changed while it was read")
